@@ -1,0 +1,2 @@
+//! clustering bench (placeholder)
+fn main() {}

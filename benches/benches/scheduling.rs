@@ -1,0 +1,2 @@
+//! scheduling bench (placeholder)
+fn main() {}

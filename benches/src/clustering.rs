@@ -1,0 +1,1 @@
+//! Clustering workloads (placeholder).

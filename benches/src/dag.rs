@@ -1,0 +1,1 @@
+//! DAG workloads (placeholder).

@@ -1,0 +1,2 @@
+//! perf-report
+fn main() {}

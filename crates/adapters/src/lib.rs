@@ -1,0 +1,1 @@
+//! orchestrator adapters (placeholder, see the issue tracker).

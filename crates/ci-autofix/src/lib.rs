@@ -1,0 +1,1 @@
+//! orchestrator ci-autofix (placeholder, see the issue tracker).

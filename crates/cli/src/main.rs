@@ -1,0 +1,2 @@
+//! The `orchestrator` binary.
+fn main() {}

@@ -1,0 +1,437 @@
+//! The [`Agent`] trait: anything that takes an instruction and does work.
+//!
+//! An agent may be an LLM behind a CLI or an HTTP API, a builtin rule-based
+//! fixer, or a test fake. Flows only see this trait. A request says what role
+//! the agent plays, what to do, where, in what time, and optionally the JSON
+//! schema its structured answer must satisfy; [`AgentExt::run_validated`]
+//! checks the answer against that schema so that every backend gets the same
+//! validation.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::schema;
+
+/// What an agent is asked to do in a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Explore a codebase from one angle (planex phase 2).
+    Explore,
+    /// Plan work: exploration angles, tasks, fix groups.
+    Plan,
+    /// Execute a task (planex phase 4).
+    Execute,
+    /// Fix one finding or one CI failure.
+    Fix,
+    /// Diagnose a failure without changing anything.
+    Diagnose,
+}
+
+impl Role {
+    /// The snake_case name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Explore => "explore",
+            Role::Plan => "plan",
+            Role::Execute => "execute",
+            Role::Fix => "fix",
+            Role::Diagnose => "diagnose",
+        }
+    }
+}
+
+/// A unit of work for an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRequest {
+    /// Identifier of the request (a task id, finding id, batch id…); fakes
+    /// script their answers by it.
+    pub id: String,
+    /// The role the agent plays.
+    pub role: Role,
+    /// The instruction, in natural language.
+    pub instruction: String,
+    /// Directory the agent works in.
+    pub workdir: PathBuf,
+    /// JSON schema the structured answer must satisfy, if one is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
+    /// Time limit for the whole request.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_duration_ms")]
+    pub time_limit: Option<Duration>,
+    /// Machine-readable context for builtin agents (a finding, a failing log,
+    /// a task row); LLM agents receive it rendered into the instruction.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub context: serde_json::Value,
+}
+
+impl AgentRequest {
+    /// A request with no schema, no time limit and no context.
+    pub fn new(
+        id: impl Into<String>,
+        role: Role,
+        instruction: impl Into<String>,
+        workdir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            role,
+            instruction: instruction.into(),
+            workdir: workdir.into(),
+            schema: None,
+            time_limit: None,
+            context: serde_json::Value::Null,
+        }
+    }
+
+    /// Builder: require a structured answer matching `schema`.
+    pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Builder: set the time limit.
+    pub fn with_time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    /// Builder: attach machine-readable context.
+    pub fn with_context(mut self, context: serde_json::Value) -> Self {
+        self.context = context;
+        self
+    }
+}
+
+/// Resource usage of one agent call, when the backend reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt / input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion / output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in US dollars.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Agent turns taken.
+    #[serde(default)]
+    pub turns: u32,
+}
+
+impl Usage {
+    /// Adds another call's usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cost_usd += other.cost_usd;
+        self.turns += other.turns;
+    }
+}
+
+/// What an agent answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentResponse {
+    /// The final text of the answer.
+    pub text: String,
+    /// The structured answer, when the request carried a schema (validated
+    /// against it by [`AgentExt::run_validated`]) or the backend produced one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
+    /// Files the agent changed, relative to the working directory, when known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files_changed: Vec<String>,
+    /// Usage, when the backend reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl AgentResponse {
+    /// A plain-text answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A structured answer; the text is the compact JSON.
+    pub fn structured(value: serde_json::Value) -> Self {
+        Self {
+            text: value.to_string(),
+            structured: Some(value),
+            ..Self::default()
+        }
+    }
+
+    /// Builder: record changed files.
+    pub fn with_files_changed(mut self, files: Vec<String>) -> Self {
+        self.files_changed = files;
+        self
+    }
+}
+
+/// Why an agent call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The call did not finish within its time limit.
+    #[error("agent timed out after {seconds:.1}s")]
+    Timeout {
+        /// The limit that was exceeded, in seconds.
+        seconds: f64,
+    },
+    /// The agent could not be started (missing executable, bad config).
+    #[error("failed to start agent: {message}")]
+    Unavailable {
+        /// What went wrong.
+        message: String,
+    },
+    /// The agent ran but reported an error (non-zero exit, API error, `is_error`).
+    #[error("agent failed: {message}")]
+    Failed {
+        /// What the agent or its backend said.
+        message: String,
+        /// Exit status of a process agent, when there was one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+    /// The agent's output could not be understood.
+    #[error("agent output could not be parsed ({message}); output began: {snippet:?}")]
+    Garbage {
+        /// What the parser expected.
+        message: String,
+        /// The start of the output, for the user.
+        snippet: String,
+    },
+    /// The structured answer does not satisfy the request's schema.
+    #[error("agent answer does not match the schema: {}", violations.join("; "))]
+    SchemaViolation {
+        /// One entry per violation, each naming the JSON path.
+        violations: Vec<String>,
+    },
+    /// The agent declined: it cannot handle this request (a builtin agent
+    /// asked to fix a finding it has no suggestion for, say). Flows treat
+    /// this as "not fixable by this agent", never as a silent skip.
+    #[error("agent cannot handle this request: {reason}")]
+    Unsupported {
+        /// Why.
+        reason: String,
+    },
+    /// A budget (turns, tokens, cost) was exhausted.
+    #[error("agent budget exhausted: {message}")]
+    Budget {
+        /// Which budget.
+        message: String,
+    },
+    /// The same failure repeated too often; the call was stopped.
+    #[error("agent stopped: the same error repeated {count} times: {signature}")]
+    LoopDetected {
+        /// The repeated error signature.
+        signature: String,
+        /// How many times it was seen.
+        count: u32,
+    },
+    /// The call was cancelled (Ctrl-C, shutdown).
+    #[error("agent call cancelled")]
+    Cancelled,
+}
+
+impl AgentError {
+    /// Whether retrying the same request may succeed (timeouts, transient
+    /// backend failures) as opposed to errors that will repeat.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, AgentError::Timeout { .. } | AgentError::Failed { .. })
+    }
+}
+
+/// Something that performs agent work. Object-safe: flows hold `Arc<dyn Agent>`.
+///
+/// Contract (checked by the conformance suite):
+/// - `run` returns within the request's time limit (plus a small grace) or
+///   returns [`AgentError::Timeout`];
+/// - a failure is an `Err`, never an `Ok` with an error message in the text;
+/// - an agent must be usable from several tasks at once.
+#[async_trait]
+pub trait Agent: Send + Sync + fmt::Debug {
+    /// A short name for logs and reports (`claude`, `builtin-suggestion`, …).
+    fn name(&self) -> &str;
+
+    /// Performs the request.
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError>;
+}
+
+#[async_trait]
+impl<A: Agent + ?Sized> Agent for Arc<A> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        (**self).run(request).await
+    }
+}
+
+#[async_trait]
+impl<A: Agent + ?Sized> Agent for Box<A> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        (**self).run(request).await
+    }
+}
+
+/// Helpers every agent gets for free.
+#[async_trait]
+pub trait AgentExt: Agent {
+    /// Runs the request and, when it carries a schema, makes sure the answer
+    /// has a structured value that satisfies it. A text-only answer is parsed
+    /// as JSON (the whole text, or the first fenced or braced JSON object in
+    /// it) before validation.
+    async fn run_validated(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let schema = request.schema.clone();
+        let mut response = self.run(request).await?;
+        if let Some(schema) = schema {
+            let value = match response.structured.take() {
+                Some(v) => v,
+                None => extract_json(&response.text).ok_or_else(|| AgentError::Garbage {
+                    message: "expected a JSON answer".into(),
+                    snippet: snippet(&response.text),
+                })?,
+            };
+            schema::validate(&schema, &value).map_err(|violations| {
+                AgentError::SchemaViolation {
+                    violations: violations.iter().map(ToString::to_string).collect(),
+                }
+            })?;
+            response.structured = Some(value);
+        }
+        Ok(response)
+    }
+}
+
+impl<A: Agent + ?Sized> AgentExt for A {}
+
+/// The first 200 characters of `text`, for error messages.
+pub fn snippet(text: &str) -> String {
+    const MAX: usize = 200;
+    match text.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// Finds a JSON value in an agent's text answer: the whole text, a ```json
+/// fenced block, or the first balanced `{…}` object that parses.
+pub fn extract_json(text: &str) -> Option<serde_json::Value> {
+    let trimmed = text.trim();
+    if let Ok(v) = serde_json::from_str(trimmed) {
+        return Some(v);
+    }
+    if let Some(start) = trimmed.find("```") {
+        let after = &trimmed[start + 3..];
+        let body_start = after.find('\n').map(|i| i + 1).unwrap_or(0);
+        let body = &after[body_start..];
+        if let Some(end) = body.find("```")
+            && let Ok(v) = serde_json::from_str(body[..end].trim())
+        {
+            return Some(v);
+        }
+    }
+    let bytes = trimmed.as_bytes();
+    let mut search_from = 0;
+    while let Some(offset) = trimmed[search_from..].find('{') {
+        let start = search_from + offset;
+        let mut depth = 0usize;
+        let mut in_string = false;
+        let mut escaped = false;
+        for (i, &b) in bytes.iter().enumerate().skip(start) {
+            if in_string {
+                match b {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if let Ok(v) = serde_json::from_str(&trimmed[start..=i]) {
+                            return Some(v);
+                        }
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        search_from = start + 1;
+    }
+    None
+}
+
+mod opt_duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn extract_json_finds_fenced_and_embedded_objects() {
+        assert_eq!(extract_json(r#"{"a":1}"#), Some(json!({"a": 1})));
+        assert_eq!(
+            extract_json("Here you go:\n```json\n{\"a\": 2}\n```\nbye"),
+            Some(json!({"a": 2}))
+        );
+        assert_eq!(
+            extract_json(r#"text {not json} then {"b": "}"} end"#),
+            Some(json!({"b": "}"}))
+        );
+        assert_eq!(extract_json("no json here"), None);
+    }
+
+    #[test]
+    fn snippet_cuts_on_char_boundary() {
+        let long = "é".repeat(300);
+        let s = snippet(&long);
+        assert_eq!(s.chars().count(), 201);
+    }
+
+    #[test]
+    fn request_round_trips_through_json() {
+        let req = AgentRequest::new("T1", Role::Execute, "do it", "/tmp")
+            .with_time_limit(Duration::from_millis(1500))
+            .with_schema(json!({"type": "object"}));
+        let text = serde_json::to_string(&req).unwrap();
+        let back: AgentRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, req);
+    }
+}

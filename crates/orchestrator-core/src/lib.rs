@@ -1,0 +1,82 @@
+//! # orchestrator-core
+//!
+//! The pure core of **orchestrator**, an engine that runs AI coding agents the
+//! way a careful senior engineer would. This crate holds the domain types, the
+//! traits through which the engine touches the world, and the algorithms that
+//! decide what to do — and nothing that spawns a process or opens a socket.
+//!
+//! ## Data flow
+//!
+//! ```text
+//!  inputs (findings, task CSVs, CI logs)          ── parsed by the feature crates
+//!     │
+//!     ▼
+//!  domain types: Finding, ExploreRow/TaskRow      ── finding, rows
+//!     │
+//!     ▼
+//!  algorithms: batching · waves · scheduler ·     ── pure functions from data to data
+//!              cadence matrix · retry/escalation
+//!     │                      ▲
+//!     ▼                      │ results
+//!  traits: Agent · TestRunner · Vcs · Gate  ─────── implemented by orchestrator-adapters
+//!     │                                             (git, test commands, agent CLIs, HTTP)
+//!     ▼                                             and by the fakes in `fakes`
+//!  events (Event → EventSink) and state files     ── event, state
+//! ```
+//!
+//! Feature crates (`orchestrator-planex`, `orchestrator-review-fix`,
+//! `orchestrator-ci-autofix`) compose these pieces into flows; the `orchestrator`
+//! binary only parses arguments and picks adapters.
+//!
+//! ## Invariants
+//! - No process, no socket: I/O reaches the algorithms only through traits.
+//!   The only I/O here is the state helpers' file writes (atomic, fsynced).
+//! - Every trait is object-safe, `Send + Sync + Debug`, forwards through
+//!   `Arc`/`Box`, and has a conformance suite (`conformance`, behind the
+//!   `test-support` feature) that fakes and real adapters both pass.
+//! - The [`vcs::Vcs`] API has no way to force-push, amend or reset.
+//!
+//! ## Embedding
+//!
+//! ```
+//! use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+//!
+//! /// An agent of your own: here it just echoes the instruction.
+//! #[derive(Debug)]
+//! struct Echo;
+//!
+//! #[async_trait::async_trait]
+//! impl Agent for Echo {
+//!     fn name(&self) -> &str { "echo" }
+//!     async fn run(&self, req: AgentRequest) -> Result<AgentResponse, AgentError> {
+//!         Ok(AgentResponse::text(req.instruction))
+//!     }
+//! }
+//! ```
+
+pub mod agent;
+pub mod batching;
+pub mod cadence;
+pub mod event;
+pub mod finding;
+pub mod gate;
+pub mod retry;
+pub mod rows;
+pub mod scheduler;
+pub mod schema;
+pub mod state;
+pub mod test_runner;
+pub mod vcs;
+pub mod waves;
+
+#[cfg(feature = "test-support")]
+pub mod conformance;
+#[cfg(feature = "test-support")]
+pub mod fakes;
+
+pub use agent::{Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role, Usage};
+pub use event::{Event, EventSink, JobStatus};
+pub use finding::{Finding, FindingId, Fingerprint, Severity, Suggestion, TextEdit};
+pub use gate::{Answer, Gate, GateOption, Question};
+pub use test_runner::{TestOutcome, TestReport, TestRequest, TestRunner};
+pub use vcs::{Checkpoint, CommitId, Vcs, VcsError};

@@ -1,0 +1,346 @@
+//! The [`Vcs`] trait: the version-control operations flows need, and no more.
+//!
+//! The API is shaped so that the engine cannot destroy work it did not create:
+//! there is no reset, no checkout of a directory, no amend and no force push —
+//! not as a flag, not as a method. Rollback is [`Vcs::restore`] of a
+//! [`Checkpoint`]: it puts back exactly the files changed since the checkpoint
+//! (changed files restored, created files removed, deleted files brought back)
+//! and refuses to touch a file that was already dirty when the checkpoint was
+//! taken. Paths are repository-relative with `/` separators.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A commit id (a full hash for git).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CommitId(pub String);
+
+impl CommitId {
+    /// Borrow the id text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 7 characters, for display.
+    pub fn short(&self) -> &str {
+        let end = self.0.char_indices().nth(7).map_or(self.0.len(), |(i, _)| i);
+        &self.0[..end]
+    }
+}
+
+impl fmt::Display for CommitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The working tree's state relative to HEAD.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// Tracked files whose working-tree content differs from HEAD (including
+    /// deleted ones) or that are staged.
+    pub modified: Vec<String>,
+    /// Files that are not tracked and not ignored.
+    pub untracked: Vec<String>,
+}
+
+impl Status {
+    /// Whether the tree has no modified and no untracked files.
+    pub fn is_clean(&self) -> bool {
+        self.modified.is_empty() && self.untracked.is_empty()
+    }
+
+    /// Every dirty path (modified and untracked), sorted.
+    pub fn dirty_paths(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .modified
+            .iter()
+            .chain(self.untracked.iter())
+            .cloned()
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}
+
+/// A content digest of one working-tree file at checkpoint time; `None`
+/// means the file did not exist.
+pub type ContentDigest = Option<String>;
+
+/// A point to roll back to. Taken before an agent changes files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// HEAD when the checkpoint was taken.
+    pub head: CommitId,
+    /// Files that were dirty at the checkpoint, with a digest of their content
+    /// then. Restore never touches them; a change to one is an error.
+    pub dirty: BTreeMap<String, ContentDigest>,
+}
+
+/// The result of applying one commit onto the current branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum CherryPick {
+    /// Applied; the new commit.
+    Applied {
+        /// The commit created on the current branch.
+        commit: CommitId,
+    },
+    /// The commit does not apply; nothing was changed (the attempt was aborted).
+    Conflict {
+        /// Files that conflicted.
+        paths: Vec<String>,
+    },
+}
+
+/// The result of a push. There is no force variant: a rejected push is
+/// reported, never overridden.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum PushOutcome {
+    /// The remote accepted the push.
+    Pushed,
+    /// The remote refused it (non-fast-forward, protected branch, hook).
+    Rejected {
+        /// The remote's reason.
+        reason: String,
+    },
+}
+
+/// One commit, as compared by crash-resume tests: message and tree, since
+/// hashes carry timestamps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    /// The commit id.
+    pub id: CommitId,
+    /// The full message.
+    pub message: String,
+    /// The tree id (content address of the whole snapshot).
+    pub tree: String,
+}
+
+/// Why a VCS operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VcsError {
+    /// The VCS command failed.
+    #[error("`{command}` failed with {status}: {stderr}")]
+    Command {
+        /// The command line (arguments joined with spaces, for display only).
+        command: String,
+        /// The exit status, as text.
+        status: String,
+        /// The command's standard error, trimmed.
+        stderr: String,
+    },
+    /// A change touched a file that was dirty before the checkpoint; nothing
+    /// was restored.
+    #[error("refusing to restore: {} changed, but they were already dirty before the checkpoint", paths.join(", "))]
+    TouchedDirty {
+        /// The pre-existing dirty files that changed.
+        paths: Vec<String>,
+    },
+    /// A path leaves the repository or is otherwise not allowed.
+    #[error("path `{path}` is not allowed: {reason}")]
+    BadPath {
+        /// The offending path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Commit was asked with nothing to commit.
+    #[error("nothing to commit in {}", paths.join(", "))]
+    NothingToCommit {
+        /// The paths given.
+        paths: Vec<String>,
+    },
+    /// Anything else (I/O on the working tree, a missing commit, …).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Version control for one working tree. Object-safe: flows hold `Arc<dyn Vcs>`.
+///
+/// Contract (checked by the conformance suite in `conformance::vcs`):
+/// - `status` lists modified and untracked files, never ignored or
+///   engine-excluded ones;
+/// - `restore` brings back exactly the files changed since the checkpoint and
+///   leaves every file that was dirty at the checkpoint byte-identical;
+/// - `commit` commits exactly the given paths, with the message passed as data
+///   (quotes, `$(…)`, newlines and unicode survive unchanged);
+/// - `push` never forces.
+#[async_trait]
+pub trait Vcs: Send + Sync + fmt::Debug {
+    /// Root of the working tree.
+    fn root(&self) -> &Path;
+
+    /// The working tree's state.
+    async fn status(&self) -> Result<Status, VcsError>;
+
+    /// The current HEAD commit.
+    async fn head(&self) -> Result<CommitId, VcsError>;
+
+    /// The checked-out branch, `None` when HEAD is detached.
+    async fn current_branch(&self) -> Result<Option<String>, VcsError>;
+
+    /// Records HEAD and the dirty files, so that a later [`Vcs::restore`] can
+    /// undo exactly what changed after this point.
+    async fn checkpoint(&self) -> Result<Checkpoint, VcsError>;
+
+    /// Files changed since the checkpoint (the write-set), sorted.
+    /// Errors with [`VcsError::TouchedDirty`] when a pre-dirty file changed.
+    async fn changed_since(&self, checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError>;
+
+    /// Undoes every change since the checkpoint; returns the paths restored.
+    /// HEAD must not have moved since the checkpoint.
+    async fn restore(&self, checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError>;
+
+    /// Commits exactly `paths` (additions, changes and deletions) with
+    /// `message`, on the current branch.
+    async fn commit(&self, paths: &[String], message: &str) -> Result<CommitId, VcsError>;
+
+    /// Commits reachable from HEAD but not from `base`, oldest first.
+    async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError>;
+
+    /// Creates a worktree at `path` on a new branch `branch` starting at
+    /// `base`, and returns a `Vcs` for it.
+    async fn worktree_add(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError>;
+
+    /// Removes a worktree created by [`Vcs::worktree_add`] and deletes its
+    /// branch. Refuses when the worktree has uncommitted changes.
+    async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError>;
+
+    /// Applies `commit` onto the current branch as a new commit.
+    async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
+
+    /// Pushes `branch` to `remote` as a fast-forward. There is no way to force.
+    async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError>;
+
+    /// Makes sure `pattern` (an engine-owned folder such as `.review/`) is
+    /// ignored locally (`.git/info/exclude` for git), so it never counts as
+    /// dirty and is never committed.
+    async fn exclude(&self, pattern: &str) -> Result<(), VcsError>;
+}
+
+macro_rules! forward_vcs {
+    ($ty:ty) => {
+        #[async_trait]
+        impl<V: Vcs + ?Sized> Vcs for $ty {
+            fn root(&self) -> &Path {
+                (**self).root()
+            }
+            async fn status(&self) -> Result<Status, VcsError> {
+                (**self).status().await
+            }
+            async fn head(&self) -> Result<CommitId, VcsError> {
+                (**self).head().await
+            }
+            async fn current_branch(&self) -> Result<Option<String>, VcsError> {
+                (**self).current_branch().await
+            }
+            async fn checkpoint(&self) -> Result<Checkpoint, VcsError> {
+                (**self).checkpoint().await
+            }
+            async fn changed_since(&self, c: &Checkpoint) -> Result<Vec<String>, VcsError> {
+                (**self).changed_since(c).await
+            }
+            async fn restore(&self, c: &Checkpoint) -> Result<Vec<String>, VcsError> {
+                (**self).restore(c).await
+            }
+            async fn commit(&self, paths: &[String], message: &str) -> Result<CommitId, VcsError> {
+                (**self).commit(paths, message).await
+            }
+            async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
+                (**self).log_since(base).await
+            }
+            async fn worktree_add(
+                &self,
+                path: &Path,
+                branch: &str,
+                base: &CommitId,
+            ) -> Result<Arc<dyn Vcs>, VcsError> {
+                (**self).worktree_add(path, branch, base).await
+            }
+            async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+                (**self).worktree_remove(path, branch).await
+            }
+            async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
+                (**self).cherry_pick(commit).await
+            }
+            async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
+                (**self).push(remote, branch).await
+            }
+            async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
+                (**self).exclude(pattern).await
+            }
+        }
+    };
+}
+
+forward_vcs!(Arc<V>);
+forward_vcs!(Box<V>);
+
+/// Checks that a repository-relative path stays inside the repository: not
+/// absolute, no `..` component that climbs above the root, no empty path.
+/// Symlinks are the caller's concern (they need the file system).
+pub fn check_relative_path(path: &str) -> Result<(), VcsError> {
+    let bad = |reason: &str| {
+        Err(VcsError::BadPath {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    if path.is_empty() {
+        return bad("empty path");
+    }
+    let p = PathBuf::from(path);
+    if p.is_absolute() || path.starts_with('/') || path.starts_with('\\') {
+        return bad("absolute paths are not allowed");
+    }
+    let mut depth: i64 = 0;
+    for comp in p.components() {
+        match comp {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return bad("absolute paths are not allowed"),
+        }
+        if depth < 0 {
+            return bad("it leaves the repository");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_path_check() {
+        assert!(check_relative_path("src/lib.rs").is_ok());
+        assert!(check_relative_path("a/../b").is_ok());
+        assert!(check_relative_path("../etc/passwd").is_err());
+        assert!(check_relative_path("a/../../b").is_err());
+        assert!(check_relative_path("/etc/passwd").is_err());
+        assert!(check_relative_path("").is_err());
+    }
+
+    #[test]
+    fn short_commit_id() {
+        assert_eq!(CommitId("0123456789abcdef".into()).short(), "0123456");
+        assert_eq!(CommitId("abc".into()).short(), "abc");
+    }
+}

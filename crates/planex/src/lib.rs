@@ -1,0 +1,1 @@
+//! orchestrator planex (placeholder, see the issue tracker).

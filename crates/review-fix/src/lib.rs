@@ -1,0 +1,1 @@
+//! orchestrator review-fix (placeholder, see the issue tracker).

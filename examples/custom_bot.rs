@@ -1,0 +1,2 @@
+//! custom bot
+fn main() {}
