@@ -61,6 +61,7 @@ pub mod event;
 pub mod finding;
 pub mod gate;
 pub mod retry;
+pub mod review_cycle;
 pub mod rows;
 pub mod scheduler;
 pub mod schema;

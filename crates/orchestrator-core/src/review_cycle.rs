@@ -1,0 +1,1 @@
+//! Placeholder: review-cycle export reader.
