@@ -375,77 +375,25 @@ const fn row(
 }
 
 /// The OQ2 cadence matrix, row for row as the seed states it.
+#[rustfmt::skip]
 pub const MATRIX: [MatrixRow; 10] = {
     use Action::*;
     use ClassPattern::*;
     use Iteration::*;
+    const APPLY_FIRST: &str = "first option \"Apply patch (recommended)\"";
+    const LOGGED: &str = "automatic, recorded only in report";
     [
-        row(
-            First,
-            MechanicalTrivial,
-            ConfirmAndApply,
-            true,
-            false,
-            "first option \"Apply patch (recommended)\"",
-        ),
-        row(
-            First,
-            MechanicalNonTrivial,
-            ConfirmAndApply,
-            true,
-            false,
-            "first option \"Apply patch (recommended)\"",
-        ),
-        row(
-            First,
-            SemanticOrUnknown,
-            EscalateNoPatch,
-            true,
-            false,
-            "includes diagnostic report",
-        ),
-        row(
-            Second,
-            MechanicalTrivial,
-            SilentApplyAndLog,
-            false,
-            false,
-            "automatic, recorded only in report",
-        ),
-        row(
-            Second,
-            MechanicalNonTrivial,
-            ConfirmAndApply,
-            true,
-            false,
-            "",
-        ),
-        row(Second, SemanticOrUnknown, EscalateNoPatch, true, false, ""),
-        row(
-            Third,
-            MechanicalTrivial,
-            SilentApplyAndLog,
-            false,
-            false,
-            "automatic, recorded only in report",
-        ),
-        row(
-            Third,
-            MechanicalNonTrivial,
-            ConfirmAndApply,
-            true,
-            false,
-            "",
-        ),
-        row(Third, SemanticOrUnknown, EscalateNoPatch, true, false, ""),
-        row(
-            PostCap,
-            Any,
-            MandatoryBlockingEscalation,
-            true,
-            true,
-            "blocking, no timer",
-        ),
+        //  iteration class                 action                       asks   blocks note
+        row(First,   MechanicalTrivial,    ConfirmAndApply,             true,  false, APPLY_FIRST),
+        row(First,   MechanicalNonTrivial, ConfirmAndApply,             true,  false, APPLY_FIRST),
+        row(First,   SemanticOrUnknown,    EscalateNoPatch,             true,  false, "includes diagnostic report"),
+        row(Second,  MechanicalTrivial,    SilentApplyAndLog,           false, false, LOGGED),
+        row(Second,  MechanicalNonTrivial, ConfirmAndApply,             true,  false, ""),
+        row(Second,  SemanticOrUnknown,    EscalateNoPatch,             true,  false, ""),
+        row(Third,   MechanicalTrivial,    SilentApplyAndLog,           false, false, LOGGED),
+        row(Third,   MechanicalNonTrivial, ConfirmAndApply,             true,  false, ""),
+        row(Third,   SemanticOrUnknown,    EscalateNoPatch,             true,  false, ""),
+        row(PostCap, Any,                  MandatoryBlockingEscalation, true,  true,  "blocking, no timer"),
     ]
 };
 
