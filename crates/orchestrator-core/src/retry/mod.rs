@@ -27,6 +27,40 @@
 //! human acted (with their note, if any, shown to the agent) and starts a
 //! fresh round; round cap, guidance count and failure analysis then count
 //! from that point.
+//!
+//! ## Example
+//!
+//! ```
+//! use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
+//! use orchestrator_core::event::NullSink;
+//! use orchestrator_core::gate::AutoYes;
+//! use orchestrator_core::retry::{Milestone, MilestoneOutcome, RetryPolicy, run_milestone};
+//!
+//! /// An agent that reports every criterion as passed.
+//! #[derive(Debug)]
+//! struct Done;
+//!
+//! #[async_trait::async_trait]
+//! impl Agent for Done {
+//!     fn name(&self) -> &str { "done" }
+//!     async fn run(&self, _: AgentRequest) -> Result<AgentResponse, AgentError> {
+//!         Ok(AgentResponse::text("- [x] Builds - PASS - cargo build is green"))
+//!     }
+//! }
+//!
+//! let milestone = Milestone {
+//!     id: "M1".into(),
+//!     title: "Skeleton".into(),
+//!     instruction: "Create the crate skeleton.".into(),
+//!     exit_criteria: vec!["Builds".into()],
+//! };
+//! let request = AgentRequest::new("M1", Role::Execute, "", ".");
+//! let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let outcome = rt.block_on(run_milestone(
+//!     &Done, &AutoYes, &NullSink, &milestone, &RetryPolicy::default(), request, None,
+//! ));
+//! assert!(matches!(outcome, MilestoneOutcome::Passed { attempts: 1, .. }));
+//! ```
 
 pub mod analysis;
 pub mod criteria;
@@ -45,7 +79,7 @@ pub use criteria::{
     CriterionResult, ReportedCriterion, Validation, parse_report, permission_question,
     validate_exit_criteria,
 };
-pub use executor::run_milestone;
+pub use executor::{ESCALATION_QUESTION_ID, PERMISSION_QUESTION_ID, PROCEED, run_milestone};
 pub use report::{build_attempt_prompt, render_human_report};
 
 /// How many times one attempt re-asks an agent that only asked permission to
@@ -64,7 +98,9 @@ pub struct Milestone {
     pub title: String,
     /// What to do, in natural language.
     pub instruction: String,
-    /// Criteria that must all PASS for the milestone to pass.
+    /// Criteria that must all PASS for the milestone to pass (no criteria:
+    /// any answer that is not an error or a permission question passes).
+    #[serde(alias = "exitCriteria")]
     pub exit_criteria: Vec<String>,
 }
 

@@ -417,6 +417,25 @@ async fn permission_question_goes_to_the_gate_in_manual_mode() {
 }
 
 #[tokio::test]
+async fn a_question_next_to_a_report_is_not_a_permission_request() {
+    let text = format!("{PASS}\nShould I proceed to the next milestone?");
+    let agent = ScriptedAgent::texts(&[&text]);
+    let gate = ScriptedGate::default();
+    let (outcome, _) = run(&agent, &gate, RetryPolicy::default(), None).await;
+    assert_eq!(passed_attempts(&outcome), 1);
+    assert!(gate.asked().is_empty());
+}
+
+#[test]
+fn milestones_accept_the_seed_field_name() {
+    let m: Milestone = serde_json::from_str(
+        r#"{"id": "M1", "title": "t", "instruction": "i", "exitCriteria": ["a"]}"#,
+    )
+    .unwrap();
+    assert_eq!(m.exit_criteria, ["a"]);
+}
+
+#[tokio::test]
 async fn an_agent_that_keeps_asking_fails_the_attempt() {
     let agent = ScriptedAgent::texts(&["Continue?"]);
     let (outcome, _) = run(&agent, &AlwaysDefer, policy(2, 1, true), None).await;
