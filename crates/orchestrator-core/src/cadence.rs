@@ -692,6 +692,32 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Past the cap every decision is a blocking escalation; below it a
+        /// semantic or unknown failure is never patched and only a trivial
+        /// one is applied without asking.
+        #[test]
+        fn invariants_for_any_cap_and_iteration(
+            cap in 0u32..8,
+            iteration in 0u32..20,
+            class in proptest::sample::select(ALL_CLASSIFICATIONS.to_vec()),
+            previous in proptest::option::of(proptest::sample::select(ALL_CLASSIFICATIONS.to_vec())),
+        ) {
+            let d = Cadence { max_iterations: cap }.decide(iteration, class, previous);
+            if iteration.max(1) > cap.max(1) {
+                proptest::prop_assert_eq!(d.action, Action::MandatoryBlockingEscalation);
+            }
+            proptest::prop_assert_eq!(d.blocking, !d.action.applies_patch() && d.action != Action::EscalateNoPatch);
+            if !matches!(class, Classification::Mechanical(_)) {
+                proptest::prop_assert!(!d.action.applies_patch());
+            }
+            if !d.asks_user {
+                proptest::prop_assert_eq!(class, Classification::Mechanical(SubClass::Trivial));
+                proptest::prop_assert!(iteration >= 2);
+            }
+        }
+    }
+
     #[test]
     fn table_renders_as_markdown() {
         insta::assert_snapshot!(render_table_markdown());

@@ -392,6 +392,45 @@ mod tests {
         assert!(v.results.is_empty());
     }
 
+    proptest::proptest! {
+        /// Whatever the criteria and explanations, a report written in either
+        /// format reads back as written.
+        #[test]
+        fn reports_round_trip(
+            entries in proptest::collection::vec(
+                ("[A-Za-z0-9<>=.,()/ ]{0,24}[A-Za-z0-9]", proptest::bool::ANY, "[A-Za-z0-9<>=.,()/ ]{0,30}"),
+                0..6,
+            ),
+            checked in proptest::bool::ANY,
+        ) {
+            let expected: Vec<ReportedCriterion> = entries
+                .iter()
+                .map(|(c, p, e)| ReportedCriterion {
+                    criterion: c.trim().to_owned(),
+                    passed: *p,
+                    explanation: e.trim().to_owned(),
+                })
+                .collect();
+            let markdown: String = expected
+                .iter()
+                .map(|r| format!(
+                    "- [{}] {} - {} - {}\n",
+                    if checked { "x" } else { " " },
+                    r.criterion,
+                    if r.passed { "PASS" } else { "FAIL" },
+                    r.explanation
+                ))
+                .collect();
+            proptest::prop_assert_eq!(&parse_report(&markdown, None), &expected);
+            let json = json!({"criteria": expected.iter().map(|r| json!({
+                "criterion": r.criterion,
+                "status": if r.passed { "PASS" } else { "FAIL" },
+                "explanation": r.explanation,
+            })).collect::<Vec<_>>()});
+            proptest::prop_assert_eq!(&parse_report(&json.to_string(), None), &expected);
+        }
+    }
+
     #[test]
     fn permission_questions() {
         let yes = [
