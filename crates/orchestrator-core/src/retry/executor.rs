@@ -1,7 +1,7 @@
 //! The milestone executor: rounds of attempts, permission questions, hints
 //! and escalation, with I/O only through [`Agent`], [`Gate`] and [`EventSink`].
 
-use crate::agent::{Agent, AgentRequest};
+use crate::agent::{Agent, AgentError, AgentRequest};
 use crate::event::{Event, EventSink};
 use crate::gate::{Answer, Gate, GateOption, Question, check_answer};
 
@@ -28,6 +28,10 @@ pub const PROCEED: &str = "Yes, proceed.";
 /// each attempt's prompt. Pass the `state` of an earlier
 /// [`MilestoneOutcome::NeedsHuman`] to resume after the human acted: a fresh
 /// round starts and the cap counts from there.
+///
+/// An agent error counts as a failed attempt, with the error text as the
+/// failure; a cancelled call ([`AgentError::Cancelled`]) pauses instead
+/// ([`MilestoneOutcome::NeedsHuman`], the attempt not counted).
 ///
 /// Events: [`Event::AttemptFailed`] per failed attempt, [`Event::Escalated`]
 /// when a human is needed, [`Event::GateAsked`]/[`Event::GateAnswered`]
@@ -240,6 +244,13 @@ async fn run_attempt(
         };
         let response = match agent.run(request).await {
             Ok(r) => r,
+            // A cancelled call (Ctrl-C, shutdown) is not a failure to retry:
+            // pause resumably instead of calling the agent again.
+            Err(AgentError::Cancelled) => {
+                return Step::Defer {
+                    reason: AgentError::Cancelled.to_string(),
+                };
+            }
             Err(e) => {
                 return Step::Finished {
                     result: AttemptResult::AgentError {

@@ -357,6 +357,17 @@ async fn agent_errors_are_failed_attempts() {
 }
 
 #[tokio::test]
+async fn a_cancelled_call_pauses_instead_of_retrying() {
+    let agent = ScriptedAgent::new(vec![Ok(fail("Got 401")), Err(AgentError::Cancelled)]);
+    let (outcome, events) = run(&agent, &AlwaysDefer, RetryPolicy::default(), None).await;
+    let (reason, _, state) = needs_human(outcome);
+    assert_eq!(reason, "agent call cancelled");
+    assert_eq!(agent.calls(), 2);
+    assert_eq!(event_names(&events), ["attempt_failed 1.1"]);
+    assert_eq!((state.total_attempts(), state.next_round), (1, 2));
+}
+
+#[tokio::test]
 async fn permission_question_is_answered_in_auto_mode() {
     let agent = ScriptedAgent::texts(&["I read the code and have a plan. Should I proceed?", PASS]);
     let gate = ScriptedGate::default();
