@@ -177,15 +177,19 @@ fn write_temp(path: &Path, bytes: &[u8]) -> Result<NamedTempFile, StateError> {
             .set_permissions(meta.permissions())
             .map_err(|e| StateError::io("set permissions of", tmp.path(), e))?;
     }
-    tmp.write_all(bytes).map_err(|e| StateError::io("write temporary file", tmp.path(), e))?;
-    tmp.as_file().sync_all().map_err(|e| StateError::io("fsync temporary file", tmp.path(), e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| StateError::io("write temporary file", tmp.path(), e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| StateError::io("fsync temporary file", tmp.path(), e))?;
     Ok(tmp)
 }
 
 /// Second half of [`write_atomic`]: rename over the target, fsync the directory.
 fn persist(tmp: NamedTempFile, path: &Path) -> Result<(), StateError> {
     // On failure the returned file is dropped, which deletes the temporary file.
-    tmp.persist(path).map_err(|e| StateError::io("rename temporary file onto", path, e.error))?;
+    tmp.persist(path)
+        .map_err(|e| StateError::io("rename temporary file onto", path, e.error))?;
     sync_dir(target_dir(path))
 }
 
@@ -207,7 +211,12 @@ pub(crate) fn json_error(path: &Path, err: &serde_json::Error) -> StateError {
     let full = err.to_string();
     let suffix = format!(" at line {} column {}", err.line(), err.column());
     let message = full.strip_suffix(&suffix).unwrap_or(&full).to_owned();
-    StateError::Json { path: path.to_path_buf(), line: err.line(), column: err.column(), message }
+    StateError::Json {
+        path: path.to_path_buf(),
+        line: err.line(),
+        column: err.column(),
+        message,
+    }
 }
 
 #[cfg(test)]
@@ -262,7 +271,13 @@ mod tests {
         let path = dir.path().join("fix-plan.json");
         fs::write(&path, "{\n  \"groups\": [\n    {\"id\": \"G1\",\n").unwrap();
         let err = read_json::<serde_json::Value>(&path).unwrap_err();
-        let StateError::Json { line, column, ref message, .. } = err else {
+        let StateError::Json {
+            line,
+            column,
+            ref message,
+            ..
+        } = err
+        else {
             panic!("expected a JSON error, got {err:?}");
         };
         assert_eq!((line, column), (4, 0));
@@ -289,10 +304,16 @@ mod tests {
         let err = read_json::<Progress>(&path).unwrap_err();
         let text = err.to_string();
         assert!(
-            text.starts_with(&format!("invalid JSON in file {} line 2 column 15: ", path.display())),
+            text.starts_with(&format!(
+                "invalid JSON in file {} line 2 column 15: ",
+                path.display()
+            )),
             "{text}"
         );
-        assert!(text.contains("invalid type: string \"yes\", expected u32"), "{text}");
+        assert!(
+            text.contains("invalid type: string \"yes\", expected u32"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -301,8 +322,14 @@ mod tests {
         let path = dir.path().join("absent.json");
         let err = read_json::<serde_json::Value>(&path).unwrap_err();
         assert!(err.is_not_found());
-        assert!(err.to_string().starts_with(&format!("failed to read {}: ", path.display())));
-        assert_eq!(read_json_if_exists::<serde_json::Value>(&path).unwrap(), None);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("failed to read {}: ", path.display()))
+        );
+        assert_eq!(
+            read_json_if_exists::<serde_json::Value>(&path).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -311,19 +338,41 @@ mod tests {
         let path = dir.path().join("nope").join("state.json");
         let err = write_atomic(&path, b"x").unwrap_err();
         assert_eq!(err.path(), dir.path().join("nope"));
-        assert!(err.to_string().starts_with("failed to create temporary file in "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("failed to create temporary file in "),
+            "{err}"
+        );
     }
 
     #[test]
     fn bare_file_name_lives_in_current_directory() {
         assert_eq!(target_dir(Path::new("state.json")), Path::new("."));
         assert_eq!(target_dir(Path::new("a/state.json")), Path::new("a"));
-        assert!(is_temp_file_for(Path::new(".state.json.ab12Cd.tmp"), Path::new("state.json")));
-        assert!(is_temp_file_for(Path::new("a/.state.json.ab12Cd.tmp"), Path::new("a/state.json")));
-        assert!(!is_temp_file_for(Path::new("b/.state.json.ab12Cd.tmp"), Path::new("a/state.json")));
-        assert!(!is_temp_file_for(Path::new("a/state.json"), Path::new("a/state.json")));
-        assert!(!is_temp_file_for(Path::new("a/.state.json..tmp"), Path::new("a/state.json")));
-        assert!(!is_temp_file_for(Path::new("a/.other.json.x.tmp"), Path::new("a/state.json")));
+        assert!(is_temp_file_for(
+            Path::new(".state.json.ab12Cd.tmp"),
+            Path::new("state.json")
+        ));
+        assert!(is_temp_file_for(
+            Path::new("a/.state.json.ab12Cd.tmp"),
+            Path::new("a/state.json")
+        ));
+        assert!(!is_temp_file_for(
+            Path::new("b/.state.json.ab12Cd.tmp"),
+            Path::new("a/state.json")
+        ));
+        assert!(!is_temp_file_for(
+            Path::new("a/state.json"),
+            Path::new("a/state.json")
+        ));
+        assert!(!is_temp_file_for(
+            Path::new("a/.state.json..tmp"),
+            Path::new("a/state.json")
+        ));
+        assert!(!is_temp_file_for(
+            Path::new("a/.other.json.x.tmp"),
+            Path::new("a/state.json")
+        ));
     }
 
     #[cfg(unix)]
@@ -335,7 +384,10 @@ mod tests {
         fs::write(&path, b"{}").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         write_atomic(&path, b"[]").unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -350,13 +402,20 @@ mod tests {
         let leftover = tmp.into_temp_path().keep().unwrap();
 
         assert_eq!(fs::read(&path).unwrap(), b"old,complete\n");
-        assert_eq!(stale_temp_files(&path).unwrap(), [leftover.clone()]);
+        assert_eq!(
+            stale_temp_files(&path).unwrap(),
+            std::slice::from_ref(&leftover)
+        );
         // The leftover is hidden and cannot be taken for the state file.
         let leftover_name = leftover.file_name().unwrap().to_string_lossy().into_owned();
         assert!(leftover_name.starts_with(".tasks.csv.") && leftover_name.ends_with(".tmp"));
 
         // Crash while the temporary file is still being written: a partial temp.
-        let partial = write_temp(&path, b"new,partial").unwrap().into_temp_path().keep().unwrap();
+        let partial = write_temp(&path, b"new,partial")
+            .unwrap()
+            .into_temp_path()
+            .keep()
+            .unwrap();
         fs::write(&partial, b"new,par").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"old,complete\n");
 
@@ -370,12 +429,23 @@ mod tests {
     /// The two complete versions the killed writer alternates between. They
     /// differ in length and in every byte, so any torn mix or prefix shows.
     fn kill_test_versions() -> [Vec<u8>; 2] {
-        let a = [b"version A\n".as_slice(), &vec![b'a'; 3 << 20], b"\nend A\n"].concat();
-        let b = [b"version B\n".as_slice(), &vec![b'b'; (2 << 20) + 4099], b"\nend B\n"].concat();
+        let a = [
+            b"version A\n".as_slice(),
+            &vec![b'a'; 3 << 20],
+            b"\nend A\n",
+        ]
+        .concat();
+        let b = [
+            b"version B\n".as_slice(),
+            &vec![b'b'; (2 << 20) + 4099],
+            b"\nend B\n",
+        ]
+        .concat();
         [a, b]
     }
 
-    const KILL_TEST: &str = "state::atomic::tests::sigkill_during_rewrites_never_leaves_a_torn_file";
+    const KILL_TEST: &str =
+        "state::atomic::tests::sigkill_during_rewrites_never_leaves_a_torn_file";
     const WRITER_ENV: &str = "ORCHESTRATOR_CORE_TEST_ATOMIC_WRITER";
 
     #[test]
@@ -422,7 +492,9 @@ mod tests {
                 content.len(),
                 String::from_utf8_lossy(&content[..content.len().min(12)])
             );
-            *outcomes.entry(if content == a { "A" } else { "B" }).or_default() += 1;
+            *outcomes
+                .entry(if content == a { "A" } else { "B" })
+                .or_default() += 1;
 
             // Whatever else the kill left behind is a recognisable temp file.
             for name in names_in(dir.path()) {
@@ -436,6 +508,8 @@ mod tests {
             fs::remove_file(&ready).unwrap();
         }
         assert_eq!(outcomes.values().sum::<u32>(), 8);
-        eprintln!("kill test: final versions {outcomes:?}, {leftovers} leftover temp files removed");
+        eprintln!(
+            "kill test: final versions {outcomes:?}, {leftovers} leftover temp files removed"
+        );
     }
 }

@@ -15,7 +15,7 @@
 //!
 //! [`write_csv_atomic`] writes the way the planex seed does: the header line
 //! unquoted, every data cell quoted with `"` doubled inside, `\n` line ends,
-//! through [`write_atomic`](super::write_atomic).
+//! through [`write_atomic`].
 
 use std::collections::HashSet;
 use std::fs;
@@ -178,7 +178,9 @@ where
             .quote_style(QuoteStyle::Necessary)
             .terminator(Terminator::Any(b'\n'))
             .from_writer(&mut out);
-        header.write_record(headers.iter().map(AsRef::as_ref)).map_err(ser)?;
+        header
+            .write_record(headers.iter().map(AsRef::as_ref))
+            .map_err(ser)?;
         header.flush().map_err(|e| ser(e.into()))?;
     }
     {
@@ -188,7 +190,8 @@ where
             .flexible(true)
             .from_writer(&mut out);
         for row in rows {
-            body.write_record(row.as_ref().iter().map(AsRef::as_ref)).map_err(ser)?;
+            body.write_record(row.as_ref().iter().map(AsRef::as_ref))
+                .map_err(ser)?;
         }
         body.flush().map_err(|e| ser(e.into()))?;
     }
@@ -201,7 +204,9 @@ where
 /// end, before the blank lines it skips; skip them here too.
 fn start_line(bytes: &[u8], pos: &csv::Position) -> u64 {
     let from = usize::try_from(pos.byte()).map_or(bytes.len(), |b| b.min(bytes.len()));
-    let blank = bytes[from..].iter().take_while(|&&b| b == b'\n' || b == b'\r');
+    let blank = bytes[from..]
+        .iter()
+        .take_while(|&&b| b == b'\n' || b == b'\r');
     pos.line() + blank.filter(|&&b| b == b'\n').count() as u64
 }
 
@@ -210,7 +215,11 @@ fn start_line(bytes: &[u8], pos: &csv::Position) -> u64 {
 fn csv_error(path: &Path, bytes: &[u8], err: &csv::Error, default_line: u64) -> StateError {
     let line = |pos: Option<&csv::Position>| pos.map_or(default_line, |p| start_line(bytes, p));
     match err.kind() {
-        csv::ErrorKind::UnequalLengths { pos, expected_len, len } => StateError::CsvRaggedRow {
+        csv::ErrorKind::UnequalLengths {
+            pos,
+            expected_len,
+            len,
+        } => StateError::CsvRaggedRow {
             path: path.to_path_buf(),
             line: line(pos.as_ref()),
             expected: *expected_len,
@@ -266,8 +275,11 @@ fn check_quotes(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
             (QuoteState::QuoteInQuoted { line: start }, b'"') => QuoteState::Quoted { line: start },
             (QuoteState::QuoteInQuoted { .. }, b',' | b'\n' | b'\r') => QuoteState::FieldStart,
             (QuoteState::QuoteInQuoted { line: start }, other) => {
-                let closed_on =
-                    if line == start { String::new() } else { format!(" on line {line}") };
+                let closed_on = if line == start {
+                    String::new()
+                } else {
+                    format!(" on line {line}")
+                };
                 return Err(unbalanced(
                     start,
                     format!(
@@ -323,7 +335,10 @@ mod tests {
                     line: 2,
                     fields: strings(&["E1", "architecture", "two\nlines, with \"quotes\""])
                 },
-                CsvRecord { line: 5, fields: strings(&["E2", "testing", ""]) },
+                CsvRecord {
+                    line: 5,
+                    fields: strings(&["E2", "testing", ""])
+                },
             ]
         );
         assert_eq!(table.column("angle"), Some(1));
@@ -341,7 +356,8 @@ mod tests {
 
     #[test]
     fn csv_with_unbalanced_quote_error_names_file_and_line() {
-        let err = parse("id,title\n\"T1\",\"ok\"\n\"T2\",\"never closed\nT3,x\nT4,y\n").unwrap_err();
+        let err =
+            parse("id,title\n\"T1\",\"ok\"\n\"T2\",\"never closed\nT3,x\nT4,y\n").unwrap_err();
         let StateError::CsvUnbalancedQuote { line, .. } = err else {
             panic!("expected an unbalanced quote, got {err:?}");
         };
@@ -357,12 +373,26 @@ mod tests {
     fn csv_quote_closed_early_error_names_the_opening_line() {
         // The unescaped quote in `say "hi"` closes the field early.
         let err = parse("id,title\n\"T1\",\"say \"hi\" now\"\n").unwrap_err();
-        assert!(matches!(err, StateError::CsvUnbalancedQuote { line: 2, .. }), "{err:?}");
-        assert!(err.to_string().contains("followed by 'h' instead of a comma"), "{err}");
+        assert!(
+            matches!(err, StateError::CsvUnbalancedQuote { line: 2, .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("followed by 'h' instead of a comma"),
+            "{err}"
+        );
 
         let err = parse("id,title\n\"T2\",\"open\nstill open\" oops\n").unwrap_err();
-        assert!(matches!(err, StateError::CsvUnbalancedQuote { line: 2, .. }), "{err:?}");
-        assert!(err.to_string().contains("closed on line 3 and then followed by ' '"), "{err}");
+        assert!(
+            matches!(err, StateError::CsvUnbalancedQuote { line: 2, .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("closed on line 3 and then followed by ' '"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -383,15 +413,25 @@ mod tests {
     #[test]
     fn lines_count_blank_lines_and_crlf() {
         let table = parse("id,x\r\n\r\n\r\n\"T1\",\"a\r\nb\"\r\n\n\"T2\",\"c\"").unwrap();
-        assert_eq!(table.rows.iter().map(|r| r.line).collect::<Vec<_>>(), [4, 7]);
+        assert_eq!(
+            table.rows.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [4, 7]
+        );
         let err = parse("id,x\n\"T1\",\"a\"\n\n\n\"T2\"\n").unwrap_err();
-        assert!(matches!(err, StateError::CsvRaggedRow { line: 5, .. }), "{err:?}");
+        assert!(
+            matches!(err, StateError::CsvRaggedRow { line: 5, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn invalid_utf8_error_names_file_line_and_field() {
-        let err = CsvTable::parse(Path::new("e.csv"), b"id,angle\nE1,ok\nE2,bad\xff\xfe\n").unwrap_err();
-        assert_eq!(err.to_string(), "CSV file e.csv line 3: invalid UTF-8 in field 2");
+        let err =
+            CsvTable::parse(Path::new("e.csv"), b"id,angle\nE1,ok\nE2,bad\xff\xfe\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CSV file e.csv line 3: invalid UTF-8 in field 2"
+        );
     }
 
     #[test]
@@ -408,7 +448,10 @@ mod tests {
         let bytes = to_csv_bytes(
             Path::new("x.csv"),
             &["id", "title", "deps"],
-            &[vec!["T1", "Say \"hi\", then\nleave", ""], vec!["T2", "ünïcödé", "T1"]],
+            &[
+                vec!["T1", "Say \"hi\", then\nleave", ""],
+                vec!["T2", "ünïcödé", "T1"],
+            ],
         )
         .unwrap();
         assert_eq!(
@@ -419,8 +462,12 @@ mod tests {
 
     #[test]
     fn writing_a_row_of_the_wrong_width_is_an_error() {
-        let err = to_csv_bytes(Path::new("x.csv"), &["a", "b"], &[vec!["1", "2"], vec!["3"]])
-            .unwrap_err();
+        let err = to_csv_bytes(
+            Path::new("x.csv"),
+            &["a", "b"],
+            &[vec!["1", "2"], vec!["3"]],
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "CSV file x.csv: cannot write row 2 with 1 cells under a header of 2 columns"
@@ -435,7 +482,14 @@ mod tests {
         write_csv_atomic(&path, &["id", "x"], &rows).unwrap();
         let table = read_csv(&path).unwrap();
         assert_eq!(table.headers, ["id", "x"]);
-        assert_eq!(table.rows.iter().map(|r| r.fields.clone()).collect::<Vec<_>>(), rows);
+        assert_eq!(
+            table
+                .rows
+                .iter()
+                .map(|r| r.fields.clone())
+                .collect::<Vec<_>>(),
+            rows
+        );
         table.write_atomic(&path).unwrap();
         assert_eq!(read_csv(&path).unwrap(), table);
         let missing = read_csv(dir.path().join("nope.csv")).unwrap_err();

@@ -83,7 +83,11 @@ impl SessionLock {
             .and_then(|_| file.write_all(&json))
             .and_then(|()| file.sync_data())
             .map_err(|e| StateError::io("write lock file", &path, e))?;
-        Ok(SessionLock { file, dir: dir.to_path_buf(), holder })
+        Ok(SessionLock {
+            file,
+            dir: dir.to_path_buf(),
+            holder,
+        })
     }
 
     /// Who holds the lock in `dir` right now, if anyone says so.
@@ -138,7 +142,10 @@ mod tests {
         assert_eq!(lock.holder().pid, std::process::id());
         assert!(lock.holder().started_at.parse::<jiff::Timestamp>().is_ok());
         assert_eq!(lock.dir(), dir.path());
-        assert_eq!(SessionLock::holder_of(dir.path()).as_ref(), Some(lock.holder()));
+        assert_eq!(
+            SessionLock::holder_of(dir.path()).as_ref(),
+            Some(lock.holder())
+        );
     }
 
     #[test]
@@ -146,18 +153,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = SessionLock::acquire(dir.path()).unwrap();
         let err = SessionLock::acquire(dir.path()).unwrap_err();
-        let StateError::Locked { dir: ref locked, pid, ref started_at } = err else {
+        let StateError::Locked {
+            dir: ref locked,
+            pid,
+            ref started_at,
+        } = err
+        else {
             panic!("expected Locked, got {err:?}");
         };
         assert_eq!(locked, dir.path());
         assert_eq!(pid, Some(std::process::id()));
-        assert_eq!(started_at.as_deref(), Some(first.holder().started_at.as_str()));
+        assert_eq!(
+            started_at.as_deref(),
+            Some(first.holder().started_at.as_str())
+        );
         let text = err.to_string();
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
-        assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
 
         drop(first);
-        assert_eq!(SessionLock::holder_of(dir.path()), None, "drop clears the holder info");
+        assert_eq!(
+            SessionLock::holder_of(dir.path()),
+            None,
+            "drop clears the holder info"
+        );
         let again = SessionLock::acquire(dir.path()).unwrap();
         again.release();
         assert!(SessionLock::acquire(dir.path()).is_ok());
@@ -169,10 +191,14 @@ mod tests {
         let missing = dir.path().join("no-such-session");
         let err = SessionLock::acquire(&missing).unwrap_err();
         assert_eq!(err.path(), missing.join(".lock"));
-        assert!(err.to_string().starts_with("failed to open lock file "), "{err}");
+        assert!(
+            err.to_string().starts_with("failed to open lock file "),
+            "{err}"
+        );
     }
 
-    const HOLDER_TEST: &str = "state::lock::tests::lock_held_by_another_process_and_released_by_sigkill";
+    const HOLDER_TEST: &str =
+        "state::lock::tests::lock_held_by_another_process_and_released_by_sigkill";
     const HOLDER_ENV: &str = "ORCHESTRATOR_CORE_TEST_LOCK_HOLDER";
 
     #[test]
@@ -193,17 +219,29 @@ mod tests {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        reexec::wait_for_file(&mut child, &dir.path().join("ready"), Duration::from_secs(120));
+        reexec::wait_for_file(
+            &mut child,
+            &dir.path().join("ready"),
+            Duration::from_secs(120),
+        );
 
         let err = SessionLock::acquire(dir.path()).unwrap_err();
-        let StateError::Locked { pid, ref started_at, .. } = err else {
+        let StateError::Locked {
+            pid,
+            ref started_at,
+            ..
+        } = err
+        else {
             child.kill().unwrap();
             panic!("expected Locked, got {err:?}");
         };
         assert_eq!(pid, Some(child.id()));
         assert!(started_at.is_some());
         let text = err.to_string();
-        assert!(text.contains(&format!("is locked by pid {} (started ", child.id())), "{text}");
+        assert!(
+            text.contains(&format!("is locked by pid {} (started ", child.id())),
+            "{text}"
+        );
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
 
         // kill -9: no chance to clean up, yet the OS releases the lock.

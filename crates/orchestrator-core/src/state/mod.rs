@@ -29,7 +29,10 @@ mod reexec;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use atomic::{read_json, read_json_if_exists, write_atomic, write_json_atomic};
+pub use atomic::{
+    is_temp_file_for, read_json, read_json_if_exists, remove_stale_temp_files, stale_temp_files,
+    write_atomic, write_json_atomic,
+};
 pub use csv_table::{CsvRecord, CsvTable, read_csv, to_csv_bytes, write_csv_atomic};
 pub use lock::{LockHolder, SessionLock};
 pub use ndjson::{NdjsonBoard, NdjsonRead, SkipReason, SkippedLine, read_ndjson};
@@ -183,7 +186,11 @@ impl StateError {
     }
 
     pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
-        StateError::Io { action, path: path.to_path_buf(), source }
+        StateError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -216,24 +223,48 @@ mod tests {
             "state directory /tmp/s is locked by pid 42 (started 2026-01-01T00:00:00Z); \
              wait for it to finish or stop it first"
         );
-        let unknown = StateError::Locked { dir: PathBuf::from("/tmp/s"), pid: None, started_at: None };
-        assert!(unknown.to_string().contains("another process (holder unknown)"));
+        let unknown = StateError::Locked {
+            dir: PathBuf::from("/tmp/s"),
+            pid: None,
+            started_at: None,
+        };
+        assert!(
+            unknown
+                .to_string()
+                .contains("another process (holder unknown)")
+        );
     }
 
     #[test]
     fn generic_csv_error_mentions_line_only_when_known() {
-        let with = StateError::Csv { path: "a.csv".into(), line: Some(3), message: "boom".into() };
-        let without = StateError::Csv { path: "a.csv".into(), line: None, message: "boom".into() };
+        let with = StateError::Csv {
+            path: "a.csv".into(),
+            line: Some(3),
+            message: "boom".into(),
+        };
+        let without = StateError::Csv {
+            path: "a.csv".into(),
+            line: None,
+            message: "boom".into(),
+        };
         assert_eq!(with.to_string(), "CSV file a.csv line 3: boom");
         assert_eq!(without.to_string(), "CSV file a.csv: boom");
     }
 
     #[test]
     fn not_found_is_recognised_and_path_is_reported() {
-        let e = StateError::io("read", Path::new("x.json"), io::Error::from(io::ErrorKind::NotFound));
+        let e = StateError::io(
+            "read",
+            Path::new("x.json"),
+            io::Error::from(io::ErrorKind::NotFound),
+        );
         assert!(e.is_not_found());
         assert_eq!(e.path(), Path::new("x.json"));
-        let other = StateError::io("read", Path::new("x.json"), io::Error::other("disk on fire"));
+        let other = StateError::io(
+            "read",
+            Path::new("x.json"),
+            io::Error::other("disk on fire"),
+        );
         assert!(!other.is_not_found());
         assert_eq!(other.to_string(), "failed to read x.json: disk on fire");
     }

@@ -85,9 +85,14 @@ impl<T> NdjsonRead<T> {
     /// `skipped 2 malformed lines in <file> (lines 3, 7)`.
     pub fn warning(&self) -> Option<String> {
         let (first, rest) = self.skipped.split_first()?;
-        let lines = rest.iter().fold(first.line.to_string(), |acc, s| format!("{acc}, {}", s.line));
+        let lines = rest.iter().fold(first.line.to_string(), |acc, s| {
+            format!("{acc}, {}", s.line)
+        });
         Some(if rest.is_empty() {
-            format!("skipped 1 malformed line in {} (line {lines})", self.path.display())
+            format!(
+                "skipped 1 malformed line in {} (line {lines})",
+                self.path.display()
+            )
         } else {
             format!(
                 "skipped {} malformed lines in {} (lines {lines})",
@@ -99,7 +104,10 @@ impl<T> NdjsonRead<T> {
 
     /// One message per skipped line: `<file> line 3: <what is wrong>`.
     pub fn details(&self) -> Vec<String> {
-        self.skipped.iter().map(|s| format!("{} {s}", self.path.display())).collect()
+        self.skipped
+            .iter()
+            .map(|s| format!("{} {s}", self.path.display()))
+            .collect()
     }
 }
 
@@ -113,7 +121,11 @@ impl NdjsonBoard {
             .create(true)
             .open(&path)
             .map_err(|e| StateError::io("open for appending", &path, e))?;
-        Ok(NdjsonBoard { path, file, appending: Mutex::new(()) })
+        Ok(NdjsonBoard {
+            path,
+            file,
+            appending: Mutex::new(()),
+        })
     }
 
     /// The board's file.
@@ -129,8 +141,13 @@ impl NdjsonBoard {
             what: "an NDJSON entry",
             message: e.to_string(),
         })?;
-        let _guard = self.appending.lock().unwrap_or_else(PoisonError::into_inner);
-        self.file.lock().map_err(|e| StateError::io("lock for appending", &self.path, e))?;
+        let _guard = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.file
+            .lock()
+            .map_err(|e| StateError::io("lock for appending", &self.path, e))?;
         let result = self.append_locked(&json);
         // Closing the handle would release the lock too; an unlock error is harmless.
         let _ = self.file.unlock();
@@ -149,7 +166,9 @@ impl NdjsonBoard {
         (&self.file)
             .write_all(&line)
             .map_err(|e| StateError::io("append to", &self.path, e))?;
-        self.file.sync_data().map_err(|e| StateError::io("fsync", &self.path, e))
+        self.file
+            .sync_data()
+            .map_err(|e| StateError::io("fsync", &self.path, e))
     }
 
     /// Reads every entry of the board; see [`read_ndjson`].
@@ -177,14 +196,20 @@ impl NdjsonBoard {
 /// A missing file reads as an empty board. Lines that are empty, cut short or
 /// do not parse as `T` are skipped and listed in [`NdjsonRead::skipped`]; only
 /// an I/O error fails the read.
-pub fn read_ndjson<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<NdjsonRead<T>, StateError> {
+pub fn read_ndjson<T: DeserializeOwned>(
+    path: impl AsRef<Path>,
+) -> Result<NdjsonRead<T>, StateError> {
     let path = path.as_ref();
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(StateError::io("read", path, e)),
     };
-    let mut out = NdjsonRead { path: path.to_path_buf(), entries: Vec::new(), skipped: Vec::new() };
+    let mut out = NdjsonRead {
+        path: path.to_path_buf(),
+        entries: Vec::new(),
+        skipped: Vec::new(),
+    };
     // A final "\n" ends the last line; it does not start an empty one.
     let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     if bytes.is_empty() {
@@ -203,7 +228,11 @@ pub fn read_ndjson<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<Ndjson
         match serde_json::from_slice::<T>(raw) {
             Ok(entry) => out.entries.push(entry),
             Err(e) => {
-                let reason = if e.is_eof() { SkipReason::Truncated } else { SkipReason::Malformed };
+                let reason = if e.is_eof() {
+                    SkipReason::Truncated
+                } else {
+                    SkipReason::Malformed
+                };
                 let full = e.to_string();
                 let suffix = format!(" at line {} column {}", e.line(), e.column());
                 let what = full.strip_suffix(&suffix).unwrap_or(&full);
@@ -211,7 +240,11 @@ pub fn read_ndjson<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<Ndjson
                     SkipReason::Truncated => format!("truncated line: {what}"),
                     _ => format!("{what} (column {})", e.column()),
                 };
-                out.skipped.push(SkippedLine { line, reason, message });
+                out.skipped.push(SkippedLine {
+                    line,
+                    reason,
+                    message,
+                });
             }
         }
     }
@@ -239,14 +272,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("discoveries.ndjson");
         let board = NdjsonBoard::open(&path).unwrap();
-        board.append(&json!({"a": "line\nbreak", "b": [1, 2]})).unwrap();
+        board
+            .append(&json!({"a": "line\nbreak", "b": [1, 2]}))
+            .unwrap();
         board.append(&json!("plain")).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "{\"a\":\"line\\nbreak\",\"b\":[1,2]}\n\"plain\"\n"
         );
         let read = board.read::<Value>().unwrap();
-        assert_eq!(read.entries, [json!({"a": "line\nbreak", "b": [1, 2]}), json!("plain")]);
+        assert_eq!(
+            read.entries,
+            [json!({"a": "line\nbreak", "b": [1, 2]}), json!("plain")]
+        );
         assert!(read.skipped.is_empty());
         assert_eq!(read.warning(), None);
     }
@@ -264,7 +302,10 @@ mod tests {
         let path = dir.path().join("gone").join("d.ndjson");
         let err = NdjsonBoard::open(&path).unwrap_err();
         assert_eq!(err.path(), path);
-        assert!(err.to_string().starts_with("failed to open for appending "), "{err}");
+        assert!(
+            err.to_string().starts_with("failed to open for appending "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -285,8 +326,12 @@ mod tests {
         )
         .unwrap();
         let read = read_ndjson::<Entry>(&path).unwrap();
-        assert_eq!(read.entries.iter().map(|e| e.worker).collect::<Vec<_>>(), [1, 2]);
-        let summary: Vec<(u64, SkipReason)> = read.skipped.iter().map(|s| (s.line, s.reason)).collect();
+        assert_eq!(
+            read.entries.iter().map(|e| e.worker).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        let summary: Vec<(u64, SkipReason)> =
+            read.skipped.iter().map(|s| (s.line, s.reason)).collect();
         assert_eq!(
             summary,
             [
@@ -299,18 +344,29 @@ mod tests {
         );
         assert_eq!(
             read.warning().unwrap(),
-            format!("skipped 5 malformed lines in {} (lines 2, 3, 4, 5, 7)", path.display())
+            format!(
+                "skipped 5 malformed lines in {} (lines 2, 3, 4, 5, 7)",
+                path.display()
+            )
         );
         let details = read.details();
         let file = path.display();
-        assert_eq!(details[0], format!("{file} line 2: key must be a string (column 2)"));
+        assert_eq!(
+            details[0],
+            format!("{file} line 2: key must be a string (column 2)")
+        );
         assert_eq!(details[1], format!("{file} line 3: empty line"));
         assert!(
-            details[2].starts_with(&format!("{file} line 4: invalid type: string \"one\", expected u32")),
+            details[2].starts_with(&format!(
+                "{file} line 4: invalid type: string \"one\", expected u32"
+            )),
             "{}",
             details[2]
         );
-        assert_eq!(details[4], format!("{file} line 7: truncated line: EOF while parsing a string"));
+        assert_eq!(
+            details[4],
+            format!("{file} line 7: truncated line: EOF while parsing a string")
+        );
     }
 
     #[test]
@@ -336,7 +392,10 @@ mod tests {
         let read = board.read::<Value>().unwrap();
         assert_eq!(read.entries, [json!({"ok": true})]);
         assert_eq!(read.skipped.len(), 1);
-        assert_eq!((read.skipped[0].line, read.skipped[0].reason), (1, SkipReason::Truncated));
+        assert_eq!(
+            (read.skipped[0].line, read.skipped[0].reason),
+            (1, SkipReason::Truncated)
+        );
     }
 
     #[test]
@@ -359,7 +418,13 @@ mod tests {
                         let size = ((worker * 7919 + seq * 104_729) % 20_000) as usize;
                         let c = char::from(b'a' + (worker % 26) as u8);
                         let payload: String = std::iter::repeat_n(c, size).collect();
-                        board.append(&Entry { worker, seq, payload }).unwrap();
+                        board
+                            .append(&Entry {
+                                worker,
+                                seq,
+                                payload,
+                            })
+                            .unwrap();
                     }
                 })
             })
@@ -371,13 +436,25 @@ mod tests {
         assert_eq!(read.skipped, [], "no line may be torn or interleaved");
         assert_eq!(read.entries.len(), (THREADS * PER_THREAD) as usize);
         for worker in 0..THREADS {
-            let seqs: Vec<u32> =
-                read.entries.iter().filter(|e| e.worker == worker).map(|e| e.seq).collect();
-            assert_eq!(seqs, (0..PER_THREAD).collect::<Vec<_>>(), "worker {worker} in order");
+            let seqs: Vec<u32> = read
+                .entries
+                .iter()
+                .filter(|e| e.worker == worker)
+                .map(|e| e.seq)
+                .collect();
+            assert_eq!(
+                seqs,
+                (0..PER_THREAD).collect::<Vec<_>>(),
+                "worker {worker} in order"
+            );
         }
         for e in &read.entries {
             let c = char::from(b'a' + (e.worker % 26) as u8);
-            assert!(e.payload.chars().all(|p| p == c), "payload of worker {} mixed", e.worker);
+            assert!(
+                e.payload.chars().all(|p| p == c),
+                "payload of worker {} mixed",
+                e.worker
+            );
         }
     }
 }

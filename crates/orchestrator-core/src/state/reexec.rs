@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 pub(crate) fn spawn_self(test_name: &str, env: &str, value: &OsStr) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
-    cmd.args(["--exact", test_name, "--test-threads=1", "--nocapture"]).env(env, value);
+    cmd.args(["--exact", test_name, "--test-threads=1", "--nocapture"])
+        .env(env, value);
     cmd
 }
 
@@ -25,7 +26,10 @@ pub(crate) fn wait_for_file(child: &mut Child, path: &Path, timeout: Duration) {
     let started = Instant::now();
     while !path.exists() {
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("child exited with {status} before creating {}", path.display());
+            panic!(
+                "child exited with {status} before creating {}",
+                path.display()
+            );
         }
         if started.elapsed() > timeout {
             child.kill().unwrap();
