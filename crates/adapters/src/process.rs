@@ -306,7 +306,7 @@ pub enum ProcessError {
         source: io::Error,
     },
     /// The child exited unsuccessfully.
-    #[error("`{command}` failed with {status}: {stderr}")]
+    #[error("`{command}` failed with {status}{}", with_colon(stderr))]
     Failed {
         /// The command line.
         command: String,
@@ -316,7 +316,7 @@ pub enum ProcessError {
         stderr: String,
     },
     /// The child exceeded its time limit and was killed.
-    #[error("`{command}` timed out after {seconds:.1}s: {stderr}")]
+    #[error("`{command}` timed out after {seconds:.1}s{}", with_colon(stderr))]
     TimedOut {
         /// The command line.
         command: String,
@@ -325,6 +325,15 @@ pub enum ProcessError {
         /// The end of its stderr.
         stderr: String,
     },
+}
+
+/// `": text"`, or nothing when `text` is empty.
+fn with_colon(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
 }
 
 impl ProcessError {

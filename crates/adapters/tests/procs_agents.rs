@@ -2,6 +2,9 @@
 //! executables (shell scripts on the child's PATH) that print real-shaped
 //! output, fail, print garbage, hang, or leave grandchildren behind.
 
+// Helpers outside #[test] functions unwrap too: this file is all test code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod procs_support;
 
 use std::time::{Duration, Instant};
@@ -297,7 +300,8 @@ async fn gemini_exit_codes_map_to_typed_errors() {
     );
 
     // Codes without a JSON body: the message comes from stderr.
-    let table: [(i32, fn(&AgentError) -> bool); 5] = [
+    type Expect = fn(&AgentError) -> bool;
+    let table: [(i32, Expect); 5] = [
         (
             42,
             |e| matches!(e, AgentError::Failed { message, exit_code: Some(42) } if message.contains("rejected the input")),

@@ -96,8 +96,26 @@ fn count_word(item: &str) -> Option<(u32, &str)> {
 pub fn cargo_test(log: &str) -> Option<Summary> {
     let mut s = Summary::new(RunnerFormat::CargoTest);
     let mut seen = false;
+    // Inside the closing `failures:` list (names indented by four spaces,
+    // directly under the header; the earlier `failures:` header that opens
+    // the captured output is followed by a blank line instead).
+    let mut in_list = false;
+    let mut after_header = false;
     for line in log.lines() {
         let line = line.trim_end();
+        let listed = line
+            .strip_prefix("    ")
+            .filter(|name| !name.is_empty() && !name.starts_with(' '));
+        if (after_header || in_list)
+            && let Some(name) = listed
+        {
+            in_list = true;
+            after_header = false;
+            s.add_failing(name);
+            continue;
+        }
+        in_list = false;
+        after_header = line == "failures:";
         if let Some(rest) = line.strip_prefix("test result: ") {
             // "FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.09s"
             let Some((_, counts)) = rest.split_once(". ") else {
@@ -115,6 +133,9 @@ pub fn cargo_test(log: &str) -> Option<Summary> {
         } else if let Some(rest) = line.strip_prefix("test ")
             && let Some(name) = rest.strip_suffix(" ... FAILED")
         {
+            s.add_failing(name);
+        } else if let Some(name) = line.strip_suffix(" --- FAILED") {
+            // `cargo test -q` reports a failure as "NAME --- FAILED".
             s.add_failing(name);
         }
     }
@@ -366,6 +387,27 @@ mod tests {
             RunnerFormat::CargoTest,
             (4, 2, 1),
             &["tests::fails", "integration_fails"],
+        );
+    }
+
+    #[test]
+    fn cargo_test_real_quiet_run() {
+        check(
+            include_str!("../../tests/fixtures/procs/cargo_test_quiet_failed.txt"),
+            RunnerFormat::CargoTest,
+            (4, 2, 1),
+            &["tests::fails", "integration_fails"],
+        );
+    }
+
+    #[test]
+    fn cargo_test_failures_list_alone_names_the_tests() {
+        let log = "failures:\n\n---- a stdout ----\n    indented panic text\n\nfailures:\n    a\n    src/lib.rs - add (line 3)\n\ntest result: FAILED. 0 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+        check(
+            log,
+            RunnerFormat::CargoTest,
+            (0, 2, 0),
+            &["a", "src/lib.rs - add (line 3)"],
         );
     }
 

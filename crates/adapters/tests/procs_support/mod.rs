@@ -1,6 +1,6 @@
 //! Helpers shared by the `procs_*` integration tests: fixtures, fake agent
 //! CLIs on a private PATH, and process liveness checks.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
