@@ -132,3 +132,57 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
         session_id: message.session_id,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(stdout: &str, code: i32) -> RawOutput {
+        RawOutput {
+            code: Some(code),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn verbose_array_output_uses_the_last_result_message() {
+        let stdout = r#"[{"type":"system","subtype":"init","session_id":"s1"},
+            {"type":"assistant","message":{"content":[]}},
+            {"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s1","num_turns":1,"new_field":{"x":1}}]"#;
+        let out = parse(&raw(stdout, 0)).unwrap();
+        assert_eq!(out.response.text, "done");
+        assert_eq!(out.session_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_warning_line_before_the_object_is_skipped() {
+        let stdout = "warning: update available\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\"}\n";
+        assert_eq!(parse(&raw(stdout, 0)).unwrap().response.text, "ok");
+    }
+
+    #[test]
+    fn json_that_is_not_a_result_is_garbage() {
+        let err = parse(&raw(r#"{"hello":"world"}"#, 0)).unwrap_err();
+        assert!(
+            matches!(err, AgentError::Garbage { ref snippet, .. } if snippet == r#"{"hello":"world"}"#),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_success_object_with_a_failing_status_is_a_failure() {
+        let stdout = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#;
+        let err = parse(&raw(stdout, 2)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AgentError::Failed {
+                    exit_code: Some(2),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

@@ -166,3 +166,60 @@ pub fn parse(raw: &RawOutput, workdir: &Path, structured: bool) -> Result<CodexO
         commands,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(stdout: &str, code: i32) -> RawOutput {
+        RawOutput {
+            code: Some(code),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_error_followed_by_a_completed_turn_is_a_success() {
+        let stdout = concat!(
+            "{\"type\":\"thread.started\",\"thread_id\":\"t1\"}\n",
+            "{\"type\":\"error\",\"message\":\"Reconnecting... 1/5\"}\n",
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"i\",\"type\":\"agent_message\",\"text\":\"done\"}}\n",
+            "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":5,\"output_tokens\":2}}\n",
+        );
+        let out = parse(&raw(stdout, 0), Path::new("/w"), false).unwrap();
+        assert_eq!(out.response.text, "done");
+        assert_eq!(out.thread_id.as_deref(), Some("t1"));
+        assert_eq!(
+            out.response.usage.map(|u| (u.input_tokens, u.turns)),
+            Some((5, 1))
+        );
+    }
+
+    #[test]
+    fn non_json_lines_and_unknown_events_are_skipped() {
+        let stdout = concat!(
+            "Reading prompt from stdin...\n",
+            "{\"type\":\"some.future.event\",\"payload\":1}\n",
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"i\",\"type\":\"todo_list\",\"items\":[]}}\n",
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"c\",\"type\":\"command_execution\",\"command\":\"ls\",\"exit_code\":0}}\n",
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"f\",\"type\":\"file_change\",\"changes\":[{\"path\":\"/w/a.rs\",\"kind\":\"update\"},{\"path\":\"/elsewhere/b.rs\",\"kind\":\"add\"},{\"path\":\"/w/a.rs\",\"kind\":\"update\"}]}}\n",
+            "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\n",
+        );
+        let out = parse(&raw(stdout, 0), Path::new("/w"), false).unwrap();
+        assert_eq!(out.response.text, "");
+        assert_eq!(out.response.files_changed, ["a.rs", "/elsewhere/b.rs"]);
+        assert_eq!(out.commands, [("ls".to_owned(), Some(0))]);
+    }
+
+    #[test]
+    fn events_without_a_turn_or_message_are_garbage() {
+        let err = parse(
+            &raw("{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n", 0),
+            Path::new("/w"),
+            false,
+        )
+        .unwrap_err();
+        assert!(matches!(err, AgentError::Garbage { .. }), "{err:?}");
+    }
+}

@@ -146,3 +146,49 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
         stats,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(stdout: &str, code: i32) -> RawOutput {
+        RawOutput {
+            code: Some(code),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn output_after_a_notice_line_is_found() {
+        let stdout = "Loaded cached credentials.\n{\"response\": \"hi\", \"stats\": {}}\n";
+        let out = parse(&raw(stdout, 0), false).unwrap();
+        assert_eq!(out.response.text, "hi");
+        assert_eq!(out.response.usage, Some(Usage::default()));
+    }
+
+    #[test]
+    fn an_error_object_with_status_zero_is_a_failure() {
+        let stdout = r#"{"response": null, "error": {"type": "ApiError", "message": "quota exceeded", "code": 429}}"#;
+        let err = parse(&raw(stdout, 0), false).unwrap_err();
+        assert_eq!(
+            err,
+            AgentError::Failed {
+                message: "gemini failed: ApiError: quota exceeded".into(),
+                exit_code: Some(0)
+            }
+        );
+    }
+
+    #[test]
+    fn a_non_string_response_is_garbage() {
+        let err = parse(&raw(r#"{"response": 42}"#, 0), false).unwrap_err();
+        assert!(matches!(err, AgentError::Garbage { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn undocumented_exit_codes_have_no_typed_error() {
+        assert_eq!(exit_code_error(1, "x"), None);
+        assert_eq!(exit_code_error(130, ""), Some(AgentError::Cancelled));
+    }
+}

@@ -180,4 +180,29 @@ mod tests {
             Err(JunitError::Xml { .. })
         ));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn counts_match_generated_cases(cases in proptest::collection::vec(0u8..3, 0..30)) {
+            let mut xml = String::from("<testsuites><testsuite name=\"s\">");
+            for (i, kind) in cases.iter().enumerate() {
+                match kind {
+                    0 => xml.push_str(&format!("<testcase classname=\"c\" name=\"t{i}\"/>")),
+                    1 => xml.push_str(&format!("<testcase classname=\"c\" name=\"t{i}\"><failure message=\"m\">x &lt; y</failure></testcase>")),
+                    _ => xml.push_str(&format!("<testcase name=\"t{i}\"><skipped/></testcase>")),
+                }
+            }
+            xml.push_str("</testsuite></testsuites>");
+            let s = parse(&xml).unwrap();
+            let count = |k: u8| cases.iter().filter(|c| **c == k).count() as u32;
+            proptest::prop_assert_eq!((s.passed, s.failed, s.skipped), (count(0), count(1), count(2)));
+            let expected: Vec<String> = cases
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| **k == 1)
+                .map(|(i, _)| format!("c::t{i}"))
+                .collect();
+            proptest::prop_assert_eq!(s.failing_tests, expected);
+        }
+    }
 }

@@ -542,4 +542,37 @@ mod tests {
             assert_eq!(parse(log), None, "{log}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_input_gives_unique_non_empty_failing_names(log in "(\\PC|\n){0,400}") {
+            if let Some(s) = parse(&log) {
+                let mut names = s.failing_tests.clone();
+                names.sort();
+                names.dedup();
+                proptest::prop_assert_eq!(names.len(), s.failing_tests.len());
+                proptest::prop_assert!(s.failing_tests.iter().all(|n| !n.trim().is_empty()));
+            }
+        }
+
+        #[test]
+        fn cargo_test_counts_sum_over_binaries(
+            binaries in proptest::collection::vec((0u32..500, 0u32..50, 0u32..20), 1..6),
+        ) {
+            let mut log = String::new();
+            for (i, (p, f, k)) in binaries.iter().enumerate() {
+                let verdict = if *f == 0 { "ok" } else { "FAILED" };
+                log.push_str(&format!(
+                    "     Running unittests src/lib.rs (target/debug/deps/b{i})\n\nrunning {} tests\n\ntest result: {verdict}. {p} passed; {f} failed; {k} ignored; 0 measured; 0 filtered out; finished in 0.01s\n\n",
+                    p + f + k
+                ));
+            }
+            let s = cargo_test(&log).unwrap();
+            let sum = |pick: fn(&(u32, u32, u32)) -> u32| binaries.iter().map(pick).sum::<u32>();
+            proptest::prop_assert_eq!(
+                (s.passed, s.failed, s.skipped),
+                (sum(|b| b.0), sum(|b| b.1), sum(|b| b.2))
+            );
+        }
+    }
 }
