@@ -17,6 +17,8 @@
 //! - when the future returned by [`run`] is dropped before it completes, a
 //!   guard sends SIGKILL to the whole group (tokio's `kill_on_drop` alone
 //!   would reach only the leader).
+//!
+//! [`ProcessRunner`] exposes [`run`] as the core's `CommandRunner` trait.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use orchestrator_core::command::{CommandError, CommandOutput, CommandRunner, CommandSpec};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
@@ -585,6 +588,67 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// The [`CommandRunner`] over [`run`]: what flows use to drive tools
+/// (`gh`, configured checks) without spawning processes themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessRunner {
+    /// Grace period between SIGTERM and SIGKILL on timeout.
+    pub grace: Duration,
+}
+
+impl Default for ProcessRunner {
+    fn default() -> Self {
+        Self {
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+impl ProcessRunner {
+    /// The spec [`run`] executes for a core [`CommandSpec`].
+    pub fn process_spec(&self, spec: &CommandSpec) -> ProcessSpec {
+        let mut out = ProcessSpec::new(&spec.program)
+            .args(&spec.args)
+            .cwd(&spec.cwd)
+            .time_limit(spec.time_limit)
+            .grace(self.grace)
+            .output_limit(spec.output_limit);
+        for (k, v) in &spec.env {
+            out = out.env(k, v);
+        }
+        if let Some(input) = &spec.stdin {
+            out = out.stdin(input.clone());
+        }
+        out
+    }
+}
+
+#[async_trait::async_trait]
+impl CommandRunner for ProcessRunner {
+    async fn run(&self, spec: CommandSpec) -> Result<CommandOutput, CommandError> {
+        let output = run(&self.process_spec(&spec))
+            .await
+            .map_err(|err| match err {
+                ProcessError::Spawn { command, source } => CommandError::Spawn {
+                    command,
+                    message: source.to_string(),
+                },
+                other => CommandError::Io {
+                    command: spec.display(),
+                    message: other.to_string(),
+                },
+            })?;
+        Ok(CommandOutput {
+            exit_code: output.code(),
+            stdout: output.stdout_text(),
+            stderr: output.stderr_text(),
+            timed_out: output.timed_out,
+            truncated: output.stdout_dropped > 0 || output.stderr_dropped > 0,
+            duration_ms: u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
