@@ -523,3 +523,12 @@ where
     }
     out
 }
+
+#[tokio::test]
+async fn removed_variables_do_not_reach_the_command() {
+    let work = tempfile::tempdir().unwrap();
+    let agent = ProcessAgent::new("env-agent", "sh", ["-c", r#"echo "[${HOME-unset}]""#])
+        .env_remove("HOME");
+    let req = AgentRequest::new("X", Role::Explore, "look", work.path());
+    assert_eq!(agent.run(req).await.unwrap().text, "[unset]");
+}

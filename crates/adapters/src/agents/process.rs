@@ -113,6 +113,7 @@ pub struct ProcessAgent {
     input: InstructionInput,
     dialect: Dialect,
     env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
     time_limit: Option<Duration>,
     grace: Duration,
     output_limit: usize,
@@ -138,6 +139,7 @@ impl ProcessAgent {
             input: InstructionInput::Stdin,
             dialect: Dialect::Text,
             env: Vec::new(),
+            env_remove: Vec::new(),
             time_limit: None,
             grace: process::DEFAULT_GRACE,
             output_limit: DEFAULT_AGENT_OUTPUT_LIMIT,
@@ -147,9 +149,13 @@ impl ProcessAgent {
 
     /// The `claude` preset: `claude -p --output-format json`, instruction on
     /// stdin, `--json-schema` when the request has a schema, and
-    /// `--permission-mode acceptEdits` for roles that change files.
+    /// `--permission-mode acceptEdits` for roles that change files. The
+    /// `CLAUDECODE` variable is removed from its environment, so that an
+    /// engine itself started from a Claude Code session can still run it.
     pub fn claude() -> Self {
-        Self::new("claude", "claude", Vec::<String>::new()).dialect(Dialect::Claude)
+        Self::new("claude", "claude", Vec::<String>::new())
+            .dialect(Dialect::Claude)
+            .env_remove("CLAUDECODE")
     }
 
     /// The `codex` preset: `codex exec --json -`, instruction on stdin,
@@ -202,6 +208,12 @@ impl ProcessAgent {
     /// Builder: set an environment variable for the command.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Builder: remove an inherited environment variable for the command.
+    pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
+        self.env_remove.push(key.into());
         self
     }
 
@@ -386,6 +398,9 @@ impl Agent for ProcessAgent {
             .output_limit(self.output_limit);
         if self.input == InstructionInput::Stdin {
             spec = spec.stdin(prompt.into_bytes());
+        }
+        for k in &self.env_remove {
+            spec = spec.env_remove(k);
         }
         for (k, v) in &self.env {
             spec = spec.env(k, v);
