@@ -1,1 +1,20 @@
-//! orchestrator adapters (placeholder, see the issue tracker).
+//! # orchestrator-adapters
+//!
+//! The real adapters that make the engine act on the world: they implement
+//! the core traits (`Agent`, `TestRunner`, `Vcs`) over child processes, the
+//! `git` CLI and HTTP.
+//!
+//! ## Processes
+//! Every child process goes through [`process::run`]: its own process group,
+//! stdout and stderr captured with a bound that keeps the tail, a time limit
+//! enforced with SIGTERM → grace → SIGKILL to the whole group, and a guard
+//! that kills the group when the call is dropped. On top of it:
+//! - [`test_runner::CommandTestRunner`] runs any test command and reads the
+//!   outcome from its exit status, a JUnit XML report, or the summary lines
+//!   of cargo test, cargo nextest, pytest, go test and node --test;
+//! - [`agents::ProcessAgent`] runs an agent CLI, with presets for
+//!   `claude -p`, `codex exec` and `gemini -p`.
+
+pub mod agents;
+pub mod process;
+pub mod test_runner;
