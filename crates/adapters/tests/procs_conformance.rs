@@ -66,70 +66,11 @@ async fn command_test_runner_conforms() {
 /// runner ends with `012` and fails it. Switch to the suite once it is fixed.
 #[tokio::test]
 async fn process_runner_meets_the_command_contract() {
-    use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
-    let runner = ProcessRunner::default();
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path();
-
-    let out = runner
-        .run(CommandSpec::new(
-            "sh",
-            ["-c", "printf out; printf err >&2; exit 3"],
-            cwd,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        (out.exit_code, out.stdout.as_str(), out.stderr.as_str()),
-        (Some(3), "out", "err")
-    );
-
-    let hostile = "$(touch pwned) `touch pwned2`; rm -rf nothing";
-    let out = runner
-        .run(CommandSpec::new("printf", ["%s", hostile], cwd))
-        .await
-        .unwrap();
-    assert_eq!(out.stdout, hostile);
-    assert!(!cwd.join("pwned").exists() && !cwd.join("pwned2").exists());
-
-    let out = runner
-        .run(
-            CommandSpec::new("sh", ["-c", r#"cat; printf %s "$V""#], cwd)
-                .with_stdin("piped\n")
-                .with_env("V", "value with spaces"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(out.stdout, "piped\nvalue with spaces");
-
-    let err = runner
-        .run(CommandSpec::new(
-            "orchestrator-no-such-program-xyz",
-            Vec::<String>::new(),
-            cwd,
-        ))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, CommandError::Spawn { .. }), "{err:?}");
-
-    let started = std::time::Instant::now();
-    let out = runner
-        .run(
-            CommandSpec::new("sh", ["-c", "sleep 30"], cwd)
-                .with_time_limit(Duration::from_millis(300)),
-        )
-        .await
-        .unwrap();
-    assert!(out.timed_out && !out.success());
-    assert!(started.elapsed() < Duration::from_secs(3));
-
-    // 272 727 whole lines of 11 bytes.
-    let mut spec = CommandSpec::new("sh", ["-c", "yes 0123456789 | head -c 2999997"], cwd);
-    spec.output_limit = 4096;
-    let out = runner.run(spec).await.unwrap();
-    assert!(out.truncated);
-    assert_eq!(out.stdout.len(), 4096);
-    assert!(out.stdout.ends_with("0123456789\n"));
+    orchestrator_core::conformance::command::run_suite(
+        &ProcessRunner::default(),
+        std::time::Duration::from_secs(5),
+    )
+    .await;
 }
 
 /// A generic ProcessAgent built from `sh` one-liners.
