@@ -1,1 +1,4 @@
 //! orchestrator adapters (placeholder, see the issue tracker).
+
+pub mod config;
+pub mod openai;
