@@ -429,3 +429,51 @@ async fn a_refusal_is_a_failure() {
         other => panic!("expected Failed, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn retry_after_ms_is_honoured_too() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after-ms", "400"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("done"))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let started = Instant::now();
+    assert_eq!(
+        agent(config(&server)).run(request()).await.unwrap().text,
+        "done"
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(380), "took {took:?}");
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_allowed_wait_is_not_slept() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "3600"))
+        .mount(&server)
+        .await;
+    let started = Instant::now();
+    let no_limit = AgentRequest::new("T1", Role::Plan, "Plan.", "/tmp");
+    match agent(config(&server)).run(no_limit).await {
+        Err(AgentError::Failed { message, .. }) => {
+            assert!(
+                message.contains("server asked to wait 3600.0s, more than the 120.0s allowed"),
+                "{message}"
+            );
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(requests(&server).await.len(), 1);
+}
