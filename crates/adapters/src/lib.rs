@@ -14,7 +14,16 @@
 //!   of cargo test, cargo nextest, pytest, go test and node --test;
 //! - [`agents::ProcessAgent`] runs an agent CLI, with presets for
 //!   `claude -p`, `codex exec` and `gemini -p`.
+//!
+//! ## HTTP and configuration
+//! - [`openai::OpenAiAgent`] talks to any OpenAI-compatible chat-completions
+//!   endpoint (OpenAI, Ollama, vLLM, llama.cpp server), with retries that
+//!   honour `Retry-After` inside the request's time limit.
+//! - [`config`] reads `orchestrator.toml` (versioned, unknown keys rejected
+//!   with their line) and parses the CLI's `--agent` flag.
 
 pub mod agents;
+pub mod config;
+pub mod openai;
 pub mod process;
 pub mod test_runner;
