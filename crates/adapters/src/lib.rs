@@ -1,1 +1,4 @@
 //! orchestrator adapters (placeholder, see the issue tracker).
+
+pub mod git;
+pub mod wrappers;

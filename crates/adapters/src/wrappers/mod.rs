@@ -1,0 +1,1 @@
+//! Wrappers (in progress).
