@@ -737,3 +737,87 @@ async fn vcs_is_usable_as_a_trait_object_from_several_tasks() {
     assert_eq!(repo.git(&["rev-list", "--count", "HEAD"]).trim(), "5");
     assert!(vcs.status().await.unwrap().is_clean());
 }
+
+#[tokio::test]
+async fn push_refused_by_a_remote_hook_is_rejected_with_its_reason() {
+    let repo = Repo::new(&[("a.txt", "1")]).await;
+    let remote = bare_remote(&repo);
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'protected branch' >&2\nexit 1\n").unwrap();
+    make_executable(&hook);
+    let before = git(&remote, &["rev-parse", "main"]);
+    repo.write("a.txt", "2");
+    repo.vcs
+        .commit(&strings(&["a.txt"]), "second")
+        .await
+        .unwrap();
+    let outcome = repo.vcs.push("origin", "main").await.unwrap();
+    let PushOutcome::Rejected { reason } = outcome else {
+        panic!("expected Rejected, got {outcome:?}");
+    };
+    assert!(reason.contains("remote rejected"), "{reason}");
+    assert_eq!(git(&remote, &["rev-parse", "main"]), before);
+}
+
+#[tokio::test]
+async fn restore_handles_a_file_replaced_by_a_directory_and_back() {
+    let repo = Repo::new(&[("foo", "file\n"), ("dir/x", "x\n")]).await;
+    let checkpoint = repo.vcs.checkpoint().await.unwrap();
+    std::fs::remove_file(repo.dir.join("foo")).unwrap();
+    repo.write("foo/bar", "now a directory");
+    std::fs::remove_dir_all(repo.dir.join("dir")).unwrap();
+    repo.write("dir", "now a file");
+    let restored = repo.vcs.restore(&checkpoint).await.unwrap();
+    assert_eq!(restored, strings(&["dir", "dir/x", "foo", "foo/bar"]));
+    assert_eq!(repo.read("foo").unwrap(), b"file\n");
+    assert_eq!(repo.read("dir/x").unwrap(), b"x\n");
+    assert!(repo.vcs.status().await.unwrap().is_clean());
+}
+
+/// Git sets `GIT_DIR`, `GIT_INDEX_FILE` and friends for hooks; an engine run
+/// from a hook (or a test harness) must still work on its own repository.
+/// Environment changes are process-wide, so the check runs in a child copy
+/// of this test binary.
+#[tokio::test]
+async fn git_environment_variables_of_the_caller_do_not_redirect_the_adapter() {
+    const CHILD: &str = "ORCHESTRATOR_GIT_ENV_CHILD";
+    if let Ok(repo_dir) = std::env::var(CHILD) {
+        let vcs = GitVcs::open(&repo_dir).await.unwrap();
+        let status = vcs.status().await.unwrap();
+        assert_eq!(status.untracked, strings(&["naïve.txt"]));
+        assert_eq!(
+            vcs.head().await.unwrap().as_str(),
+            git(
+                Path::new(&repo_dir),
+                &["--git-dir=.git", "rev-parse", "HEAD"]
+            )
+            .trim()
+        );
+        return;
+    }
+    let repo = Repo::new(&[("a.txt", "1")]).await;
+    repo.write("naïve.txt", "x");
+    let decoy = Repo::new(&[("decoy.txt", "1")]).await;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "git_environment_variables_of_the_caller_do_not_redirect_the_adapter",
+            "--nocapture",
+        ])
+        .env(CHILD, &repo.dir)
+        .env("GIT_DIR", decoy.dir.join(".git"))
+        .env("GIT_WORK_TREE", &decoy.dir)
+        .env("GIT_INDEX_FILE", decoy.dir.join(".git/index"))
+        .env("GIT_CONFIG_PARAMETERS", "'core.quotepath'='true'")
+        .env("GIT_LITERAL_PATHSPECS", "0")
+        .env("GIT_EXTERNAL_DIFF", "false")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+}
