@@ -62,7 +62,11 @@ pub struct AgentRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<serde_json::Value>,
     /// Time limit for the whole request.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_duration_ms")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_ms"
+    )]
     pub time_limit: Option<Duration>,
     /// Machine-readable context for builtin agents (a finding, a failing log,
     /// a task row); LLM agents receive it rendered into the instruction.

@@ -243,7 +243,9 @@ mod tests {
         let sink = CollectingSink::new();
         let fan = FanOut(vec![Arc::new(NullSink), Arc::new(CollectingSink::new())]);
         for i in 0..3 {
-            let e = Event::Warning { message: i.to_string() };
+            let e = Event::Warning {
+                message: i.to_string(),
+            };
             sink.emit(&e);
             fan.emit(&e);
         }

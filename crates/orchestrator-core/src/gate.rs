@@ -173,7 +173,9 @@ impl Gate for AutoYes {
         if question.blocking || question.options.is_empty() {
             return Ok(Answer::Deferred);
         }
-        Ok(Answer::chose(question.default.min(question.options.len() - 1)))
+        Ok(Answer::chose(
+            question.default.min(question.options.len() - 1),
+        ))
     }
 }
 

@@ -1,1 +1,1039 @@
-//! Placeholder: filled in by the rows work.
+//! Planex's row types: `explore.csv`, `tasks.csv` and `discoveries.ndjson`.
+//!
+//! These files are our users' existing data (the lite-planex seed's session
+//! folder `.workflow/.lite-plan/{session}/`), so the columns here are exactly
+//! the seed's, in the seed's order: [`EXPLORE_COLUMNS`] and [`TASK_COLUMNS`].
+//!
+//! Reading goes through [`CsvTable`], so every error
+//! names the file and line. A row is typed on the way in:
+//!
+//! - `deps`, `context_from`, `key_files`, `files_modified`: `;`-separated
+//!   lists, each item trimmed, empty items dropped;
+//! - `wave`: a whole number, or empty;
+//! - `status`: [`RowStatus`] (`pending`, `completed`, `failed`, `skipped`;
+//!   case-insensitive, empty means `pending`);
+//! - `tests_passed`: `true`, `false` or empty;
+//! - every other known column: text, kept exactly.
+//!
+//! Columns the seed computes or fills as output (`status` onward) may be
+//! absent — the per-wave CSVs only carry the input columns — and read as
+//! empty. The input columns and `wave` are required. Unknown columns (a
+//! wave CSV's `prev_context`, a user's own notes) are kept, in order, in each
+//! row's `extra` and written back after the known columns, so a
+//! read-modify-write never loses data.
+//!
+//! Rows come back in file order, so row `i` of [`ExploreRow::from_table`] is
+//! record `i` of the table, whose `line` tells where it came from.
+
+use std::path::Path;
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::{CsvRecord, CsvTable, StateError, read_csv};
+
+/// Columns of `explore.csv`, in the seed's order.
+pub const EXPLORE_COLUMNS: [&str; 10] = [
+    "id",
+    "angle",
+    "description",
+    "focus",
+    "deps",
+    "wave",
+    "status",
+    "findings",
+    "key_files",
+    "error",
+];
+
+/// How many leading [`EXPLORE_COLUMNS`] a reader requires (`id` … `wave`).
+pub const EXPLORE_REQUIRED: usize = 6;
+
+/// Columns of `tasks.csv`, in the seed's order.
+pub const TASK_COLUMNS: [&str; 17] = [
+    "id",
+    "title",
+    "description",
+    "test",
+    "acceptance_criteria",
+    "scope",
+    "hints",
+    "execution_directives",
+    "deps",
+    "context_from",
+    "wave",
+    "status",
+    "findings",
+    "files_modified",
+    "tests_passed",
+    "acceptance_met",
+    "error",
+];
+
+/// How many leading [`TASK_COLUMNS`] a reader requires (`id` … `wave`).
+pub const TASK_REQUIRED: usize = 11;
+
+/// Status of an explore or task row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowStatus {
+    /// Not run yet.
+    #[default]
+    Pending,
+    /// Ran and succeeded.
+    Completed,
+    /// Ran and failed.
+    Failed,
+    /// Not run because a dependency failed or was skipped.
+    Skipped,
+}
+
+impl RowStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RowStatus; 4] = [
+        RowStatus::Pending,
+        RowStatus::Completed,
+        RowStatus::Failed,
+        RowStatus::Skipped,
+    ];
+
+    /// The name written to the CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Pending => "pending",
+            RowStatus::Completed => "completed",
+            RowStatus::Failed => "failed",
+            RowStatus::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for RowStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The text is not a [`RowStatus`] name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown row status {0:?}, expected one of pending, completed, failed, skipped")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for RowStatus {
+    type Err = UnknownStatus;
+
+    /// Case-insensitive, surrounding whitespace ignored; empty is `Pending`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Ok(RowStatus::Pending);
+        }
+        RowStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(t))
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+/// One row of `explore.csv`: an exploration angle and what it found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExploreRow {
+    /// Exploration id: `E1`, `E2`, ….
+    pub id: String,
+    /// Angle name (`architecture`, `testing`, …).
+    pub angle: String,
+    /// What to explore from this angle.
+    pub description: String,
+    /// Keywords and focus areas.
+    pub focus: String,
+    /// Ids of explorations this one waits for.
+    pub deps: Vec<String>,
+    /// Wave number (1-based), when computed.
+    pub wave: Option<u32>,
+    /// Lifecycle status.
+    pub status: RowStatus,
+    /// What the exploration found.
+    pub findings: String,
+    /// Relevant files it found.
+    pub key_files: Vec<String>,
+    /// Error message if it failed.
+    pub error: String,
+    /// Unknown columns, in file order: (column, value).
+    pub extra: Vec<(String, String)>,
+}
+
+/// One row of `tasks.csv`: an execution task and its result.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskRow {
+    /// Task id: `T1`, `T2`, ….
+    pub id: String,
+    /// Short title.
+    pub title: String,
+    /// Self-contained description of what to implement.
+    pub description: String,
+    /// Test cases to write and how to verify.
+    pub test: String,
+    /// Measurable conditions that define "done".
+    pub acceptance_criteria: String,
+    /// Glob the task may write to.
+    pub scope: String,
+    /// Tips and reference files: `tips || file1;file2` (see [`TaskRow::hint_parts`]).
+    pub hints: String,
+    /// Commands to run for verification, tool restrictions.
+    pub execution_directives: String,
+    /// Ids of tasks this one depends on.
+    pub deps: Vec<String>,
+    /// Ids whose findings feed this task's context (`E*` and `T*`).
+    pub context_from: Vec<String>,
+    /// Wave number (1-based), when computed.
+    pub wave: Option<u32>,
+    /// Lifecycle status.
+    pub status: RowStatus,
+    /// Execution findings.
+    pub findings: String,
+    /// Files the task modified.
+    pub files_modified: Vec<String>,
+    /// Whether all its tests passed; `None` when not reported.
+    pub tests_passed: Option<bool>,
+    /// Which acceptance criteria were met or unmet.
+    pub acceptance_met: String,
+    /// Error message if it failed.
+    pub error: String,
+    /// Unknown columns, in file order: (column, value).
+    pub extra: Vec<(String, String)>,
+}
+
+impl ExploreRow {
+    /// A pending row with no dependencies or results.
+    pub fn new(
+        id: impl Into<String>,
+        angle: impl Into<String>,
+        description: impl Into<String>,
+        focus: impl Into<String>,
+    ) -> ExploreRow {
+        ExploreRow {
+            id: id.into(),
+            angle: angle.into(),
+            description: description.into(),
+            focus: focus.into(),
+            ..ExploreRow::default()
+        }
+    }
+
+    /// Types every record of `table`; `path` names the file in errors.
+    pub fn from_table(path: &Path, table: &CsvTable) -> Result<Vec<ExploreRow>, StateError> {
+        let cols = Columns::resolve(path, table, &EXPLORE_COLUMNS, EXPLORE_REQUIRED)?;
+        table
+            .rows
+            .iter()
+            .map(|r| {
+                Ok(ExploreRow {
+                    id: cols.text(r, "id"),
+                    angle: cols.text(r, "angle"),
+                    description: cols.text(r, "description"),
+                    focus: cols.text(r, "focus"),
+                    deps: cols.list(r, "deps"),
+                    wave: cols.wave(r, "wave")?,
+                    status: cols.status(r, "status")?,
+                    findings: cols.text(r, "findings"),
+                    key_files: cols.list(r, "key_files"),
+                    error: cols.text(r, "error"),
+                    extra: cols.extra(r),
+                })
+            })
+            .collect()
+    }
+
+    /// The table for `rows`: [`EXPLORE_COLUMNS`], then every extra column in
+    /// order of first appearance (empty where a row lacks it).
+    pub fn to_table(rows: &[ExploreRow]) -> CsvTable {
+        build_table(
+            &EXPLORE_COLUMNS,
+            rows.iter().map(|r| {
+                let known = vec![
+                    r.id.clone(),
+                    r.angle.clone(),
+                    r.description.clone(),
+                    r.focus.clone(),
+                    join_list(&r.deps),
+                    wave_text(r.wave),
+                    r.status.as_str().to_owned(),
+                    r.findings.clone(),
+                    join_list(&r.key_files),
+                    r.error.clone(),
+                ];
+                (known, r.extra.as_slice())
+            }),
+        )
+    }
+}
+
+impl TaskRow {
+    /// A pending row with only its id, title and description set.
+    pub fn new(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        description: impl Into<String>,
+    ) -> TaskRow {
+        TaskRow {
+            id: id.into(),
+            title: title.into(),
+            description: description.into(),
+            ..TaskRow::default()
+        }
+    }
+
+    /// Types every record of `table`; `path` names the file in errors.
+    pub fn from_table(path: &Path, table: &CsvTable) -> Result<Vec<TaskRow>, StateError> {
+        let cols = Columns::resolve(path, table, &TASK_COLUMNS, TASK_REQUIRED)?;
+        table
+            .rows
+            .iter()
+            .map(|r| {
+                Ok(TaskRow {
+                    id: cols.text(r, "id"),
+                    title: cols.text(r, "title"),
+                    description: cols.text(r, "description"),
+                    test: cols.text(r, "test"),
+                    acceptance_criteria: cols.text(r, "acceptance_criteria"),
+                    scope: cols.text(r, "scope"),
+                    hints: cols.text(r, "hints"),
+                    execution_directives: cols.text(r, "execution_directives"),
+                    deps: cols.list(r, "deps"),
+                    context_from: cols.list(r, "context_from"),
+                    wave: cols.wave(r, "wave")?,
+                    status: cols.status(r, "status")?,
+                    findings: cols.text(r, "findings"),
+                    files_modified: cols.list(r, "files_modified"),
+                    tests_passed: cols.flag(r, "tests_passed")?,
+                    acceptance_met: cols.text(r, "acceptance_met"),
+                    error: cols.text(r, "error"),
+                    extra: cols.extra(r),
+                })
+            })
+            .collect()
+    }
+
+    /// The table for `rows`: [`TASK_COLUMNS`], then every extra column in
+    /// order of first appearance (empty where a row lacks it).
+    pub fn to_table(rows: &[TaskRow]) -> CsvTable {
+        build_table(
+            &TASK_COLUMNS,
+            rows.iter().map(|r| {
+                let known = vec![
+                    r.id.clone(),
+                    r.title.clone(),
+                    r.description.clone(),
+                    r.test.clone(),
+                    r.acceptance_criteria.clone(),
+                    r.scope.clone(),
+                    r.hints.clone(),
+                    r.execution_directives.clone(),
+                    join_list(&r.deps),
+                    join_list(&r.context_from),
+                    wave_text(r.wave),
+                    r.status.as_str().to_owned(),
+                    r.findings.clone(),
+                    join_list(&r.files_modified),
+                    r.tests_passed.map_or_else(String::new, |b| b.to_string()),
+                    r.acceptance_met.clone(),
+                    r.error.clone(),
+                ];
+                (known, r.extra.as_slice())
+            }),
+        )
+    }
+
+    /// The two parts of `hints` (`tips || file1;file2`): the tips text and the
+    /// reference files. Either may be empty; without `||` it is all tips.
+    pub fn hint_parts(&self) -> (&str, Vec<&str>) {
+        match self.hints.split_once("||") {
+            Some((tips, files)) => (
+                tips.trim(),
+                files
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty())
+                    .collect(),
+            ),
+            None => (self.hints.trim(), Vec::new()),
+        }
+    }
+}
+
+/// Reads `explore.csv` (or an explore wave CSV) at `path`.
+pub fn read_explore_csv(path: impl AsRef<Path>) -> Result<Vec<ExploreRow>, StateError> {
+    let path = path.as_ref();
+    ExploreRow::from_table(path, &read_csv(path)?)
+}
+
+/// Reads `tasks.csv` (or a task wave CSV) at `path`.
+pub fn read_tasks_csv(path: impl AsRef<Path>) -> Result<Vec<TaskRow>, StateError> {
+    let path = path.as_ref();
+    TaskRow::from_table(path, &read_csv(path)?)
+}
+
+/// Writes `rows` to `path` atomically, in the seed's format.
+pub fn write_explore_csv(path: impl AsRef<Path>, rows: &[ExploreRow]) -> Result<(), StateError> {
+    ExploreRow::to_table(rows).write_atomic(path)
+}
+
+/// Writes `rows` to `path` atomically, in the seed's format.
+pub fn write_tasks_csv(path: impl AsRef<Path>, rows: &[TaskRow]) -> Result<(), StateError> {
+    TaskRow::to_table(rows).write_atomic(path)
+}
+
+/// Kind of a [`Discovery`] on the shared board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveryType {
+    /// A reusable pattern: `{name, file, description}`.
+    CodePattern,
+    /// A module connection point: `{file, description, exports}`.
+    IntegrationPoint,
+    /// A code-style convention: `{naming, imports, formatting}`.
+    Convention,
+    /// A blocking issue: `{issue, severity, impact}`.
+    Blocker,
+    /// Technology stack details: `{framework, version, config}`.
+    TechStack,
+    /// How to run the tests: `{command, scope, description}`.
+    TestCommand,
+}
+
+impl DiscoveryType {
+    /// Every type.
+    pub const ALL: [DiscoveryType; 6] = [
+        DiscoveryType::CodePattern,
+        DiscoveryType::IntegrationPoint,
+        DiscoveryType::Convention,
+        DiscoveryType::Blocker,
+        DiscoveryType::TechStack,
+        DiscoveryType::TestCommand,
+    ];
+
+    /// The name written in the `type` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryType::CodePattern => "code_pattern",
+            DiscoveryType::IntegrationPoint => "integration_point",
+            DiscoveryType::Convention => "convention",
+            DiscoveryType::Blocker => "blocker",
+            DiscoveryType::TechStack => "tech_stack",
+            DiscoveryType::TestCommand => "test_command",
+        }
+    }
+}
+
+impl fmt::Display for DiscoveryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One line of `discoveries.ndjson`:
+/// `{"ts":"<ISO8601>","worker":"E1","type":"code_pattern","data":{…}}`.
+///
+/// Read it with [`NdjsonBoard`](crate::state::NdjsonBoard); a line with an
+/// unknown `type` is skipped and reported like any malformed line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Discovery {
+    /// When it was recorded (ISO 8601, as the writer wrote it).
+    pub ts: String,
+    /// The row id of the agent that recorded it (`E1`, `T3`, …).
+    pub worker: String,
+    /// What kind of discovery it is.
+    #[serde(rename = "type")]
+    pub kind: DiscoveryType,
+    /// Type-specific payload; `null` when absent.
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Discovery {
+    /// A discovery stamped with the current time (RFC 3339, UTC).
+    pub fn now(
+        worker: impl Into<String>,
+        kind: DiscoveryType,
+        data: serde_json::Value,
+    ) -> Discovery {
+        Discovery {
+            ts: jiff::Timestamp::now().to_string(),
+            worker: worker.into(),
+            kind,
+            data,
+        }
+    }
+}
+
+/// Column positions of a table, resolved once against a list of known columns.
+struct Columns<'a> {
+    path: &'a Path,
+    headers: &'a [String],
+    known: &'a [&'a str],
+    /// For each known column, its index in the table, if present.
+    index: Vec<Option<usize>>,
+    /// Indices of the table's unknown columns, in table order.
+    extra: Vec<usize>,
+}
+
+impl<'a> Columns<'a> {
+    fn resolve(
+        path: &'a Path,
+        table: &'a CsvTable,
+        known: &'a [&'a str],
+        required: usize,
+    ) -> Result<Columns<'a>, StateError> {
+        let index: Vec<Option<usize>> = known.iter().map(|k| table.column(k)).collect();
+        if let Some(missing) = known[..required]
+            .iter()
+            .zip(&index)
+            .find(|(_, i)| i.is_none())
+        {
+            return Err(StateError::MissingColumn {
+                path: path.to_path_buf(),
+                column: (*missing.0).to_owned(),
+            });
+        }
+        let extra = (0..table.headers.len())
+            .filter(|i| !known.contains(&table.headers[*i].as_str()))
+            .collect();
+        Ok(Columns {
+            path,
+            headers: &table.headers,
+            known,
+            index,
+            extra,
+        })
+    }
+
+    fn cell<'r>(&self, record: &'r CsvRecord, column: &str) -> &'r str {
+        self.known
+            .iter()
+            .position(|k| *k == column)
+            .and_then(|k| self.index[k])
+            .map_or("", |i| record.get(i))
+    }
+
+    fn text(&self, record: &CsvRecord, column: &str) -> String {
+        self.cell(record, column).to_owned()
+    }
+
+    fn list(&self, record: &CsvRecord, column: &str) -> Vec<String> {
+        split_list(self.cell(record, column))
+    }
+
+    fn invalid(&self, record: &CsvRecord, column: &str, expected: &str) -> StateError {
+        StateError::InvalidValue {
+            path: self.path.to_path_buf(),
+            line: record.line,
+            column: column.to_owned(),
+            value: self.cell(record, column).to_owned(),
+            expected: expected.to_owned(),
+        }
+    }
+
+    fn wave(&self, record: &CsvRecord, column: &str) -> Result<Option<u32>, StateError> {
+        let t = self.cell(record, column).trim();
+        if t.is_empty() {
+            return Ok(None);
+        }
+        t.parse().map(Some).map_err(|_| {
+            self.invalid(
+                record,
+                column,
+                "a whole number (the wave, 1-based) or empty",
+            )
+        })
+    }
+
+    fn status(&self, record: &CsvRecord, column: &str) -> Result<RowStatus, StateError> {
+        self.cell(record, column).parse().map_err(|_| {
+            self.invalid(
+                record,
+                column,
+                "one of pending, completed, failed, skipped (or empty)",
+            )
+        })
+    }
+
+    fn flag(&self, record: &CsvRecord, column: &str) -> Result<Option<bool>, StateError> {
+        let t = self.cell(record, column).trim();
+        if t.is_empty() {
+            Ok(None)
+        } else if t.eq_ignore_ascii_case("true") {
+            Ok(Some(true))
+        } else if t.eq_ignore_ascii_case("false") {
+            Ok(Some(false))
+        } else {
+            Err(self.invalid(record, column, "true, false or empty"))
+        }
+    }
+
+    fn extra(&self, record: &CsvRecord) -> Vec<(String, String)> {
+        self.extra
+            .iter()
+            .map(|&i| (self.headers[i].clone(), record.get(i).to_owned()))
+            .collect()
+    }
+}
+
+/// Splits a `;`-separated list: items trimmed, empty items dropped.
+fn split_list(cell: &str) -> Vec<String> {
+    cell.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn join_list(items: &[String]) -> String {
+    items.join(";")
+}
+
+fn wave_text(wave: Option<u32>) -> String {
+    wave.map_or_else(String::new, |w| w.to_string())
+}
+
+/// Builds a table from each row's known cells and extra pairs. Extra columns
+/// follow the known ones in order of first appearance; an extra named like a
+/// known column is dropped (the known field wins).
+fn build_table<'r>(
+    known: &[&str],
+    rows: impl Iterator<Item = (Vec<String>, &'r [(String, String)])>,
+) -> CsvTable {
+    let rows: Vec<_> = rows.collect();
+    let mut extra_names: Vec<&str> = Vec::new();
+    for (_, extra) in &rows {
+        for (name, _) in extra.iter() {
+            if !known.contains(&name.as_str()) && !extra_names.contains(&name.as_str()) {
+                extra_names.push(name);
+            }
+        }
+    }
+    let headers = known
+        .iter()
+        .copied()
+        .chain(extra_names.iter().copied())
+        .map(str::to_owned)
+        .collect();
+    let records = rows
+        .iter()
+        .map(|(cells, extra)| {
+            let mut fields = cells.clone();
+            fields.extend(extra_names.iter().map(|name| {
+                extra
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or_else(String::new, |(_, v)| v.clone())
+            }));
+            CsvRecord::new(fields)
+        })
+        .collect();
+    CsvTable {
+        headers,
+        rows: records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::{NdjsonBoard, SkipReason};
+
+    /// The seed's sample `explore.csv`, verbatim.
+    const SEED_EXPLORE: &str = r#"id,angle,description,focus,deps,wave,status,findings,key_files,error
+"E1","architecture","Explore codebase architecture for: auth system","architecture","","1","pending","","",""
+"E2","dependencies","Explore dependency landscape for: auth system","dependencies","","1","pending","","",""
+"E3","testing","Explore test infrastructure for: auth system","testing","","1","pending","","",""
+"#;
+
+    /// The seed's sample `tasks.csv`, verbatim.
+    const SEED_TASKS: &str = r#"id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave,status,findings,files_modified,tests_passed,acceptance_met,error
+"T1","Setup types","Create type definitions","Verify types compile with tsc","All interfaces exported","src/types/**","Follow existing patterns || src/types/index.ts","tsc --noEmit","","E1;E2","1","pending","","","","",""
+"T2","Implement core","Implement core auth logic","Unit test: login returns token","Login flow works end-to-end","src/auth/**","Reuse BaseService || src/services/Base.ts","npm test -- --grep auth","T1","E1;E2;T1","2","pending","","","","",""
+"#;
+
+    fn parse_tasks(text: &str) -> Result<Vec<TaskRow>, StateError> {
+        let path = Path::new("s/tasks.csv");
+        TaskRow::from_table(path, &CsvTable::parse(path, text.as_bytes())?)
+    }
+
+    fn tasks_bytes(rows: &[TaskRow]) -> String {
+        let bytes = TaskRow::to_table(rows)
+            .to_csv_bytes(Path::new("s/tasks.csv"))
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn seed_explore_csv_reads_and_rewrites_byte_for_byte() {
+        let path = Path::new("explore.csv");
+        let rows = ExploreRow::from_table(
+            path,
+            &CsvTable::parse(path, SEED_EXPLORE.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let mut e1 = ExploreRow::new(
+            "E1",
+            "architecture",
+            "Explore codebase architecture for: auth system",
+            "architecture",
+        );
+        e1.wave = Some(1);
+        assert_eq!(rows[0], e1);
+        assert_eq!(rows.len(), 3);
+        let back = ExploreRow::to_table(&rows).to_csv_bytes(path).unwrap();
+        assert_eq!(String::from_utf8(back).unwrap(), SEED_EXPLORE);
+    }
+
+    #[test]
+    fn seed_tasks_csv_reads_and_rewrites_byte_for_byte() {
+        let rows = parse_tasks(SEED_TASKS).unwrap();
+        assert_eq!(rows.len(), 2);
+        let t2 = &rows[1];
+        assert_eq!(t2.deps, ["T1"]);
+        assert_eq!(t2.context_from, ["E1", "E2", "T1"]);
+        assert_eq!(t2.wave, Some(2));
+        assert_eq!(t2.status, RowStatus::Pending);
+        assert_eq!(t2.tests_passed, None);
+        assert_eq!(
+            t2.hint_parts(),
+            ("Reuse BaseService", vec!["src/services/Base.ts"])
+        );
+        assert!(t2.extra.is_empty());
+        assert_eq!(tasks_bytes(&rows), SEED_TASKS);
+    }
+
+    #[test]
+    fn lists_are_trimmed_and_empty_items_dropped() {
+        assert_eq!(split_list(" E1 ; ;E2;; T3 "), ["E1", "E2", "T3"]);
+        assert!(split_list("").is_empty());
+        assert!(split_list(" ; ").is_empty());
+    }
+
+    #[test]
+    fn status_and_flags_are_lenient_about_case_and_blanks() {
+        assert_eq!("".parse::<RowStatus>(), Ok(RowStatus::Pending));
+        assert_eq!(" Completed ".parse::<RowStatus>(), Ok(RowStatus::Completed));
+        assert_eq!(
+            "done".parse::<RowStatus>().unwrap_err().to_string(),
+            "unknown row status \"done\", expected one of pending, completed, failed, skipped"
+        );
+        let header = TASK_COLUMNS.join(",");
+        let rows = parse_tasks(&format!(
+            "{header}\nT1,a,b,c,d,e,f,g,,,1,FAILED,,,TRUE,,boom\nT2,a,b,c,d,e,f,g,,,,,,, false ,,\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            (rows[0].status, rows[0].tests_passed),
+            (RowStatus::Failed, Some(true))
+        );
+        assert_eq!((rows[1].wave, rows[1].tests_passed), (None, Some(false)));
+    }
+
+    #[test]
+    fn wave_csv_without_output_columns_keeps_prev_context_as_extra() {
+        let text = concat!(
+            "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,",
+            "deps,context_from,wave,prev_context\n",
+            "\"T2\",\"Implement core\",\"d\",\"t\",\"a\",\"src/**\",\"\",\"\",\"T1\",\"E1;T1\",\"2\",",
+            "\"[Task T1] Created types\"\n",
+        );
+        let rows = parse_tasks(text).unwrap();
+        assert_eq!(rows[0].status, RowStatus::Pending);
+        assert_eq!(rows[0].findings, "");
+        assert_eq!(
+            rows[0].extra,
+            [(
+                "prev_context".to_owned(),
+                "[Task T1] Created types".to_owned()
+            )]
+        );
+        let table = TaskRow::to_table(&rows);
+        assert_eq!(
+            table.headers.last().map(String::as_str),
+            Some("prev_context")
+        );
+        assert_eq!(table.headers.len(), TASK_COLUMNS.len() + 1);
+    }
+
+    #[test]
+    fn missing_required_column_names_file_and_column() {
+        let err = parse_tasks("id,title,description\n\"T1\",\"a\",\"b\"\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CSV file s/tasks.csv has no `test` column (header line 1)"
+        );
+        let explore = Path::new("e.csv");
+        let table = CsvTable::parse(explore, b"id,angle,description,focus,deps\n").unwrap();
+        let err = ExploreRow::from_table(explore, &table).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CSV file e.csv has no `wave` column (header line 1)"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_file_line_column_and_expected_values() {
+        let header = TASK_COLUMNS.join(",");
+        let ok = "T1,a,b,c,d,e,f,g,,,1,pending,,,,,";
+        let cases = [
+            (
+                "T2,a,b,c,d,e,f,g,,,1,done,,,,,",
+                "CSV file s/tasks.csv line 3 column `status`: invalid value \"done\", \
+                 expected one of pending, completed, failed, skipped (or empty)",
+            ),
+            (
+                "T2,a,b,c,d,e,f,g,,,two,pending,,,,,",
+                "CSV file s/tasks.csv line 3 column `wave`: invalid value \"two\", \
+                 expected a whole number (the wave, 1-based) or empty",
+            ),
+            (
+                "T2,a,b,c,d,e,f,g,,,-1,pending,,,,,",
+                "CSV file s/tasks.csv line 3 column `wave`: invalid value \"-1\", \
+                 expected a whole number (the wave, 1-based) or empty",
+            ),
+            (
+                "T2,a,b,c,d,e,f,g,,,1,pending,,,yes,,",
+                "CSV file s/tasks.csv line 3 column `tests_passed`: invalid value \"yes\", \
+                 expected true, false or empty",
+            ),
+        ];
+        for (row, expected) in cases {
+            let err = parse_tasks(&format!("{header}\n{ok}\n{row}\n")).unwrap_err();
+            assert_eq!(err.to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn extra_columns_are_unioned_in_first_appearance_order() {
+        let mut a = TaskRow::new("T1", "a", "b");
+        a.extra = vec![
+            ("owner".into(), "ann".into()),
+            ("id".into(), "ignored".into()),
+        ];
+        let mut b = TaskRow::new("T2", "c", "d");
+        b.extra = vec![("note".into(), "n".into()), ("owner".into(), "bob".into())];
+        let table = TaskRow::to_table(&[a, b]);
+        assert_eq!(&table.headers[TASK_COLUMNS.len()..], ["owner", "note"]);
+        assert_eq!(&table.rows[0].fields[TASK_COLUMNS.len()..], ["ann", ""]);
+        assert_eq!(&table.rows[1].fields[TASK_COLUMNS.len()..], ["bob", "n"]);
+        assert_eq!(table.rows[0].fields[0], "T1");
+    }
+
+    #[test]
+    fn hint_parts_split_tips_and_files() {
+        let mut t = TaskRow::new("T1", "", "");
+        t.hints = "Use the builder || a.rs; b.rs;".into();
+        assert_eq!(t.hint_parts(), ("Use the builder", vec!["a.rs", "b.rs"]));
+        t.hints = "|| only/files.rs".into();
+        assert_eq!(t.hint_parts(), ("", vec!["only/files.rs"]));
+        t.hints = "just tips".into();
+        assert_eq!(t.hint_parts(), ("just tips", vec![]));
+    }
+
+    #[test]
+    fn files_round_trip_through_the_convenience_functions() {
+        let dir = tempfile::tempdir().unwrap();
+        let explore_path = dir.path().join("explore.csv");
+        let mut e = ExploreRow::new("E1", "testing", "d", "f");
+        e.status = RowStatus::Completed;
+        e.key_files = vec!["src/a.rs".into(), "src/b.rs".into()];
+        write_explore_csv(&explore_path, std::slice::from_ref(&e)).unwrap();
+        assert_eq!(read_explore_csv(&explore_path).unwrap(), [e]);
+
+        let tasks_path = dir.path().join("tasks.csv");
+        let mut t = TaskRow::new("T1", "t", "d");
+        t.tests_passed = Some(false);
+        t.files_modified = vec!["x.rs".into()];
+        write_tasks_csv(&tasks_path, std::slice::from_ref(&t)).unwrap();
+        assert_eq!(read_tasks_csv(&tasks_path).unwrap(), [t]);
+        assert!(
+            read_tasks_csv(dir.path().join("missing.csv"))
+                .unwrap_err()
+                .is_not_found()
+        );
+    }
+
+    #[test]
+    fn written_tasks_csv_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.csv");
+        let mut t1 = TaskRow::new("T1", "Setup types", "Create type definitions");
+        t1.test = "Verify types compile with tsc".into();
+        t1.acceptance_criteria = "All interfaces exported".into();
+        t1.scope = "src/types/**".into();
+        t1.hints = "Follow existing patterns || src/types/index.ts".into();
+        t1.execution_directives = "tsc --noEmit".into();
+        t1.context_from = vec!["E1".into(), "E2".into()];
+        t1.wave = Some(1);
+        t1.status = RowStatus::Completed;
+        t1.findings = "Added \"AuthToken\", \"Session\" types;\nre-exported from index.ts".into();
+        t1.files_modified = vec!["src/types/auth.ts".into(), "src/types/index.ts".into()];
+        t1.tests_passed = Some(true);
+        t1.acceptance_met = "All interfaces exported: met".into();
+        t1.extra = vec![("owner".into(), "agent-1".into())];
+        let mut t2 = TaskRow::new(
+            "T2",
+            "Implement core",
+            "Implement core auth logic, with 2FA ✓",
+        );
+        t2.deps = vec!["T1".into()];
+        t2.context_from = vec!["E1".into(), "E2".into(), "T1".into()];
+        t2.wave = Some(2);
+        t2.status = RowStatus::Failed;
+        t2.tests_passed = Some(false);
+        t2.error = "npm test exited with 1".into();
+        write_tasks_csv(&path, &[t1, t2]).unwrap();
+        insta::assert_snapshot!("tasks_csv", fs::read_to_string(&path).unwrap());
+    }
+
+    #[test]
+    fn discoveries_use_the_seed_field_names() {
+        let d = Discovery {
+            ts: "2026-02-28T10:00:00+08:00".into(),
+            worker: "E1".into(),
+            kind: DiscoveryType::CodePattern,
+            data: json!({"name": "BaseService", "file": "src/services/Base.ts"}),
+        };
+        assert_eq!(
+            serde_json::to_value(&d).unwrap(),
+            json!({"ts": "2026-02-28T10:00:00+08:00", "worker": "E1", "type": "code_pattern",
+                   "data": {"name": "BaseService", "file": "src/services/Base.ts"}})
+        );
+        for kind in DiscoveryType::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
+            assert_eq!(kind.to_string(), kind.as_str());
+        }
+        let now = Discovery::now("T1", DiscoveryType::Blocker, json!({"issue": "x"}));
+        assert!(now.ts.parse::<jiff::Timestamp>().is_ok());
+    }
+
+    #[test]
+    fn discovery_board_skips_unknown_types_with_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("discoveries.ndjson");
+        fs::write(
+            &path,
+            concat!(
+                r#"{"ts":"t","worker":"E1","type":"tech_stack","data":{"framework":"axum"}}"#,
+                "\n",
+                r#"{"ts":"t","worker":"E2","type":"rumour","data":{}}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let board = NdjsonBoard::open(&path).unwrap();
+        board
+            .append(&Discovery::now(
+                "T1",
+                DiscoveryType::TestCommand,
+                json!({"command": "cargo test"}),
+            ))
+            .unwrap();
+        let read = board.read::<Discovery>().unwrap();
+        assert_eq!(
+            read.entries.iter().map(|d| d.kind).collect::<Vec<_>>(),
+            [DiscoveryType::TechStack, DiscoveryType::TestCommand]
+        );
+        assert_eq!(read.skipped.len(), 1);
+        assert_eq!(
+            (read.skipped[0].line, read.skipped[0].reason),
+            (2, SkipReason::Malformed)
+        );
+        assert!(
+            read.skipped[0]
+                .message
+                .starts_with("unknown variant `rumour`"),
+            "{:?}",
+            read.skipped
+        );
+    }
+
+    /// Text with the characters CSV has to quote, plus arbitrary unicode.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::string::string_regex("[a-z \",;\n\r|é中🎉\t']{0,16}").unwrap(),
+            any::<String>(),
+        ]
+    }
+
+    /// List items that survive `;`-joining: non-empty, trimmed, no `;`.
+    fn list() -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec(
+            proptest::string::string_regex(
+                "[A-Za-z0-9_./*é中-]([A-Za-z0-9_ ./*é中\"',-]{0,8}[A-Za-z0-9])?",
+            )
+            .unwrap(),
+            0..4,
+        )
+    }
+
+    fn status() -> impl Strategy<Value = RowStatus> {
+        proptest::sample::select(RowStatus::ALL.to_vec())
+    }
+
+    prop_compose! {
+        fn task_row(extra_names: Vec<String>)(
+            texts in proptest::collection::vec(text(), 11),
+            lists in proptest::collection::vec(list(), 3),
+            context_from in list(),
+            wave in proptest::option::of(any::<u32>()),
+            status in status(),
+            tests_passed in proptest::option::of(any::<bool>()),
+            extra_values in proptest::collection::vec(text(), extra_names.len()),
+        ) -> TaskRow {
+            let mut t = texts.into_iter();
+            let mut l = lists.into_iter();
+            let mut next = || t.next().unwrap_or_default();
+            TaskRow {
+                id: next(),
+                title: next(),
+                description: next(),
+                test: next(),
+                acceptance_criteria: next(),
+                scope: next(),
+                hints: next(),
+                execution_directives: next(),
+                deps: l.next().unwrap_or_default(),
+                context_from,
+                wave,
+                status,
+                findings: next(),
+                files_modified: l.next().unwrap_or_default(),
+                tests_passed,
+                acceptance_met: next(),
+                error: next(),
+                extra: extra_names.iter().cloned().zip(extra_values).collect(),
+            }
+        }
+    }
+
+    fn task_table() -> impl Strategy<Value = Vec<TaskRow>> {
+        proptest::collection::btree_set(
+            proptest::string::string_regex("x_[a-z]{1,5}").unwrap(),
+            0..3,
+        )
+        .prop_flat_map(|names| {
+            let names: Vec<String> = names.into_iter().collect();
+            proptest::collection::vec(task_row(names), 0..6)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn task_rows_round_trip_through_csv(rows in task_table()) {
+            let path = Path::new("p/tasks.csv");
+            let bytes = TaskRow::to_table(&rows).to_csv_bytes(path).unwrap();
+            let table = CsvTable::parse(path, &bytes).unwrap();
+            let back = TaskRow::from_table(path, &table).unwrap();
+            prop_assert_eq!(back, rows);
+        }
+    }
+}

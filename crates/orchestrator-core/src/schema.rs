@@ -51,7 +51,8 @@ fn type_matches(expected: &str, v: &Value) -> bool {
     expected == actual
         || (expected == "number" && actual == "integer")
         || (expected == "integer"
-            && v.as_f64().is_some_and(|f| f.fract() == 0.0 && actual == "number"))
+            && v.as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && actual == "number"))
 }
 
 fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation>) {
@@ -91,7 +92,11 @@ fn check(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation>) {
         && !options.contains(value)
     {
         let names: Vec<String> = options.iter().map(Value::to_string).collect();
-        push(format!("expected one of {}, found {}", names.join(", "), value));
+        push(format!(
+            "expected one of {}, found {}",
+            names.join(", "),
+            value
+        ));
     }
     if let Some(c) = schema.get("const")
         && c != value
@@ -215,7 +220,8 @@ mod tests {
 
     #[test]
     fn accepts_valid_values_and_numeric_widening() {
-        let schema = json!({"type": "object", "properties": {"n": {"type": "number", "minimum": 0}}});
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "number", "minimum": 0}}});
         assert!(validate(&schema, &json!({"n": 3})).is_ok());
         assert!(validate(&json!({"type": ["string", "null"]}), &Value::Null).is_ok());
         assert_eq!(
@@ -226,7 +232,8 @@ mod tests {
 
     #[test]
     fn closed_objects_reject_unknown_fields() {
-        let schema = json!({"type": "object", "additionalProperties": false, "properties": {"a": {}}});
+        let schema =
+            json!({"type": "object", "additionalProperties": false, "properties": {"a": {}}});
         assert_eq!(
             check_msgs(schema, json!({"a": 1, "b": 2})),
             ["$.b: unexpected field"]

@@ -29,7 +29,11 @@ impl CommitId {
 
     /// The first 7 characters, for display.
     pub fn short(&self) -> &str {
-        let end = self.0.char_indices().nth(7).map_or(self.0.len(), |(i, _)| i);
+        let end = self
+            .0
+            .char_indices()
+            .nth(7)
+            .map_or(self.0.len(), |(i, _)| i);
         &self.0[..end]
     }
 }

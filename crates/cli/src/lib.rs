@@ -1,0 +1,130 @@
+//! # orchestrator-cli
+//!
+//! The `orchestrator` command: a thin front end over the orchestrator
+//! libraries. It parses arguments ([`Cli`]), picks adapters, renders events and
+//! maps outcomes to exit codes ([`Exit`]). It holds no logic a library user
+//! would need: every command here is a call into `orchestrator-core` or a
+//! feature crate.
+//!
+//! Data flow: `argv → Cli (clap) → command function → library call → output
+//! (text or JSON on stdout, diagnostics on stderr) → exit code`.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use commands::{Exit, run};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the job ran and some items failed
+  2  bad input or usage
+  3  interrupted, or a human is needed (resumable)";
+
+/// Runs AI coding agents like a careful senior engineer: plans in dependency
+/// waves, fixes review findings one verified commit at a time, repairs failed
+/// CI checks under an explicit escalation policy.
+#[derive(Debug, Parser)]
+#[command(name = "orchestrator", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Explore, plan and execute a requirement in dependency waves (lite-planex).
+    Planex(PlanexArgs),
+    /// Fix code-review findings, one verified commit per fix.
+    ReviewFix(ReviewFixArgs),
+    /// Classify a failed CI check and fix it under the cadence matrix.
+    CiAutofix(CiAutofixArgs),
+    /// Group review findings into planning batches (inspect the batcher).
+    Batch(BatchArgs),
+    /// Compute the dependency waves of a tasks.csv (inspect the planner).
+    Waves(WavesArgs),
+}
+
+/// Arguments of `orchestrator planex`.
+#[derive(Debug, clap::Args)]
+pub struct PlanexArgs {
+    /// Arguments for the flow (not available in this build yet).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub rest: Vec<String>,
+}
+
+/// Arguments of `orchestrator review-fix`.
+#[derive(Debug, clap::Args)]
+pub struct ReviewFixArgs {
+    /// Arguments for the flow (not available in this build yet).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub rest: Vec<String>,
+}
+
+/// Arguments of `orchestrator ci-autofix`.
+#[derive(Debug, clap::Args)]
+pub struct CiAutofixArgs {
+    /// Arguments for the flow (not available in this build yet).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub rest: Vec<String>,
+}
+
+/// Arguments of `orchestrator batch`.
+#[derive(Debug, clap::Args)]
+pub struct BatchArgs {
+    /// A review-cycle findings export (a bare array, or `{"session_id", "findings"}`).
+    pub findings: PathBuf,
+    /// Findings per batch.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `orchestrator waves`.
+#[derive(Debug, clap::Args)]
+pub struct WavesArgs {
+    /// A lite-planex tasks.csv.
+    pub tasks: PathBuf,
+    /// Ignore unknown dependency ids with a warning (the seed's behaviour)
+    /// instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Sets up tracing to stderr: `RUST_LOG` if set, else a level from `-v`.
+pub fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}

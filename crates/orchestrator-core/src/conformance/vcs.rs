@@ -1,0 +1,329 @@
+//! The [`Vcs`] conformance suite.
+//!
+//! Every check builds a fresh repository through the harness in its own
+//! temporary directory, so checks are independent.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::must;
+use crate::vcs::{CherryPick, Vcs, VcsError};
+
+/// Builds repositories of the implementation under test.
+#[async_trait]
+pub trait VcsHarness: Send + Sync {
+    /// Creates a repository in the empty directory `dir` whose first commit
+    /// holds `files` (path, content), with branch `main` checked out, and
+    /// returns a `Vcs` for it.
+    async fn init(&self, dir: &Path, files: &[(&str, &str)]) -> Arc<dyn Vcs>;
+}
+
+const FILES: &[(&str, &str)] = &[
+    ("a.txt", "alpha\n"),
+    ("b.txt", "bravo\n"),
+    ("d.txt", "delta\n"),
+    ("dir with space/é.txt", "unicode\n"),
+];
+
+/// A hostile commit message: it must reach history byte for byte and run nothing.
+pub const HOSTILE_MESSAGE: &str =
+    "fix(security): quote \"it\" & `backtick` $(touch pwned) [F-1]\n\nbody line 'two'\n日本語 ✓";
+
+fn write(root: &Path, rel: &str, content: &str) {
+    let path = root.join(rel);
+    if let Some(parent) = path.parent() {
+        must(std::fs::create_dir_all(parent), "create parent directory");
+    }
+    must(std::fs::write(&path, content), "write file");
+}
+
+fn read(root: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(rel)).ok()
+}
+
+async fn fresh(h: &dyn VcsHarness) -> (tempfile::TempDir, Arc<dyn Vcs>) {
+    let dir = must(tempfile::tempdir(), "create temp dir");
+    let vcs = h.init(dir.path(), FILES).await;
+    (dir, vcs)
+}
+
+/// Runs every check.
+pub async fn run_suite(h: &dyn VcsHarness) {
+    status_reports_modified_and_untracked(h).await;
+    restore_undoes_exactly_the_write_set(h).await;
+    restore_refuses_when_dirty_files_were_touched(h).await;
+    commit_takes_exactly_the_given_paths(h).await;
+    commit_rejects_bad_paths_and_empty_commits(h).await;
+    worktree_commit_and_cherry_pick(h).await;
+    cherry_pick_conflict_changes_nothing(h).await;
+}
+
+/// `status` lists modified and untracked files, minus excluded folders.
+pub async fn status_reports_modified_and_untracked(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    assert!(
+        must(vcs.status().await, "status").is_clean(),
+        "conformance: a fresh repository is clean"
+    );
+    assert_eq!(
+        must(vcs.current_branch().await, "branch").as_deref(),
+        Some("main")
+    );
+    write(root, "a.txt", "changed\n");
+    write(root, "new file.txt", "new\n");
+    must(vcs.exclude(".review/").await, "exclude");
+    must(vcs.exclude(".review/").await, "exclude twice is harmless");
+    write(root, ".review/fixes/state.json", "{}");
+    let status = must(vcs.status().await, "status");
+    assert_eq!(
+        status.modified,
+        vec!["a.txt".to_string()],
+        "conformance: modified"
+    );
+    assert_eq!(
+        status.untracked,
+        vec!["new file.txt".to_string()],
+        "conformance: untracked, excluded folder hidden"
+    );
+    must(std::fs::remove_file(root.join("d.txt")), "delete");
+    let status = must(vcs.status().await, "status");
+    assert!(
+        status.modified.contains(&"d.txt".to_string()),
+        "conformance: a deleted tracked file is modified: {status:?}"
+    );
+}
+
+/// `restore` restores changed files, removes created ones, brings back deleted
+/// ones, and leaves files that were dirty before the checkpoint alone.
+pub async fn restore_undoes_exactly_the_write_set(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    // The user's own uncommitted work.
+    write(root, "a.txt", "user's edit\n");
+    write(root, "notes.md", "user's untracked notes\n");
+    let before = must(vcs.status().await, "status");
+    let cp = must(vcs.checkpoint().await, "checkpoint");
+    // The "agent" works.
+    write(root, "b.txt", "agent edit\n");
+    write(root, "created/by agent.txt", "new\n");
+    must(std::fs::remove_file(root.join("d.txt")), "delete");
+    let changed = must(vcs.changed_since(&cp).await, "changed_since");
+    assert_eq!(
+        changed,
+        vec![
+            "b.txt".to_string(),
+            "created/by agent.txt".to_string(),
+            "d.txt".to_string()
+        ],
+        "conformance: the write-set is exactly the agent's changes"
+    );
+    let mut restored = must(vcs.restore(&cp).await, "restore");
+    restored.sort();
+    assert_eq!(
+        restored, changed,
+        "conformance: restore reports the write-set"
+    );
+    assert_eq!(read(root, "b.txt").as_deref(), Some("bravo\n"));
+    assert_eq!(read(root, "d.txt").as_deref(), Some("delta\n"));
+    assert_eq!(read(root, "created/by agent.txt"), None);
+    assert_eq!(read(root, "a.txt").as_deref(), Some("user's edit\n"));
+    assert_eq!(
+        read(root, "notes.md").as_deref(),
+        Some("user's untracked notes\n")
+    );
+    assert_eq!(
+        must(vcs.status().await, "status"),
+        before,
+        "conformance: status after restore equals status at the checkpoint"
+    );
+}
+
+/// A change to a file that was dirty at the checkpoint is an error, and then
+/// nothing is restored.
+pub async fn restore_refuses_when_dirty_files_were_touched(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    write(root, "a.txt", "user's edit\n");
+    let cp = must(vcs.checkpoint().await, "checkpoint");
+    write(root, "a.txt", "agent overwrote the user's edit\n");
+    write(root, "b.txt", "agent edit\n");
+    match vcs.changed_since(&cp).await {
+        Err(VcsError::TouchedDirty { paths }) => assert_eq!(paths, vec!["a.txt".to_string()]),
+        other => panic!("conformance: changed_since must report TouchedDirty, got {other:?}"),
+    }
+    assert!(
+        matches!(vcs.restore(&cp).await, Err(VcsError::TouchedDirty { .. })),
+        "conformance: restore must refuse"
+    );
+    assert_eq!(
+        read(root, "b.txt").as_deref(),
+        Some("agent edit\n"),
+        "conformance: a refused restore restores nothing"
+    );
+    assert_eq!(
+        read(root, "a.txt").as_deref(),
+        Some("agent overwrote the user's edit\n")
+    );
+}
+
+/// `commit` takes exactly the named paths; the message survives unchanged.
+pub async fn commit_takes_exactly_the_given_paths(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    let base = must(vcs.head().await, "head");
+    write(root, "b.txt", "fixed\n");
+    write(root, "a.txt", "unrelated user edit\n");
+    write(root, "dir with space/é.txt", "also fixed\n");
+    must(std::fs::remove_file(root.join("d.txt")), "delete");
+    let commit = must(
+        vcs.commit(
+            &[
+                "b.txt".to_string(),
+                "dir with space/é.txt".to_string(),
+                "d.txt".to_string(),
+            ],
+            HOSTILE_MESSAGE,
+        )
+        .await,
+        "commit",
+    );
+    assert_eq!(
+        must(vcs.head().await, "head"),
+        commit,
+        "conformance: HEAD advances"
+    );
+    let log = must(vcs.log_since(&base).await, "log_since");
+    assert_eq!(log.len(), 1, "conformance: one commit");
+    assert_eq!(log[0].id, commit);
+    assert_eq!(
+        log[0].message.trim_end(),
+        HOSTILE_MESSAGE,
+        "conformance: message survives byte for byte"
+    );
+    assert!(
+        !root.join("pwned").exists(),
+        "conformance: the message ran nothing"
+    );
+    let status = must(vcs.status().await, "status");
+    assert_eq!(
+        status.modified,
+        vec!["a.txt".to_string()],
+        "conformance: only the named paths were committed"
+    );
+    // A second commit with the same tree content elsewhere gives a new tree id.
+    write(root, "b.txt", "fixed again\n");
+    must(
+        vcs.commit(&["b.txt".to_string()], "second").await,
+        "second commit",
+    );
+    let log = must(vcs.log_since(&base).await, "log_since");
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[1].message.trim_end(), "second");
+    assert_ne!(log[0].tree, log[1].tree, "conformance: trees differ");
+}
+
+/// Paths outside the repository and commits with no change are errors.
+pub async fn commit_rejects_bad_paths_and_empty_commits(h: &dyn VcsHarness) {
+    let (_dir, vcs) = fresh(h).await;
+    assert!(
+        vcs.commit(&["../outside.txt".to_string()], "x")
+            .await
+            .is_err(),
+        "conformance: a path leaving the repository is refused"
+    );
+    assert!(
+        vcs.commit(&["b.txt".to_string()], "nothing changed")
+            .await
+            .is_err(),
+        "conformance: an empty commit is refused"
+    );
+}
+
+/// A worktree gets its own branch; its commit can be cherry-picked back and
+/// the worktree removed.
+pub async fn worktree_commit_and_cherry_pick(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let wt_parent = must(tempfile::tempdir(), "temp dir");
+    let wt_path = wt_parent.path().join("wt-g1");
+    let base = must(vcs.head().await, "head");
+    let wt = must(
+        vcs.worktree_add(&wt_path, "orch/g1", &base).await,
+        "worktree_add",
+    );
+    assert_eq!(read(&wt_path, "b.txt").as_deref(), Some("bravo\n"));
+    assert_eq!(
+        must(wt.current_branch().await, "branch").as_deref(),
+        Some("orch/g1")
+    );
+    write(&wt_path, "b.txt", "fixed in worktree\n");
+    let c = must(
+        wt.commit(&["b.txt".to_string()], "fix b").await,
+        "worktree commit",
+    );
+    assert_eq!(
+        read(dir.path(), "b.txt").as_deref(),
+        Some("bravo\n"),
+        "conformance: a worktree commit does not touch the main tree"
+    );
+    match must(vcs.cherry_pick(&c).await, "cherry_pick") {
+        CherryPick::Applied { commit } => {
+            assert_eq!(must(vcs.head().await, "head"), commit);
+        }
+        other => panic!("conformance: cherry-pick should apply, got {other:?}"),
+    }
+    assert_eq!(
+        read(dir.path(), "b.txt").as_deref(),
+        Some("fixed in worktree\n")
+    );
+    let log = must(vcs.log_since(&base).await, "log");
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].message.trim_end(), "fix b");
+    must(
+        vcs.worktree_remove(&wt_path, "orch/g1").await,
+        "worktree_remove",
+    );
+    assert!(!wt_path.exists(), "conformance: worktree directory removed");
+}
+
+/// A conflicting cherry-pick reports the paths and changes nothing.
+pub async fn cherry_pick_conflict_changes_nothing(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    let wt_parent = must(tempfile::tempdir(), "temp dir");
+    let wt_path = wt_parent.path().join("wt-g2");
+    let base = must(vcs.head().await, "head");
+    let wt = must(
+        vcs.worktree_add(&wt_path, "orch/g2", &base).await,
+        "worktree_add",
+    );
+    write(&wt_path, "b.txt", "theirs\n");
+    let theirs = must(wt.commit(&["b.txt".to_string()], "theirs").await, "commit");
+    write(root, "b.txt", "ours\n");
+    let ours = must(vcs.commit(&["b.txt".to_string()], "ours").await, "commit");
+    match must(vcs.cherry_pick(&theirs).await, "cherry_pick") {
+        CherryPick::Conflict { paths } => {
+            assert!(
+                paths.contains(&"b.txt".to_string()),
+                "conformance: conflict names b.txt"
+            )
+        }
+        other => panic!("conformance: expected a conflict, got {other:?}"),
+    }
+    assert_eq!(
+        must(vcs.head().await, "head"),
+        ours,
+        "conformance: HEAD unchanged"
+    );
+    assert_eq!(read(root, "b.txt").as_deref(), Some("ours\n"));
+    assert!(
+        must(vcs.status().await, "status").is_clean(),
+        "conformance: nothing left half-applied"
+    );
+    must(
+        vcs.worktree_remove(&wt_path, "orch/g2").await,
+        "worktree_remove",
+    );
+}

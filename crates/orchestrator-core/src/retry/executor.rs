@@ -1,0 +1,346 @@
+//! The milestone executor: rounds of attempts, permission questions, hints
+//! and escalation, with I/O only through [`Agent`], [`Gate`] and [`EventSink`].
+
+use crate::agent::{Agent, AgentError, AgentRequest};
+use crate::event::{Event, EventSink};
+use crate::gate::{Answer, Gate, GateOption, Question, check_answer};
+
+use super::analysis::{Intervention, RoundContext, analyze_failures, intervene};
+use super::criteria::{parse_report, permission_question, validate_exit_criteria};
+use super::report::{build_attempt_prompt, render_human_report};
+use super::{
+    AttemptRecord, AttemptResult, HistoryEntry, MAX_PERMISSION_REASKS, MILESTONE_STATE_VERSION,
+    Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, attempts, since_last_human,
+};
+
+/// Question id of the permission gate.
+pub const PERMISSION_QUESTION_ID: &str = "retry.permission";
+/// Question id of the escalation gate.
+pub const ESCALATION_QUESTION_ID: &str = "retry.escalation";
+/// What is appended to the instruction when the agent is told to go on.
+pub const PROCEED: &str = "Yes, proceed.";
+
+/// Runs `milestone` until its exit criteria pass, a human is needed, or the
+/// gate declines.
+///
+/// `request` is the template of every agent call (id, role, working
+/// directory, time limit, schema, context); its instruction is replaced by
+/// each attempt's prompt. Pass the `state` of an earlier
+/// [`MilestoneOutcome::NeedsHuman`] to resume after the human acted: a fresh
+/// round starts and the cap counts from there.
+///
+/// An agent error counts as a failed attempt, with the error text as the
+/// failure; a cancelled call ([`AgentError::Cancelled`]) pauses instead
+/// ([`MilestoneOutcome::NeedsHuman`], the attempt not counted).
+///
+/// Events: [`Event::AttemptFailed`] per failed attempt, [`Event::Escalated`]
+/// when a human is needed, [`Event::GateAsked`]/[`Event::GateAnswered`]
+/// around every gate question, [`Event::Warning`] when a gate errs.
+///
+/// Gates: an agent that only asks permission goes to the gate (question
+/// `retry.permission`, options Proceed / Stop) unless the policy is in auto
+/// mode; an escalation asks the gate a blocking question
+/// (`retry.escalation`, options "Resume later" / "Stop", the report as
+/// details). Stop ends in [`MilestoneOutcome::Failed`]; anything else in
+/// [`MilestoneOutcome::NeedsHuman`]. The executor never starts a round past
+/// the cap by itself.
+pub async fn run_milestone(
+    agent: &dyn Agent,
+    gate: &dyn Gate,
+    sink: &dyn EventSink,
+    milestone: &Milestone,
+    policy: &RetryPolicy,
+    request: AgentRequest,
+    state: Option<MilestoneState>,
+) -> MilestoneOutcome {
+    let attempts_per_round = policy.attempts_per_round.max(1);
+    let max_rounds = policy.max_rounds.max(1);
+    let mut st = match state {
+        None => MilestoneState::new(&milestone.id),
+        Some(mut s) => {
+            if s.version != MILESTONE_STATE_VERSION {
+                return MilestoneOutcome::Failed {
+                    reason: format!(
+                        "milestone state version {} is not supported (expected {MILESTONE_STATE_VERSION})",
+                        s.version
+                    ),
+                    history: s.history,
+                };
+            }
+            if s.milestone_id != milestone.id {
+                return MilestoneOutcome::Failed {
+                    reason: format!(
+                        "milestone state belongs to milestone `{}`, not `{}`",
+                        s.milestone_id, milestone.id
+                    ),
+                    history: s.history,
+                };
+            }
+            let note = s.human_note.take();
+            s.next_round = s.next_round.max(1);
+            s.history.push(HistoryEntry::HumanResumed {
+                round: s.next_round,
+                note,
+            });
+            s
+        }
+    };
+
+    loop {
+        let round = st.next_round;
+        for attempt in 1..=attempts_per_round {
+            let prompt =
+                build_attempt_prompt(milestone, &st.history, round, attempt, policy.auto_mode);
+            let step = run_attempt(agent, gate, sink, milestone, policy, &request, &prompt).await;
+            let (result, permission_reasks) = match step {
+                Step::Finished {
+                    result,
+                    permission_reasks,
+                } => (result, permission_reasks),
+                Step::Stop { reason } => {
+                    return MilestoneOutcome::Failed {
+                        reason,
+                        history: st.history,
+                    };
+                }
+                Step::Defer { reason } => {
+                    let round_started = attempts(&st.history).any(|a| a.round == round);
+                    st.next_round = if round_started { round + 1 } else { round };
+                    let analysis = failed_analysis(&st.history);
+                    let report =
+                        render_human_report(milestone, &st.history, &reason, analysis.as_ref());
+                    return MilestoneOutcome::NeedsHuman {
+                        reason,
+                        report_markdown: report,
+                        state: st,
+                    };
+                }
+            };
+            let record = AttemptRecord {
+                round,
+                attempt,
+                result,
+                permission_reasks,
+            };
+            let passed = record.passed();
+            if !passed {
+                sink.emit(&Event::AttemptFailed {
+                    id: milestone.id.clone(),
+                    round,
+                    attempt,
+                    error: record.summary(),
+                });
+            }
+            st.history.push(HistoryEntry::Attempt(record));
+            if passed {
+                return MilestoneOutcome::Passed {
+                    attempts: st.total_attempts(),
+                    history: st.history,
+                };
+            }
+        }
+
+        // The round failed: analyse, then hints or a human.
+        st.next_round = round + 1;
+        let window = since_last_human(&st.history);
+        let analysis = analyze_failures(attempts(window));
+        let ctx = RoundContext::from_window(window, max_rounds);
+        match intervene(&analysis, &ctx) {
+            Intervention::GiveHints { hints } => {
+                st.history.push(HistoryEntry::Hints {
+                    round: round + 1,
+                    hints,
+                });
+            }
+            Intervention::AskHuman { reason } => {
+                st.history.push(HistoryEntry::Escalated {
+                    round,
+                    reason: reason.clone(),
+                });
+                sink.emit(&Event::Escalated {
+                    id: Some(milestone.id.clone()),
+                    reason: reason.clone(),
+                });
+                let report = render_human_report(milestone, &st.history, &reason, Some(&analysis));
+                let question = Question::new(
+                    ESCALATION_QUESTION_ID,
+                    format!(
+                        "Milestone {} ({}) needs a human: {reason}. Resolve the issue, then resume.",
+                        milestone.id, milestone.title
+                    ),
+                    vec![
+                        GateOption::new(
+                            "Resume later",
+                            "I will act, then resume the milestone from its saved state",
+                        ),
+                        GateOption::new("Stop", "Give up this milestone"),
+                    ],
+                )
+                .with_details(report.clone())
+                .blocking();
+                return match ask(gate, sink, &question).await {
+                    Some(Answer::Chosen { index: 1, .. }) => MilestoneOutcome::Failed {
+                        reason: format!("stopped at the gate after escalation: {reason}"),
+                        history: st.history,
+                    },
+                    Some(Answer::Chosen { note, .. }) => {
+                        st.human_note = note;
+                        MilestoneOutcome::NeedsHuman {
+                            reason,
+                            report_markdown: report,
+                            state: st,
+                        }
+                    }
+                    Some(Answer::Deferred) | None => MilestoneOutcome::NeedsHuman {
+                        reason,
+                        report_markdown: report,
+                        state: st,
+                    },
+                };
+            }
+        }
+    }
+}
+
+/// The analysis of the failed attempts since the last human action, if any.
+fn failed_analysis(history: &[HistoryEntry]) -> Option<super::Analysis> {
+    let window = since_last_human(history);
+    attempts(window)
+        .any(|a| !a.passed())
+        .then(|| analyze_failures(attempts(window)))
+}
+
+/// How one attempt went.
+enum Step {
+    /// The attempt finished (passed or failed).
+    Finished {
+        result: AttemptResult,
+        permission_reasks: u32,
+    },
+    /// The gate declined: the milestone fails.
+    Stop { reason: String },
+    /// The gate could not answer now: pause for a human.
+    Defer { reason: String },
+}
+
+/// One attempt: calls the agent, re-asking (up to [`MAX_PERMISSION_REASKS`]
+/// times) when it only asks permission to proceed.
+async fn run_attempt(
+    agent: &dyn Agent,
+    gate: &dyn Gate,
+    sink: &dyn EventSink,
+    milestone: &Milestone,
+    policy: &RetryPolicy,
+    template: &AgentRequest,
+    prompt: &str,
+) -> Step {
+    let mut reasks = 0;
+    loop {
+        let mut request = template.clone();
+        request.instruction = if reasks == 0 {
+            prompt.to_owned()
+        } else {
+            format!("{prompt}\n\n{PROCEED}")
+        };
+        let response = match agent.run(request).await {
+            Ok(r) => r,
+            // A cancelled call (Ctrl-C, shutdown) is not a failure to retry:
+            // pause resumably instead of calling the agent again.
+            Err(AgentError::Cancelled) => {
+                return Step::Defer {
+                    reason: AgentError::Cancelled.to_string(),
+                };
+            }
+            Err(e) => {
+                return Step::Finished {
+                    result: AttemptResult::AgentError {
+                        message: e.to_string(),
+                    },
+                    permission_reasks: reasks,
+                };
+            }
+        };
+        let reported = parse_report(&response.text, response.structured.as_ref());
+        let question = if reported.is_empty() {
+            permission_question(&response.text)
+        } else {
+            None
+        };
+        let Some(question) = question else {
+            return Step::Finished {
+                result: AttemptResult::Validated {
+                    validation: validate_exit_criteria(&reported, &milestone.exit_criteria),
+                },
+                permission_reasks: reasks,
+            };
+        };
+        if reasks >= MAX_PERMISSION_REASKS {
+            return Step::Finished {
+                result: AttemptResult::KeptAskingPermission { question },
+                permission_reasks: reasks,
+            };
+        }
+        if !policy.auto_mode {
+            let q = Question::new(
+                PERMISSION_QUESTION_ID,
+                format!(
+                    "The agent working on milestone {} asks: {question}",
+                    milestone.id
+                ),
+                vec![
+                    GateOption::new("Proceed", "Tell the agent to go on"),
+                    GateOption::new("Stop", "Stop this milestone"),
+                ],
+            );
+            match ask(gate, sink, &q).await {
+                Some(Answer::Chosen { index: 0, .. }) => {}
+                Some(Answer::Chosen { .. }) => {
+                    return Step::Stop {
+                        reason: format!("the gate declined to let the agent proceed: {question}"),
+                    };
+                }
+                Some(Answer::Deferred) | None => {
+                    return Step::Defer {
+                        reason: format!("the agent asked permission to proceed: {question}"),
+                    };
+                }
+            }
+        }
+        reasks += 1;
+    }
+}
+
+/// Asks the gate, emitting the events; a gate error becomes a warning and
+/// `None` (the caller pauses).
+async fn ask(gate: &dyn Gate, sink: &dyn EventSink, question: &Question) -> Option<Answer> {
+    sink.emit(&Event::GateAsked {
+        question: question.id.clone(),
+        prompt: question.prompt.clone(),
+    });
+    match gate
+        .ask(question)
+        .await
+        .and_then(|answer| check_answer(question, answer))
+    {
+        Ok(answer) => {
+            sink.emit(&Event::GateAnswered {
+                question: question.id.clone(),
+                choice: answer
+                    .index()
+                    .and_then(|i| question.label(i))
+                    .map(str::to_owned),
+            });
+            Some(answer)
+        }
+        Err(e) => {
+            sink.emit(&Event::Warning {
+                message: e.to_string(),
+            });
+            sink.emit(&Event::GateAnswered {
+                question: question.id.clone(),
+                choice: None,
+            });
+            None
+        }
+    }
+}
