@@ -1,8 +1,8 @@
 //! [`GitVcs`]: the core [`Vcs`] trait over the `git` command-line tool.
 //!
-//! Every invocation goes through one private function ([`GitVcs::run`]) that:
+//! Every invocation goes through one private function (`GitVcs::run`) that:
 //! - passes arguments as an explicit argv (never a shell), with `--` before
-//!   paths, and checks them with the argument guard ([`guard`]), which refuses
+//!   paths, and checks them with the argument guard (`guard.rs`), which refuses
 //!   any force, forced refspec, amend or subcommand outside an allowlist;
 //! - fixes the environment: `GIT_*` variables that redirect the repository or
 //!   change output (`GIT_DIR`, `GIT_INDEX_FILE`, `GIT_CONFIG_PARAMETERS`,
