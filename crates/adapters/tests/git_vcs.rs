@@ -821,3 +821,37 @@ async fn git_environment_variables_of_the_caller_do_not_redirect_the_adapter() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// More paths than one command line carries (the adapter chunks argv).
+#[tokio::test]
+async fn checkpoint_and_restore_scale_past_one_command_line() {
+    let tracked: Vec<(String, String)> = (0..700)
+        .map(|i| (format!("src/mod {i}/file.rs"), format!("// {i}\n")))
+        .collect();
+    let files: Vec<(&str, &str)> = tracked
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::new(&files).await;
+    for i in 0..600 {
+        repo.write(&format!("user/notes {i}.md"), &format!("note {i}"));
+    }
+    let started = std::time::Instant::now();
+    let checkpoint = repo.vcs.checkpoint().await.unwrap();
+    let checkpoint_took = started.elapsed();
+    assert_eq!(checkpoint.dirty.len(), 600);
+    for i in 0..700 {
+        repo.write(&format!("src/mod {i}/file.rs"), "// agent\n");
+        repo.write(&format!("src/mod {i}/new.rs"), "// agent\n");
+    }
+    let started = std::time::Instant::now();
+    let restored = repo.vcs.restore(&checkpoint).await.unwrap();
+    let restore_took = started.elapsed();
+    assert_eq!(restored.len(), 1400);
+    assert_eq!(repo.read("src/mod 699/file.rs").unwrap(), b"// 699\n");
+    assert_eq!(repo.read("src/mod 699/new.rs"), None);
+    assert_eq!(repo.read("user/notes 599.md").unwrap(), b"note 599");
+    eprintln!(
+        "checkpoint of 600 dirty files: {checkpoint_took:?}; restore of 1400 files: {restore_took:?}"
+    );
+}

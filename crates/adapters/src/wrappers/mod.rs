@@ -77,7 +77,7 @@ pub(crate) mod scripted {
     #[derive(Debug, Default)]
     pub(crate) struct Scripted {
         script: Mutex<VecDeque<Step>>,
-        calls: Mutex<Vec<(String, Instant)>>,
+        calls: Mutex<Vec<(AgentRequest, Instant)>>,
     }
 
     impl Scripted {
@@ -92,6 +92,14 @@ pub(crate) mod scripted {
         }
         pub fn call_times(&self) -> Vec<Instant> {
             self.calls.lock().unwrap().iter().map(|c| c.1).collect()
+        }
+        pub fn requests(&self) -> Vec<AgentRequest> {
+            self.calls
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|c| c.0.clone())
+                .collect()
         }
     }
 
@@ -116,7 +124,7 @@ pub(crate) mod scripted {
             self.calls
                 .lock()
                 .unwrap()
-                .push((request.id.clone(), Instant::now()));
+                .push((request.clone(), Instant::now()));
             let step = self.script.lock().unwrap().pop_front();
             let Some(step) = step else {
                 return Err(AgentError::Unsupported {

@@ -9,7 +9,8 @@ use orchestrator_core::{Agent, AgentError, AgentRequest, AgentResponse};
 /// the limit (plus an optional grace) passes, the inner call is dropped and
 /// [`AgentError::Timeout`] is returned. Dropping the call is what cancels it,
 /// so inner agents must clean up on drop (process agents kill their process
-/// group).
+/// group). The inner agent receives the request with `time_limit` set to the
+/// effective limit, so one that enforces limits itself stops in time.
 #[derive(Debug, Clone)]
 pub struct WithTimeout<A> {
     inner: A,
@@ -62,10 +63,11 @@ impl<A: Agent> Agent for WithTimeout<A> {
         self.inner.name()
     }
 
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+    async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let Some(limit) = self.effective_limit(&request) else {
             return self.inner.run(request).await;
         };
+        request.time_limit = Some(limit);
         match tokio::time::timeout(limit.saturating_add(self.grace), self.inner.run(request)).await
         {
             Ok(result) => result,
@@ -104,6 +106,11 @@ mod tests {
             .run(request("r").with_time_limit(Duration::from_secs(5)))
             .await;
         assert_eq!(result, Err(AgentError::Timeout { seconds: 2.0 }));
+        // The inner agent was told the effective limit.
+        assert_eq!(
+            agent.inner().requests()[0].time_limit,
+            Some(Duration::from_secs(2))
+        );
         // No request limit: the fixed one applies.
         let agent = WithTimeout::new(slow(10)).with_limit(Duration::from_secs(4));
         assert_eq!(
