@@ -21,9 +21,21 @@
 //!   honour `Retry-After` inside the request's time limit.
 //! - [`config`] reads `orchestrator.toml` (versioned, unknown keys rejected
 //!   with their line) and parses the CLI's `--agent` flag.
+//!
+//! ## Git
+//! [`git::GitVcs`] implements `Vcs` over the `git` CLI. Every git process is
+//! started by one function that passes an explicit argv (no shell), fixes the
+//! environment and refuses force, forced refspecs and amend in any spelling;
+//! output is read from `-z` / porcelain formats only.
+//!
+//! ## Wrappers
+//! [`wrappers`] adds cross-cutting behaviour to any `Agent`: time limits,
+//! retry with backoff, budgets, loop detection, and JSONL recording/replay.
 
 pub mod agents;
 pub mod config;
+pub mod git;
 pub mod openai;
 pub mod process;
 pub mod test_runner;
+pub mod wrappers;
