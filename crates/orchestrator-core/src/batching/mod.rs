@@ -30,7 +30,10 @@
 //!
 //! Scale: grouping is a sort, vectorisation is linear in the text, clustering
 //! compares a finding only with seeds found through an inverted index, and
-//! packing is near-linear; 100k findings batch in well under a second.
+//! packing is near-linear. 100k synthetic findings batch in about half a
+//! second on one core; the workload, a naive reference that must agree
+//! exactly, and the figures are in the `orchestrator-benches` crate
+//! (`benches/src/clustering.rs`).
 
 mod pack;
 pub mod similarity;
@@ -38,6 +41,7 @@ pub mod similarity;
 mod tests;
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -159,8 +163,22 @@ fn canonical_cmp(a: &Finding, b: &Finding) -> Ordering {
 /// then id, then the other fields batching reads. Groups are contiguous runs
 /// of this order.
 pub fn canonical_order(findings: &[Finding]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..findings.len()).collect();
-    order.sort_by(|&a, &b| canonical_cmp(&findings[a], &findings[b]));
+    // Bucket by group first (hashing is cheaper than comparing long shared
+    // path prefixes n·log n times), then sort the few keys and each bucket.
+    let mut buckets: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    for (i, f) in findings.iter().enumerate() {
+        buckets
+            .entry((f.file_or_unknown(), f.dimension_or_general()))
+            .or_default()
+            .push(i);
+    }
+    let mut buckets: Vec<((&str, &str), Vec<usize>)> = buckets.into_iter().collect();
+    buckets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut order = Vec::with_capacity(findings.len());
+    for (_, mut members) in buckets {
+        members.sort_by(|&a, &b| canonical_cmp(&findings[a], &findings[b]));
+        order.extend(members);
+    }
     order
 }
 

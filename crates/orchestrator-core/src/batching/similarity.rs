@@ -39,7 +39,9 @@
 //! threshold` (Cauchy–Schwarz, `‖s‖ = 1`), so only seeds found through the
 //! postings of `P`'s terms are candidates (a safety margin of
 //! [`PREFIX_MARGIN`] absorbs rounding). Frequent, low-weight terms fall outside
-//! the prefix, which keeps the candidate lists short.
+//! the prefix, which keeps the candidate lists short. While a group has at
+//! most [`DIRECT_COMPARE_SEEDS`] seeds, every seed is a candidate instead
+//! (cheaper for the many small groups, and the same answer).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -54,10 +56,51 @@ pub const STOP_WORDS: [&str; 24] = [
     "not", "of", "on", "or", "that", "the", "this", "to", "with",
 ];
 
+/// A word of at most 4 bytes packed big-endian into a `u32`, zero-padded;
+/// the packing preserves the lexicographic order of such words.
+const fn pack_short(word: &[u8]) -> u32 {
+    let mut code = 0u32;
+    let mut i = 0;
+    while i < 4 {
+        code <<= 8;
+        if i < word.len() {
+            code |= word[i] as u32;
+        }
+        i += 1;
+    }
+    code
+}
+
+/// [`STOP_WORDS`] packed with [`pack_short`] (sorted, as the words are).
+const STOP_CODES: [u32; STOP_WORDS.len()] = {
+    let mut codes = [0u32; STOP_WORDS.len()];
+    let mut i = 0;
+    while i < STOP_WORDS.len() {
+        codes[i] = pack_short(STOP_WORDS[i].as_bytes());
+        i += 1;
+    }
+    codes
+};
+
+/// Whether `word` (lowercase) is in [`STOP_WORDS`]. Every stop word is at
+/// most 4 bytes long, so longer tokens skip the search, and shorter ones are
+/// searched as integers.
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    word.len() <= 4
+        && STOP_CODES
+            .binary_search(&pack_short(word.as_bytes()))
+            .is_ok()
+}
+
 /// Safety margin on the prefix bound of the candidate search: the prefix is
 /// extended until the norm of the remaining terms is below
 /// `threshold - PREFIX_MARGIN`, far more than any rounding error.
 pub const PREFIX_MARGIN: f64 = 1e-9;
+
+/// Up to this many seeds in a group, a finding is compared with every seed
+/// directly instead of going through the index (same result, less overhead
+/// for the many small groups of a typical export).
+pub const DIRECT_COMPARE_SEEDS: usize = 8;
 
 /// A sparse, L2-normalised term-weight vector, sorted by term id.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -117,6 +160,31 @@ pub fn for_each_similarity_text(finding: &Finding, mut f: impl FnMut(&str)) {
 /// Calls `f` with each token of `text`: maximal runs of alphanumeric
 /// characters, lowercased, stop words removed. `buf` is scratch space.
 fn for_each_token(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+    if text.is_ascii() {
+        // Fast path, same result: for ASCII, `char::is_alphanumeric` is
+        // `u8::is_ascii_alphanumeric`.
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            while i < bytes.len() && !bytes[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            if start == i {
+                break;
+            }
+            buf.clear();
+            buf.push_str(&text[start..i]);
+            buf.make_ascii_lowercase();
+            if !is_stop_word(buf) {
+                f(buf);
+            }
+        }
+        return;
+    }
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() {
             continue;
@@ -128,7 +196,7 @@ fn for_each_token(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
         } else {
             buf.extend(word.chars().flat_map(char::to_lowercase));
         }
-        if STOP_WORDS.binary_search(&buf.as_str()).is_err() {
+        if !is_stop_word(buf) {
             f(buf);
         }
     }
@@ -236,8 +304,11 @@ pub fn cluster_group(vectors: &[&SparseVector], threshold: f64) -> Vec<Vec<usize
 
 /// Reusable scratch space for [`cluster_group`], so that clustering many
 /// small groups does not allocate an index per group.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Clusterer {
+    /// Up to this many seeds, compare with all of them (see
+    /// [`DIRECT_COMPARE_SEEDS`]).
+    direct_compare_seeds: usize,
     /// term id → clusters whose seed contains the term (ascending).
     postings: Vec<Vec<u32>>,
     /// Terms with a non-empty postings list, to clear between groups.
@@ -248,7 +319,30 @@ pub(crate) struct Clusterer {
     by_weight: Vec<(u32, f64)>,
 }
 
+impl Default for Clusterer {
+    fn default() -> Self {
+        Self {
+            direct_compare_seeds: DIRECT_COMPARE_SEEDS,
+            postings: Vec::new(),
+            touched: Vec::new(),
+            stamp: Vec::new(),
+            candidates: Vec::new(),
+            by_weight: Vec::new(),
+        }
+    }
+}
+
 impl Clusterer {
+    /// A clusterer that uses the index once a group has more than
+    /// `direct_compare_seeds` seeds (tests pass 0 to exercise the index).
+    #[cfg(test)]
+    pub(crate) fn with_direct_compare_seeds(direct_compare_seeds: usize) -> Self {
+        Self {
+            direct_compare_seeds,
+            ..Self::default()
+        }
+    }
+
     /// Clusters `vectors` into `out` (cleared first).
     pub(crate) fn cluster(
         &mut self,
@@ -264,65 +358,22 @@ impl Clusterer {
             out.push((0..vectors.len()).collect());
             return;
         }
-        // Clusters as (seed position, members).
+        // Position of each cluster's seed.
         let mut seeds: Vec<usize> = Vec::new();
         self.stamp.clear();
-        let cutoff = threshold - PREFIX_MARGIN;
         for (pos, v) in vectors.iter().enumerate() {
-            let query = u32::try_from(pos + 1).unwrap_or(u32::MAX);
-            let mut best: Option<(f64, usize)> = None;
-            if !v.is_empty() && !seeds.is_empty() {
-                self.candidates.clear();
-                self.by_weight.clear();
-                self.by_weight.extend_from_slice(v.entries());
-                self.by_weight
-                    .sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                let mut rest: f64 = self.by_weight.iter().map(|(_, w)| w * w).sum();
-                for &(term, w) in &self.by_weight {
-                    // The remaining terms alone cannot reach the threshold.
-                    if rest.sqrt() < cutoff {
-                        break;
-                    }
-                    if let Some(list) = self.postings.get(term as usize) {
-                        for &c in list {
-                            let seen = &mut self.stamp[c as usize];
-                            if *seen != query {
-                                *seen = query;
-                                self.candidates.push(c);
-                            }
-                        }
-                    }
-                    rest -= w * w;
-                }
-                for &c in &self.candidates {
-                    let c = c as usize;
-                    let sim = v.dot(vectors[seeds[c]]);
-                    let better = match best {
-                        None => true,
-                        Some((b, bc)) => sim > b || (sim == b && c < bc),
-                    };
-                    if sim >= threshold && better {
-                        best = Some((sim, c));
-                    }
-                }
-            }
+            let best = if v.is_empty() {
+                None
+            } else {
+                self.find_candidates(v, seeds.len(), pos, threshold);
+                self.best_candidate(v, vectors, &seeds, threshold)
+            };
             match best {
-                Some((_, c)) => out[c].push(pos),
+                Some(c) => out[c].push(pos),
                 None => {
-                    let c = u32::try_from(seeds.len()).unwrap_or(u32::MAX);
+                    self.index_seed(v, seeds.len());
                     seeds.push(pos);
                     out.push(vec![pos]);
-                    self.stamp.push(0);
-                    for &(term, _) in v.entries() {
-                        let t = term as usize;
-                        if t >= self.postings.len() {
-                            self.postings.resize_with(t + 1, Vec::new);
-                        }
-                        if self.postings[t].is_empty() {
-                            self.touched.push(term);
-                        }
-                        self.postings[t].push(c);
-                    }
                 }
             }
         }
@@ -330,5 +381,79 @@ impl Clusterer {
             self.postings[t as usize].clear();
         }
         self.touched.clear();
+    }
+
+    /// Fills `candidates` with the clusters whose seed may reach the
+    /// threshold with `v` (query number `pos`).
+    fn find_candidates(&mut self, v: &SparseVector, seeds: usize, pos: usize, threshold: f64) {
+        self.candidates.clear();
+        if seeds <= self.direct_compare_seeds {
+            self.candidates
+                .extend(0..u32::try_from(seeds).unwrap_or(u32::MAX));
+            return;
+        }
+        let query = u32::try_from(pos + 1).unwrap_or(u32::MAX);
+        let cutoff = threshold - PREFIX_MARGIN;
+        self.by_weight.clear();
+        self.by_weight.extend_from_slice(v.entries());
+        self.by_weight
+            .sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut rest: f64 = self.by_weight.iter().map(|(_, w)| w * w).sum();
+        for &(term, w) in &self.by_weight {
+            // The remaining terms alone cannot reach the threshold.
+            if rest.sqrt() < cutoff {
+                break;
+            }
+            if let Some(list) = self.postings.get(term as usize) {
+                for &c in list {
+                    let seen = &mut self.stamp[c as usize];
+                    if *seen != query {
+                        *seen = query;
+                        self.candidates.push(c);
+                    }
+                }
+            }
+            rest -= w * w;
+        }
+    }
+
+    /// The candidate whose seed is most similar to `v`, at least `threshold`;
+    /// the earliest cluster on ties.
+    fn best_candidate(
+        &self,
+        v: &SparseVector,
+        vectors: &[&SparseVector],
+        seeds: &[usize],
+        threshold: f64,
+    ) -> Option<usize> {
+        let mut best: Option<(f64, usize)> = None;
+        for &c in &self.candidates {
+            let c = c as usize;
+            let sim = v.dot(vectors[seeds[c]]);
+            let better = match best {
+                None => true,
+                Some((b, bc)) => sim > b || (sim == b && c < bc),
+            };
+            if sim >= threshold && better {
+                best = Some((sim, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// Adds the seed of cluster `c` to the index.
+    fn index_seed(&mut self, v: &SparseVector, c: usize) {
+        let c = u32::try_from(c).unwrap_or(u32::MAX);
+        self.stamp.push(0);
+        for &(term, _) in v.entries() {
+            let t = term as usize;
+            if t >= self.postings.len() {
+                self.postings.resize_with(t + 1, Vec::new);
+            }
+            if self.postings[t].is_empty() {
+                self.touched.push(term);
+            }
+            self.postings[t].push(c);
+        }
     }
 }

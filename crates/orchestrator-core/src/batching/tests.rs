@@ -39,6 +39,13 @@ fn ids(list: &[&str]) -> Vec<String> {
 #[test]
 fn stop_words_are_sorted_for_binary_search() {
     assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+    assert!(STOP_WORDS.iter().all(|w| w.len() <= 4));
+    for w in STOP_WORDS {
+        assert!(similarity::is_stop_word(w), "{w}");
+    }
+    for w in ["", "ab", "thee", "th", "tho", "with1", "i", "ins"] {
+        assert!(!similarity::is_stop_word(w), "{w}");
+    }
 }
 
 #[test]
@@ -415,7 +422,13 @@ proptest! {
         let refs: Vec<&Finding> = findings.iter().collect();
         let vectors = tfidf_vectors(&refs);
         let vrefs: Vec<&SparseVector> = vectors.iter().collect();
-        prop_assert_eq!(cluster_group(&vrefs, threshold), reference_clusters(&vrefs, threshold));
+        let expected = reference_clusters(&vrefs, threshold);
+        prop_assert_eq!(&cluster_group(&vrefs, threshold), &expected);
+        // Again with the index from the first seed on.
+        let mut clusterer = similarity::Clusterer::with_direct_compare_seeds(0);
+        let mut out = Vec::new();
+        clusterer.cluster(&vrefs, threshold, &mut out);
+        prop_assert_eq!(&out, &expected);
     }
 
     #[test]
