@@ -220,6 +220,10 @@ pub fn cluster_findings(findings: &[Finding], threshold: f64) -> Vec<GroupCluste
 
 /// Splits findings into batches for parallel planning; see the module docs
 /// for the rules and guarantees.
+///
+/// Ids are expected to be unique (the input readers reject duplicates); a
+/// repeated id is not an error here, each occurrence is batched as its own
+/// finding.
 pub fn batch_findings(findings: &[Finding], config: &BatchConfig) -> Vec<Batch> {
     let mut batches: Vec<Batch> = Vec::new();
     for group in cluster_findings(findings, config.similarity_threshold) {
