@@ -28,7 +28,9 @@ impl Agent for ReleaseNotesBot {
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         // The engine puts earlier failures into the instruction of a retry;
         // this bot reads them, like a model would.
-        let learned = request.instruction.contains("FAIL Mentions breaking changes");
+        let learned = request
+            .instruction
+            .contains("FAIL Mentions breaking changes");
         let breaking = if learned {
             "- [x] Mentions breaking changes - PASS - `Config::load` now returns a Result"
         } else {
