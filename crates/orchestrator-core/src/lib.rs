@@ -59,6 +59,7 @@ pub mod batching;
 pub mod cadence;
 pub mod event;
 pub mod finding;
+pub mod formats;
 pub mod gate;
 pub mod retry;
 pub mod review_cycle;
