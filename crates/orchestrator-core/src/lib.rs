@@ -57,6 +57,7 @@
 pub mod agent;
 pub mod batching;
 pub mod cadence;
+pub mod command;
 pub mod event;
 pub mod finding;
 pub mod formats;

@@ -154,3 +154,30 @@ async fn fake_agent_scripts_per_id_and_edits_files() {
     ));
     assert_eq!(agent.calls_for("T1"), 3);
 }
+
+#[tokio::test]
+async fn scripted_commands_follow_the_runner_contract() {
+    use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
+    use orchestrator_core::fakes::ScriptedCommands;
+    let runner = ScriptedCommands::new().on("gh pr checks", 8, "[]").on(
+        "gh pr checks",
+        0,
+        "[{\"bucket\":\"pass\"}]",
+    );
+    let spec = CommandSpec::new("gh", ["pr", "checks", "7", "--json", "bucket"], "/tmp");
+    let first = runner.run(spec.clone()).await.unwrap();
+    assert_eq!(
+        first.exit_code,
+        Some(8),
+        "a failing command is Ok with its code"
+    );
+    let second = runner.run(spec.clone()).await.unwrap();
+    assert!(second.success());
+    assert!(
+        runner.run(spec).await.unwrap().success(),
+        "the last answer repeats"
+    );
+    let missing = runner.run(CommandSpec::new("cargo", ["fmt"], "/tmp")).await;
+    assert!(matches!(missing, Err(CommandError::Spawn { .. })));
+    assert_eq!(runner.calls().len(), 4);
+}

@@ -14,6 +14,7 @@
 //! ```
 
 pub mod agent;
+pub mod command;
 pub mod gate;
 pub mod test_runner;
 pub mod vcs;

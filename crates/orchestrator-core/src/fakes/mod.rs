@@ -5,6 +5,7 @@
 //! - [`ScriptedTestRunner`]: returns queued reports, or computes them from the
 //!   working tree with a closure.
 //! - [`ScriptedGate`]: answers queued answers; records every question.
+//! - [`ScriptedCommands`]: a command runner answering by command line.
 //! - [`FakeVcs`]: a version-control system over a real directory whose commits
 //!   live in memory — enough to exercise checkpoint/restore, commits,
 //!   worktrees, cherry-picks and pushes without `git`.
@@ -12,9 +13,11 @@
 //! All of them pass the conformance suites in [`crate::conformance`].
 
 mod agent;
+mod command;
 mod vcs;
 
 pub use agent::{FakeAgent, Reply};
+pub use command::ScriptedCommands;
 pub use vcs::FakeVcs;
 
 use std::collections::VecDeque;

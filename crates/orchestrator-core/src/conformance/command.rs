@@ -1,0 +1,112 @@
+//! The [`CommandRunner`] conformance suite. It runs `sh` and `sleep`, so the
+//! implementation under test must really run processes — except where the
+//! harness says otherwise.
+
+use std::time::{Duration, Instant};
+
+use super::must;
+use crate::command::{CommandError, CommandRunner, CommandSpec};
+
+/// Runs every check against a real-process runner.
+pub async fn run_suite(runner: &dyn CommandRunner, grace: Duration) {
+    let dir = must(tempfile::tempdir(), "temp dir");
+    let cwd = dir.path().to_path_buf();
+
+    let out = must(
+        runner
+            .run(CommandSpec::new(
+                "sh",
+                ["-c", "printf out; printf err >&2; exit 3"],
+                &cwd,
+            ))
+            .await,
+        "a failing command is Ok(output)",
+    );
+    assert_eq!(out.exit_code, Some(3), "conformance: exit code captured");
+    assert_eq!(out.stdout, "out", "conformance: stdout captured");
+    assert_eq!(out.stderr, "err", "conformance: stderr captured");
+    assert!(!out.success());
+
+    let hostile = "$(touch pwned) `touch pwned2`; rm -rf nothing";
+    let out = must(
+        runner
+            .run(CommandSpec::new("printf", ["%s", hostile], &cwd))
+            .await,
+        "argv is passed as data",
+    );
+    assert_eq!(
+        out.stdout, hostile,
+        "conformance: arguments reach the program verbatim"
+    );
+    assert!(!cwd.join("pwned").exists() && !cwd.join("pwned2").exists());
+
+    let out = must(
+        runner
+            .run(CommandSpec::new("sh", ["-c", "cat; pwd"], &cwd).with_stdin("piped\n"))
+            .await,
+        "stdin and cwd",
+    );
+    assert!(
+        out.stdout.starts_with("piped\n"),
+        "conformance: stdin delivered"
+    );
+    let reported = out.stdout.lines().nth(1).unwrap_or_default().to_string();
+    let canonical = std::fs::canonicalize(&cwd).unwrap_or(cwd.clone());
+    assert!(
+        reported == cwd.display().to_string() || reported == canonical.display().to_string(),
+        "conformance: runs in cwd, got {reported}"
+    );
+
+    let out = must(
+        runner
+            .run(
+                CommandSpec::new("sh", ["-c", "printf %s \"$ORCH_TEST_VAR\""], &cwd)
+                    .with_env("ORCH_TEST_VAR", "value with spaces"),
+            )
+            .await,
+        "env",
+    );
+    assert_eq!(out.stdout, "value with spaces", "conformance: env passed");
+
+    match runner
+        .run(CommandSpec::new(
+            "orchestrator-no-such-program-xyz",
+            Vec::<String>::new(),
+            &cwd,
+        ))
+        .await
+    {
+        Err(CommandError::Spawn { .. }) => {}
+        other => panic!("conformance: a missing program is Err(Spawn), got {other:?}"),
+    }
+
+    let limit = Duration::from_millis(300);
+    let started = Instant::now();
+    let out = must(
+        runner
+            .run(CommandSpec::new("sh", ["-c", "sleep 30"], &cwd).with_time_limit(limit))
+            .await,
+        "timed-out command",
+    );
+    assert!(out.timed_out, "conformance: the time limit is reported");
+    assert!(!out.success());
+    assert!(
+        started.elapsed() <= limit + grace,
+        "conformance: timed out after {:?}",
+        started.elapsed()
+    );
+
+    let mut spec = CommandSpec::new("sh", ["-c", "yes 0123456789 | head -c 3000000"], &cwd);
+    spec.output_limit = 4096;
+    let out = must(runner.run(spec).await, "bounded output");
+    assert!(out.truncated, "conformance: truncation reported");
+    assert!(
+        out.stdout.len() <= 4096,
+        "conformance: kept {} bytes, bound 4096",
+        out.stdout.len()
+    );
+    assert!(
+        out.stdout.ends_with("0123456789\n"),
+        "conformance: the tail is kept"
+    );
+}
