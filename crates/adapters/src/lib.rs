@@ -1,1 +1,3 @@
 //! orchestrator adapters (placeholder, see the issue tracker).
+
+pub mod builtin;

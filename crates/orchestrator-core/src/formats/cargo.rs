@@ -138,7 +138,12 @@ fn diagnostic_to_finding(
     let message = str_field(d, "message").ok_or("diagnostic has no `message` text")?;
     let spans = match d.get("spans") {
         Some(Value::Array(spans)) => spans,
-        Some(other) => return Err(format!("`spans` is a {}, expected an array", json_type(other))),
+        Some(other) => {
+            return Err(format!(
+                "`spans` is a {}, expected an array",
+                json_type(other)
+            ));
+        }
         None => return Err("diagnostic has no `spans`".to_owned()),
     };
     let Some(primary) = spans
@@ -173,8 +178,7 @@ fn diagnostic_to_finding(
         .with_category(code.as_str())
         .with_dimension(dimension(&code, level, &children))
         .with_description(
-            str_field(d, "rendered")
-                .map_or_else(|| message.to_owned(), str::to_owned),
+            str_field(d, "rendered").map_or_else(|| message.to_owned(), str::to_owned),
         )
         .at(file, Some(line));
     finding.recommendations = recommendations;

@@ -6,14 +6,20 @@
 //! the recorded offsets may point at the wrong place. [`locate`] therefore
 //! never trusts a position alone:
 //!
-//! 1. the recorded `byte_range` start (then the recorded line and column) is
-//!    tried first: if `original` is found exactly there, that is the place;
+//! 1. when `original` is found exactly at the recorded `byte_range` start and
+//!    that offset is also where the recorded line and column point, nothing
+//!    before the edit moved, and that is the place;
 //! 2. otherwise every occurrence of `original` that starts within
 //!    [`ANCHOR_WINDOW_LINES`] lines of `start_line` is a candidate, and the
 //!    nearest one wins (fewest lines away, then fewest bytes away from the
-//!    recorded position, then the earlier one);
+//!    recorded line and column, then the earlier one); a byte offset alone is
+//!    never trusted, because after a shift it may land on an unrelated copy
+//!    of short text such as `;`;
 //! 3. no candidate means the suggestion is stale: [`EditError::Stale`], and
 //!    nothing is applied.
+//!
+//! The edits of one fix move together: [`apply_edits`] locates the edit with
+//! the longest replaced text first and expects the others at the same shift.
 //!
 //! A pure insertion (`original` empty and an empty region) has no text to
 //! anchor by and is placed at its recorded line and column. An edit whose
@@ -98,12 +104,27 @@ pub fn is_unanchored(edit: &TextEdit) -> bool {
 /// Finds where `edit` applies in `text` (the current content of its file),
 /// re-anchoring by `edit.original` as described in the module docs.
 pub fn locate(text: &str, edit: &TextEdit) -> Result<Range<usize>, EditError> {
+    locate_near(text, edit, None)
+}
+
+/// [`locate`], with an expected byte offset derived from a sibling edit of
+/// the same fix that was already located (`shifted`): the edit is first
+/// looked for exactly there, and candidates are ranked by their distance
+/// to it.
+fn locate_near(
+    text: &str,
+    edit: &TextEdit,
+    shifted: Option<usize>,
+) -> Result<Range<usize>, EditError> {
     if edit.original.is_empty() {
         if is_unanchored(edit) {
             return Err(EditError::Unanchored {
                 file: edit.file.clone(),
                 line: edit.start_line,
             });
+        }
+        if let Some(at) = shifted.filter(|&p| text.is_char_boundary(p)) {
+            return Ok(at..at);
         }
         let at = char_position(text, edit.start_line, edit.start_column).ok_or_else(|| {
             EditError::OutOfRange {
@@ -116,33 +137,36 @@ pub fn locate(text: &str, edit: &TextEdit) -> Result<Range<usize>, EditError> {
     }
     let original = edit.original.as_str();
     let len = original.len();
-    let by_bytes = edit.byte_range.map(|(s, _)| s);
-    let by_position = char_position(text, edit.start_line, edit.start_column);
-    for start in [by_bytes, by_position].into_iter().flatten() {
-        if text.get(start..start + len) == Some(original) {
-            return Ok(start..start + len);
-        }
+    let found_at = |start: usize| text.get(start..start + len) == Some(original);
+    if let Some(p) = shifted
+        && found_at(p)
+    {
+        return Ok(p..p + len);
     }
-    let stale = || EditError::Stale {
-        file: edit.file.clone(),
-        line: edit.start_line,
-        original: edit.original.clone(),
-        window: ANCHOR_WINDOW_LINES,
-    };
+    let by_bytes = edit.byte_range.map(|(s, _)| s).filter(|&s| found_at(s));
+    let by_position = char_position(text, edit.start_line, edit.start_column);
+    // The recorded byte offset and line/column agree and the text is there:
+    // nothing before the edit has moved.
+    if shifted.is_none()
+        && let Some(b) = by_bytes
+        && by_position == Some(b)
+    {
+        return Ok(b..b + len);
+    }
     let starts = line_starts(text);
-    let line_index = |line: u32| (line.max(1) as usize - 1).min(starts.len() - 1);
-    let wanted_line = edit.start_line.max(1);
-    let window_start = starts[line_index(wanted_line.saturating_sub(ANCHOR_WINDOW_LINES))];
+    let wanted_line = shifted.map_or(edit.start_line.max(1), |p| line_of(&starts, p));
+    let expected = shifted
+        .or(by_position)
+        .or(edit.byte_range.map(|(s, _)| s))
+        .unwrap_or(starts[line_index(&starts, wanted_line)])
+        .min(text.len());
+    let window_start = starts[line_index(&starts, wanted_line.saturating_sub(ANCHOR_WINDOW_LINES))];
     let window_end_line = wanted_line.saturating_add(ANCHOR_WINDOW_LINES);
     let window_end = if (window_end_line as usize) < starts.len() {
         starts[window_end_line as usize]
     } else {
         text.len()
     };
-    let expected = by_position
-        .or(by_bytes)
-        .unwrap_or(starts[line_index(wanted_line)])
-        .min(text.len());
     let mut best: Option<((u32, usize, usize), usize)> = None;
     let mut from = window_start;
     while from < window_end {
@@ -161,18 +185,67 @@ pub fn locate(text: &str, edit: &TextEdit) -> Result<Range<usize>, EditError> {
         // Step one character on, so that overlapping occurrences are seen.
         from = start + text[start..].chars().next().map_or(1, char::len_utf8);
     }
-    best.map(|(_, start)| start..start + len).ok_or_else(stale)
+    best.map(|(_, start)| start..start + len)
+        .ok_or_else(|| EditError::Stale {
+            file: edit.file.clone(),
+            line: edit.start_line,
+            original: edit.original.clone(),
+            window: ANCHOR_WINDOW_LINES,
+        })
+}
+
+/// Index into `starts` of 1-based `line`, clamped to the text.
+fn line_index(starts: &[usize], line: u32) -> usize {
+    (line.max(1) as usize - 1).min(starts.len() - 1)
+}
+
+/// Locates all edits of one fix in one file. The edit with the longest
+/// `original` (the most distinctive text) is located first; the others are
+/// expected at the same shift from their recorded positions (in bytes when
+/// both carry byte ranges, else in lines), so that a short edit such as a
+/// lone `;` cannot be anchored to an unrelated copy nearby.
+fn locate_all(text: &str, edits: &[&TextEdit]) -> Result<Vec<Range<usize>>, EditError> {
+    let Some(anchor_index) = edits
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, e)| (e.original.len(), std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
+    else {
+        return Ok(Vec::new());
+    };
+    let anchor = edits[anchor_index];
+    let anchor_range = locate(text, anchor)?;
+    let starts = line_starts(text);
+    let line_shift = i64::from(line_of(&starts, anchor_range.start)) - i64::from(anchor.start_line);
+    let mut ranges = Vec::with_capacity(edits.len());
+    for (i, edit) in edits.iter().enumerate() {
+        if i == anchor_index {
+            ranges.push(anchor_range.clone());
+            continue;
+        }
+        let shifted = match (anchor.byte_range, edit.byte_range) {
+            (Some((a, _)), Some((e, _))) => {
+                usize::try_from(e as i64 + anchor_range.start as i64 - a as i64).ok()
+            }
+            _ => u32::try_from(i64::from(edit.start_line) + line_shift)
+                .ok()
+                .and_then(|line| char_position(text, line, edit.start_column)),
+        }
+        .filter(|&p| p <= text.len());
+        ranges.push(locate_near(text, edit, shifted)?);
+    }
+    Ok(ranges)
 }
 
 /// Applies a set of edits to one file's `text` as one fix: every edit is
-/// located first ([`locate`]), overlapping edits are refused, identical
-/// duplicates are applied once, and the edits are applied from the end of the
-/// text backwards so that earlier offsets stay valid.
+/// located first (the longest one by its text, the others relative to it,
+/// see [`locate`]), overlapping edits are refused, identical duplicates are
+/// applied once, and the edits are applied from the end of the text
+/// backwards so that earlier offsets stay valid.
 pub fn apply_edits(text: &str, edits: &[&TextEdit]) -> Result<String, EditError> {
-    let mut located: Vec<(Range<usize>, &TextEdit)> = Vec::with_capacity(edits.len());
-    for edit in edits {
-        located.push((locate(text, edit)?, edit));
-    }
+    let ranges = locate_all(text, edits)?;
+    let mut located: Vec<(Range<usize>, &TextEdit)> =
+        ranges.into_iter().zip(edits.iter().copied()).collect();
     located.sort_by_key(|(r, _)| (r.start, r.end));
     located.dedup_by(|b, a| a.0 == b.0 && a.1.replacement == b.1.replacement);
     for pair in located.windows(2) {
@@ -334,7 +407,7 @@ impl RawRegion {
     /// the producer carried) or empty, and the columns are the producer's
     /// (`u32::MAX` standing for "end of line").
     pub fn to_edit(
-        &self,
+        self,
         file: &str,
         replacement: String,
         given_original: Option<String>,
@@ -436,6 +509,38 @@ mod tests {
         // away; the tie goes to the one nearer in bytes, then the earlier.
         let e = edit(7, 1, "x", "y");
         assert_eq!(apply_edits(text, &[&e]).unwrap(), "x\n\n\n\n\ny\nfill\nx\n");
+    }
+
+    #[test]
+    fn edits_of_one_fix_move_together() {
+        // Recorded on "    return 1;" as line 2; a line was inserted above,
+        // and the old line 2, column 13 now holds an unrelated `;`.
+        let text = "fn a() {\n    let yyyy;\n    return 1;\n}\n";
+        let mut body = edit(2, 5, "return 1", "1");
+        body.byte_range = Some((13, 21));
+        let mut semi = edit(2, 13, ";", "");
+        semi.byte_range = Some((21, 22));
+        assert_eq!(
+            apply_edits(text, &[&body, &semi]).unwrap(),
+            "fn a() {\n    let yyyy;\n    1\n}\n"
+        );
+        // Without byte ranges the shift is counted in lines.
+        body.byte_range = None;
+        semi.byte_range = None;
+        assert_eq!(
+            apply_edits(text, &[&semi, &body]).unwrap(),
+            "fn a() {\n    let yyyy;\n    1\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_lone_byte_offset_is_not_trusted() {
+        // The recorded offset 3 holds `x` by coincidence, but the recorded
+        // line (2) holds the real one.
+        let text = "ab x\ncd x\n";
+        let mut e = edit(2, 4, "x", "y");
+        e.byte_range = Some((3, 4));
+        assert_eq!(apply_edits(text, &[&e]).unwrap(), "ab x\ncd y\n");
     }
 
     #[test]

@@ -168,7 +168,9 @@ fn diagnostic_to_finding(
         .and_then(|l| l.get("range"))
         .and_then(|r| r.get("start"));
     let line = start.and_then(|s| u32_field(s, "line")).filter(|&l| l > 0);
-    let column = start.and_then(|s| u32_field(s, "column")).filter(|&c| c > 0);
+    let column = start
+        .and_then(|s| u32_field(s, "column"))
+        .filter(|&c| c > 0);
     let source = d
         .get("source")
         .and_then(|s| str_field(s, "name"))
@@ -250,7 +252,11 @@ fn suggestions_to_edits(
     let mut edits = Vec::with_capacity(suggestions.len());
     for (k, s) in suggestions.iter().enumerate() {
         let region = suggestion_region(s).map_err(|why| format!("suggestions[{k}]: {why}"))?;
-        let text = s.get("text").and_then(Value::as_str).unwrap_or("").to_owned();
+        let text = s
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let source = sources.get(path);
         let edit = region
             .to_edit(path, text, None, source)
@@ -274,7 +280,9 @@ fn suggestion_region(s: &Value) -> Result<RawRegion, String> {
             column: start_column.unwrap_or(1),
         },
         Some(e) => {
-            let line = u32_field(e, "line").filter(|&l| l > 0).unwrap_or(start_line);
+            let line = u32_field(e, "line")
+                .filter(|&l| l > 0)
+                .unwrap_or(start_line);
             match (start_column, u32_field(e, "column").filter(|&c| c > 0)) {
                 (None, None) => RegionEnd::EndOfLine {
                     line,

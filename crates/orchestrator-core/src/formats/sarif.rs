@@ -70,7 +70,12 @@ pub fn parse_with(
     }
     let runs = match log.get("runs") {
         Some(Value::Array(runs)) => runs,
-        Some(other) => return Err(shape(format!("`runs` is a {}, expected an array", json_type(other)))),
+        Some(other) => {
+            return Err(shape(format!(
+                "`runs` is a {}, expected an array",
+                json_type(other)
+            )));
+        }
         None => return Err(shape("the log has no `runs` array".to_owned())),
     };
     let mut out = ParseOutcome::new(InputFormat::Sarif);
@@ -180,8 +185,8 @@ fn result_to_finding(
     ) {
         return Ok(None);
     }
-    let explicit_id = str_field(result, "ruleId")
-        .or_else(|| result.get("rule").and_then(|r| str_field(r, "id")));
+    let explicit_id =
+        str_field(result, "ruleId").or_else(|| result.get("rule").and_then(|r| str_field(r, "id")));
     let rule = run.rule(result, explicit_id);
     let rule_id = explicit_id
         .or_else(|| rule.and_then(|r| str_field(r, "id")))
@@ -201,7 +206,11 @@ fn result_to_finding(
         "error" => Severity::High,
         "warning" => Severity::Medium,
         "note" | "none" => Severity::Low,
-        other => return Err(format!("`level` {other:?} is not error, warning, note or none")),
+        other => {
+            return Err(format!(
+                "`level` {other:?} is not error, warning, note or none"
+            ));
+        }
     };
 
     let physical = result
@@ -260,7 +269,9 @@ fn result_to_finding(
     {
         match fix_to_suggestion(fix, run, sources) {
             Ok(suggestion) if suggestion.edits.is_empty() => {
-                notes.push(format!("{location}.fixes[{j}]: the fix changes nothing; left out"));
+                notes.push(format!(
+                    "{location}.fixes[{j}]: the fix changes nothing; left out"
+                ));
             }
             Ok(suggestion) => {
                 unanchored |= suggestion.edits.iter().any(is_unanchored);
@@ -338,7 +349,12 @@ fn fingerprint(
         {
             let mut pairs: Vec<String> = map
                 .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                    )
+                })
                 .collect();
             pairs.sort();
             let mut parts = vec!["sarif", key, rule_id, file.unwrap_or("")];
@@ -419,7 +435,8 @@ fn replacement_to_edit(
     };
     let Some(start_line) = u32_field(region, "startLine").filter(|&l| l > 0) else {
         // A character-offset region: placeable only with the file at hand.
-        let (start, end) = char_range.ok_or("`deletedRegion` has neither startLine nor charOffset")?;
+        let (start, end) =
+            char_range.ok_or("`deletedRegion` has neither startLine nor charOffset")?;
         let text = sources
             .get(file)
             .ok_or("`deletedRegion` has only character offsets and the file cannot be read")?;

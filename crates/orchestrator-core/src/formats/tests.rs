@@ -45,7 +45,11 @@ fn render(outcome: &ParseOutcome) -> String {
                     e.end_column,
                     e.original,
                     e.replacement,
-                    if is_unanchored(e) { " (unanchored)" } else { "" }
+                    if is_unanchored(e) {
+                        " (unanchored)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -146,7 +150,11 @@ fn cargo_levels_codes_and_dimensions() {
     assert_eq!(
         summary,
         [
-            ("E0308@src/main.rs:2:5".to_owned(), Severity::High, "correctness"),
+            (
+                "E0308@src/main.rs:2:5".to_owned(),
+                Severity::High,
+                "correctness"
+            ),
             (
                 "clippy::vec_init_then_push@src/a.rs:1:1".to_owned(),
                 Severity::Medium,
@@ -177,7 +185,11 @@ fn sarif_with_sources_fills_originals() {
     let e = &f.suggestions[0].edits[0];
     assert_eq!(e.original, "\",\"");
     assert!(!is_unanchored(e));
-    assert!(!out.notes.iter().any(|n| n.contains("unanchored")), "{:?}", out.notes);
+    assert!(
+        !out.notes.iter().any(|n| n.contains("unanchored")),
+        "{:?}",
+        out.notes
+    );
     let patched = apply_edits(LIB_RS, &[e]).unwrap();
     assert!(patched.contains("line.split(',')"));
 }
@@ -251,7 +263,10 @@ fn detection_uses_content_not_names() {
     check(RDJSON, InputFormat::Rdjson);
     check(RDJSONL, InputFormat::Rdjsonl);
     check(r#"[{"id": "F1"}]"#, InputFormat::ReviewCycle);
-    check(r#"{"session_id": "s", "findings": []}"#, InputFormat::ReviewCycle);
+    check(
+        r#"{"session_id": "s", "findings": []}"#,
+        InputFormat::ReviewCycle,
+    );
     check(CLIPPY.lines().next().unwrap(), InputFormat::CargoJson);
     check(
         r#"{"message":"m","spans":[],"level":"warning"}"#,
@@ -272,9 +287,8 @@ fn detection_errors_are_specific() {
     assert!(msg(r#"{"a": 1, "b": 2}"#).contains("a JSON object with keys a, b"));
     assert!(msg("42").contains("unrecognised format (a JSON number)"));
     assert!(
-        msg("{\"runs\": [\n  {\n  oops").starts_with(
-            "failed to read sarif findings from in.json: invalid JSON at line 3"
-        )
+        msg("{\"runs\": [\n  {\n  oops")
+            .starts_with("failed to read sarif findings from in.json: invalid JSON at line 3")
     );
 }
 
