@@ -29,7 +29,8 @@ use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::CommandRunner;
 
-use super::run::{LocalCommandRunner, ToolRun, run_tools};
+use super::run::{ToolRun, run_tools};
+use crate::process::ProcessRunner;
 
 /// A formatter the agent knows how to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,7 +175,7 @@ pub struct FormatterAgent {
 
 impl Default for FormatterAgent {
     fn default() -> Self {
-        Self::new(Arc::new(LocalCommandRunner))
+        Self::new(Arc::new(ProcessRunner::default()))
     }
 }
 

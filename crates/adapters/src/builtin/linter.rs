@@ -31,7 +31,8 @@ use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::CommandRunner;
 
 use super::formatter::log_from_context;
-use super::run::{LocalCommandRunner, ToolRun, run_tools};
+use super::run::{ToolRun, run_tools};
+use crate::process::ProcessRunner;
 
 /// A linter fixer the agent knows how to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,7 +138,7 @@ pub struct LinterFixAgent {
 
 impl Default for LinterFixAgent {
     fn default() -> Self {
-        Self::new(Arc::new(LocalCommandRunner))
+        Self::new(Arc::new(ProcessRunner::default()))
     }
 }
 

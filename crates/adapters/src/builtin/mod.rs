@@ -17,8 +17,9 @@
 //! ("not fixable by this agent"), never a silent success.
 //!
 //! The formatter and linter agents run tools through a
-//! [`orchestrator_core::command::CommandRunner`]; [`LocalCommandRunner`] is a
-//! small default until the adapters' process-group runner is wired in.
+//! [`orchestrator_core::command::CommandRunner`]; by default the adapters'
+//! [`crate::process::ProcessRunner`] (own process group, time limit with
+//! SIGTERM → grace → SIGKILL, bounded capture).
 
 mod files;
 mod formatter;
@@ -29,5 +30,4 @@ mod suggestion;
 pub use files::{WorkdirSnapshot, resolve_in_workdir};
 pub use formatter::{Formatter, FormatterAgent, choose_formatters};
 pub use linter::{LinterFix, LinterFixAgent, choose_linter_fix};
-pub use run::LocalCommandRunner;
 pub use suggestion::{SuggestionAgent, SuggestionError, apply_finding, finding_from_context};

@@ -1,95 +1,8 @@
-//! [`LocalCommandRunner`]: a minimal [`CommandRunner`] for the builtin
-//! agents.
-//!
-//! It runs the program directly (no shell), kills the child when the time
-//! limit expires (`kill_on_drop`), and keeps the tail of each stream up to
-//! the spec's bound. It does not put the child in its own process group, so
-//! grandchildren may outlive a timeout: the formatters and fixers it runs
-//! rarely fork, and the agents accept any runner, so the adapters'
-//! process-group runner replaces it by construction.
+//! Running the formatters and fixers: one tool after another through a
+//! core [`CommandRunner`], with the changed files found by content digests.
 
-use std::process::Stdio;
-use std::time::Instant;
-
-use async_trait::async_trait;
 use orchestrator_core::agent::AgentError;
-use orchestrator_core::command::{CommandError, CommandOutput, CommandRunner, CommandSpec};
-use tokio::io::AsyncWriteExt;
-
-/// Runs commands with `tokio::process`, a timeout and bounded capture.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LocalCommandRunner;
-
-/// Keeps the last `limit` bytes of `bytes` (on a character boundary) as text.
-fn tail(bytes: &[u8], limit: usize) -> (String, bool) {
-    let text = String::from_utf8_lossy(bytes);
-    if text.len() <= limit {
-        return (text.into_owned(), false);
-    }
-    let mut start = text.len() - limit;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    (text[start..].to_owned(), true)
-}
-
-#[async_trait]
-impl CommandRunner for LocalCommandRunner {
-    async fn run(&self, spec: CommandSpec) -> Result<CommandOutput, CommandError> {
-        let command_line = spec.display();
-        let started = Instant::now();
-        let mut command = tokio::process::Command::new(&spec.program);
-        command
-            .args(&spec.args)
-            .current_dir(&spec.cwd)
-            .envs(&spec.env)
-            .stdin(if spec.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| CommandError::Spawn {
-            command: command_line.clone(),
-            message: e.to_string(),
-        })?;
-        if let (Some(input), Some(mut stdin)) = (spec.stdin.as_ref(), child.stdin.take()) {
-            // A child that exits without reading its input is not an error.
-            let _ = stdin.write_all(input).await;
-        }
-        let wait = child.wait_with_output();
-        let finished = match spec.time_limit {
-            Some(limit) => tokio::time::timeout(limit, wait).await.ok(),
-            None => Some(wait.await),
-        };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let Some(result) = finished else {
-            // The future owning the child was dropped: kill_on_drop killed it.
-            return Ok(CommandOutput {
-                exit_code: None,
-                timed_out: true,
-                duration_ms,
-                ..CommandOutput::default()
-            });
-        };
-        let output = result.map_err(|e| CommandError::Io {
-            command: command_line,
-            message: e.to_string(),
-        })?;
-        let (stdout, cut_out) = tail(&output.stdout, spec.output_limit);
-        let (stderr, cut_err) = tail(&output.stderr, spec.output_limit);
-        Ok(CommandOutput {
-            exit_code: output.status.code(),
-            stdout,
-            stderr,
-            timed_out: false,
-            truncated: cut_out || cut_err,
-            duration_ms,
-        })
-    }
-}
+use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
 
 /// One tool invocation of a builtin agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,11 +121,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tail_keeps_the_end_on_a_char_boundary() {
-        assert_eq!(tail(b"hello", 10), ("hello".to_owned(), false));
-        assert_eq!(tail(b"hello", 3), ("llo".to_owned(), true));
-        let (t, cut) = tail("aé".as_bytes(), 1);
-        assert!(cut);
-        assert_eq!(t, "");
+    fn last_lines_keeps_the_tail_without_blank_lines() {
+        assert_eq!(last_lines("a\n\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("", 3), "");
     }
 }
