@@ -1,6 +1,9 @@
 //! SuggestionAgent on real clippy output, SARIF and rdjson samples, with a
 //! real cargo to check the result.
 
+// Helpers outside #[test] functions unwrap too: this file is all test code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod builtin_support;
 
 use std::collections::BTreeSet;

@@ -2,6 +2,9 @@
 //! on temporary crates, tool choice from repository files and logs, and the
 //! error paths through a scripted runner.
 
+// Helpers outside #[test] functions unwrap too: this file is all test code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod builtin_support;
 
 use std::path::Path;
@@ -29,6 +32,9 @@ fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// A table row: the repository's files, the failing log, the expected tools.
+type Case<T> = (Vec<(&'static str, &'static str)>, &'static str, Vec<T>);
 
 const CARGO_TOML: &str =
     "[package]\nname = \"fmt-fixture\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
@@ -67,7 +73,7 @@ async fn cargo_fmt_fixes_a_badly_formatted_crate_and_reports_the_file() {
 
 #[test]
 fn formatter_choice_follows_the_repository_and_the_log() {
-    let cases: Vec<(Vec<(&str, &str)>, &str, Vec<Formatter>)> = vec![
+    let cases: Vec<Case<Formatter>> = vec![
         (vec![("Cargo.toml", "")], "", vec![Formatter::CargoFmt]),
         (vec![("go.mod", "module x\n")], "", vec![Formatter::Gofmt]),
         (
@@ -231,7 +237,7 @@ async fn clippy_fix_fixes_the_fixture_crate() {
 
 #[test]
 fn linter_fix_choice_follows_the_repository_and_the_log() {
-    let cases: Vec<(Vec<(&str, &str)>, &str, Vec<LinterFix>)> = vec![
+    let cases: Vec<Case<LinterFix>> = vec![
         (vec![("Cargo.toml", "")], "", vec![LinterFix::ClippyFix]),
         (
             vec![("pyproject.toml", "[tool.ruff]\n")],
