@@ -37,6 +37,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::finding::{Finding, FindingId, dedup_by_fingerprint};
+use crate::review_cycle::{ReviewCycleError, parse_review_cycle_export};
 
 /// The formats [`detect_and_parse`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,15 +190,9 @@ pub enum FormatError {
         /// What was seen instead.
         hint: String,
     },
-    /// The input is a review-cycle export, but its reader is not available
-    /// in this build yet.
-    #[error(
-        "failed to read findings from {source_name}: it looks like a review-cycle export, and the review-cycle reader is not available yet"
-    )]
-    ReviewCycleUnavailable {
-        /// Name of the input.
-        source_name: String,
-    },
+    /// The review-cycle export reader failed.
+    #[error(transparent)]
+    ReviewCycle(#[from] ReviewCycleError),
 }
 
 impl FormatError {
@@ -287,9 +282,11 @@ pub fn detect_and_parse_with(
     options: &ParseOptions<'_>,
 ) -> Result<ParseOutcome, FormatError> {
     match detect_format(text, source_name)? {
-        InputFormat::ReviewCycle => Err(FormatError::ReviewCycleUnavailable {
-            source_name: source_name.to_owned(),
-        }),
+        InputFormat::ReviewCycle => {
+            let mut outcome = ParseOutcome::new(InputFormat::ReviewCycle);
+            outcome.findings = parse_review_cycle_export(text, source_name)?;
+            Ok(outcome.finish())
+        }
         InputFormat::Sarif => sarif::parse_with(text, source_name, options),
         InputFormat::Rdjson => rdjson::parse_with(text, source_name, options),
         InputFormat::Rdjsonl => Ok(rdjson::parse_lines_with(text, source_name, options)),

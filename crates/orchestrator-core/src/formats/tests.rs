@@ -302,6 +302,26 @@ fn detect_and_parse_reads_each_format() {
 }
 
 #[test]
+fn review_cycle_exports_are_read_through_their_reader() {
+    let export = r#"{"session_id": "s1", "findings": [
+        {"id": "F1", "title": "SQL built by concatenation", "severity": "high", "dimension": "security", "file": "src/db.rs", "line": "12"},
+        {"id": "F2", "title": "SQL built by concatenation", "severity": "high", "dimension": "security", "file": "src/db.rs", "line": 12}
+    ]}"#;
+    let out = detect_and_parse(export, "export.json").unwrap();
+    assert_eq!(out.format, InputFormat::ReviewCycle);
+    let ids: Vec<&str> = out.findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["F1"]);
+    assert_eq!(
+        out.duplicates,
+        [(FindingId::from("F2"), FindingId::from("F1"))]
+    );
+    let err =
+        detect_and_parse(r#"[{"title": "no id", "severity": "low"}]"#, "bad.json").unwrap_err();
+    assert!(matches!(err, FormatError::ReviewCycle(_)), "{err}");
+    assert!(err.to_string().contains("bad.json"), "{err}");
+}
+
+#[test]
 fn uris_become_paths() {
     assert_eq!(sarif::uri_to_path("src/lib.rs"), "src/lib.rs");
     assert_eq!(
