@@ -165,6 +165,11 @@ impl<'a> Waves<'a> {
         self.index.get(id).map(|&row| self.wave[row as usize])
     }
 
+    /// The input row (0-based) of the task with this id.
+    pub fn row(&self, id: &str) -> Option<usize> {
+        self.index.get(id).map(|&row| row as usize)
+    }
+
     /// The wave of each input row, in input order.
     pub fn by_row(&self) -> &[u32] {
         &self.wave
