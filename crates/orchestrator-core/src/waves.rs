@@ -7,10 +7,10 @@
 //! Ids in `context_from` that start with `E` name exploration rows
 //! (`explore.csv`) and add no edge.
 //!
-//! The graph is a [`petgraph`] graph indexed by row number; the layering itself
-//! is a Kahn BFS over in-degrees that never clones an id, so one million tasks
-//! with three million edges layer in well under a second (see
-//! `benches/src/dag.rs`).
+//! The graph is a [`petgraph`] `Csr` (compressed sparse rows) indexed by row
+//! number; the layering itself is a Kahn BFS over in-degrees that never clones
+//! an id, so one million tasks with three million edges layer in under a
+//! second (see `benches/src/dag.rs`).
 //!
 //! Problems:
 //! - a **cycle** is always an error, and the error names the tasks on one cycle
@@ -23,13 +23,14 @@
 //!   and reported as a [`WaveWarning`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 
-use petgraph::Direction;
-use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::Directed;
+use petgraph::csr::Csr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+mod index;
+use index::IdIndex;
 
 /// One input row: a task id, its dependencies and its context sources.
 ///
@@ -162,12 +163,12 @@ pub struct Waves<'a> {
 impl<'a> Waves<'a> {
     /// The wave (1-based) of the task with this id.
     pub fn get(&self, id: &str) -> Option<u32> {
-        self.index.get(id).map(|&row| self.wave[row as usize])
+        self.index.get(id).map(|row| self.wave[row as usize])
     }
 
     /// The input row (0-based) of the task with this id.
     pub fn row(&self, id: &str) -> Option<usize> {
-        self.index.get(id).map(|&row| row as usize)
+        self.index.get(id).map(|row| row as usize)
     }
 
     /// The wave of each input row, in input order.
@@ -247,71 +248,51 @@ pub fn compute_waves<'a>(
     options: WaveOptions,
 ) -> Result<Waves<'a>, WaveError> {
     let n = tasks.len();
-    let index = build_index(tasks)?;
+    let index = IdIndex::build(tasks.iter().map(|t| t.id)).map_err(|(row, first_row)| {
+        WaveError::DuplicateId {
+            id: tasks[row].id.to_owned(),
+            row: row + 1,
+            first_row: first_row + 1,
+        }
+    })?;
     let mut warnings = Vec::new();
 
+    // Resolve every ordering edge to (from, to) rows, in increasing `to`,
+    // a batch of references at a time (see `IdIndex::get_batch`).
     let edge_hint: usize = tasks
         .iter()
         .map(|t| t.deps.len() + t.context_from.len())
         .sum();
-    let mut graph: DiGraph<(), (), u32> = DiGraph::with_capacity(n, edge_hint);
-    for _ in 0..n {
-        graph.add_node(());
-    }
-    let mut in_degree = vec![0u32; n];
+    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(edge_hint);
+    let mut batch = Batch::default();
     for (row, task) in tasks.iter().enumerate() {
+        let row = row as u32;
         for &dep in &task.deps {
-            match index.get(dep) {
-                Some(&from) => {
-                    graph.add_edge(NodeIndex::new(from as usize), NodeIndex::new(row), ());
-                    in_degree[row] += 1;
-                }
-                None => {
-                    let (row1, task, dep) = (row + 1, task.id.to_owned(), dep.to_owned());
-                    if !options.lenient {
-                        return Err(WaveError::UnknownDep {
-                            row: row1,
-                            task,
-                            dep,
-                        });
-                    }
-                    warnings.push(WaveWarning::UnknownDep {
-                        row: row1,
-                        task,
-                        dep,
-                    });
-                }
-            }
+            batch.refs.push(Ref {
+                row,
+                context: false,
+                id: dep,
+            });
         }
         for &source in &task.context_from {
-            if is_exploration_id(source) {
-                continue;
-            }
-            match index.get(source) {
-                Some(&from) => {
-                    graph.add_edge(NodeIndex::new(from as usize), NodeIndex::new(row), ());
-                    in_degree[row] += 1;
-                }
-                None => {
-                    let (row1, task, source_id) = (row + 1, task.id.to_owned(), source.to_owned());
-                    if !options.lenient {
-                        return Err(WaveError::UnknownContext {
-                            row: row1,
-                            task,
-                            source_id,
-                        });
-                    }
-                    warnings.push(WaveWarning::UnknownContext {
-                        row: row1,
-                        task,
-                        source_id,
-                    });
-                }
+            if !is_exploration_id(source) {
+                batch.refs.push(Ref {
+                    row,
+                    context: true,
+                    id: source,
+                });
             }
         }
+        if batch.refs.len() >= BATCH {
+            batch.resolve(tasks, &index, options, &mut edges, &mut warnings)?;
+        }
     }
+    batch.resolve(tasks, &index, options, &mut edges, &mut warnings)?;
+    drop(batch);
 
-    let wave = layer(&graph, in_degree).map_err(|unlayered| WaveError::Cycle {
+    let graph = build_graph(n, &edges);
+    drop(edges);
+    let wave = layer(&graph).map_err(|unlayered| WaveError::Cycle {
         path: find_cycle(&graph, tasks, &unlayered),
     })?;
     let max_wave = wave.iter().copied().max().unwrap_or(0);
@@ -324,15 +305,128 @@ pub fn compute_waves<'a>(
     })
 }
 
+/// References resolved per batch.
+const BATCH: usize = 256;
+
+/// One reference from a row to a task id.
+#[derive(Debug, Clone, Copy)]
+struct Ref<'a> {
+    row: u32,
+    context: bool,
+    id: &'a str,
+}
+
+/// References waiting to be resolved, and the lookup results.
+#[derive(Debug, Default)]
+struct Batch<'a> {
+    refs: Vec<Ref<'a>>,
+    ids: Vec<&'a str>,
+    found: Vec<Option<u32>>,
+}
+
+impl<'a> Batch<'a> {
+    /// Resolves the pending references into `edges`, in order; an unknown id
+    /// is an error, or a warning when lenient.
+    fn resolve(
+        &mut self,
+        tasks: &[WaveTask<'_>],
+        index: &IdIndex<'_>,
+        options: WaveOptions,
+        edges: &mut Vec<(u32, u32)>,
+        warnings: &mut Vec<WaveWarning>,
+    ) -> Result<(), WaveError> {
+        self.ids.clear();
+        self.ids.extend(self.refs.iter().map(|r| r.id));
+        index.get_batch(&self.ids, &mut self.found);
+        for (r, found) in self.refs.iter().zip(&self.found) {
+            if let Some(from) = *found {
+                edges.push((from, r.row));
+                continue;
+            }
+            let (row, task) = (r.row as usize + 1, tasks[r.row as usize].id.to_owned());
+            let id = r.id.to_owned();
+            let (error, warning) = if r.context {
+                (
+                    WaveError::UnknownContext {
+                        row,
+                        task: task.clone(),
+                        source_id: id.clone(),
+                    },
+                    WaveWarning::UnknownContext {
+                        row,
+                        task,
+                        source_id: id,
+                    },
+                )
+            } else {
+                (
+                    WaveError::UnknownDep {
+                        row,
+                        task: task.clone(),
+                        dep: id.clone(),
+                    },
+                    WaveWarning::UnknownDep { row, task, dep: id },
+                )
+            };
+            if !options.lenient {
+                return Err(error);
+            }
+            warnings.push(warning);
+        }
+        self.refs.clear();
+        Ok(())
+    }
+}
+
 /// Whether a `context_from` id names an exploration row (`E1`, `E2`, …).
 pub fn is_exploration_id(id: &str) -> bool {
     id.starts_with('E')
 }
 
-/// Kahn BFS. On a cycle, returns the rows left unlayered (on a cycle or
-/// downstream of one): exactly those whose in-degree never reached zero.
-fn layer(graph: &DiGraph<(), (), u32>, mut in_degree: Vec<u32>) -> Result<Vec<u32>, Vec<bool>> {
-    let n = in_degree.len();
+/// The task graph: rows as nodes, an edge from each predecessor to its
+/// dependent, in compressed sparse row form (contiguous successor lists, so
+/// the layering walks memory in order).
+type TaskGraph = Csr<(), (), Directed, u32>;
+
+/// Builds the graph from edges sorted by target. A stable counting sort by
+/// source keeps each source's targets ascending, so removing adjacent
+/// duplicates (a task listed in both `deps` and `context_from`) leaves the
+/// sorted, unique edge list `Csr` requires.
+fn build_graph(n: usize, edges: &[(u32, u32)]) -> TaskGraph {
+    let mut start = vec![0u32; n + 1];
+    for &(from, _) in edges {
+        start[from as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut sorted = vec![(0u32, 0u32); edges.len()];
+    for &(from, to) in edges {
+        let slot = &mut start[from as usize];
+        sorted[*slot as usize] = (from, to);
+        *slot += 1;
+    }
+    sorted.dedup();
+    // Sorted and unique by construction; an error cannot happen, but an
+    // empty graph is the safe fallback rather than a panic.
+    let mut graph = TaskGraph::from_sorted_edges(&sorted).unwrap_or_default();
+    while graph.node_count() < n {
+        graph.add_node(());
+    }
+    graph
+}
+
+/// Kahn BFS: a row's wave is one more than its deepest predecessor's. On a
+/// cycle, returns the rows left unlayered (on a cycle or downstream of one):
+/// exactly those whose in-degree never reached zero.
+fn layer(graph: &TaskGraph) -> Result<Vec<u32>, Vec<bool>> {
+    let n = graph.node_count();
+    let mut in_degree = vec![0u32; n];
+    for node in 0..n as u32 {
+        for &succ in graph.neighbors_slice(node) {
+            in_degree[succ as usize] += 1;
+        }
+    }
     let mut wave = vec![0u32; n];
     let mut queue: Vec<u32> = Vec::with_capacity(n);
     for (row, &d) in in_degree.iter().enumerate() {
@@ -345,14 +439,14 @@ fn layer(graph: &DiGraph<(), (), u32>, mut in_degree: Vec<u32>) -> Result<Vec<u3
     while let Some(&node) = queue.get(head) {
         head += 1;
         let next_wave = wave[node as usize] + 1;
-        for succ in graph.neighbors_directed(NodeIndex::new(node as usize), Direction::Outgoing) {
-            let s = succ.index();
+        for &succ in graph.neighbors_slice(node) {
+            let s = succ as usize;
             if wave[s] < next_wave {
                 wave[s] = next_wave;
             }
             in_degree[s] -= 1;
             if in_degree[s] == 0 {
-                queue.push(s as u32);
+                queue.push(succ);
             }
         }
     }
@@ -367,11 +461,17 @@ fn layer(graph: &DiGraph<(), (), u32>, mut in_degree: Vec<u32>) -> Result<Vec<u3
 /// until a row repeats; the repeated stretch is a cycle. Every unlayered row
 /// has an unlayered predecessor, so the walk cannot get stuck. The cycle is
 /// rotated to start at its earliest row, for a stable message.
-fn find_cycle(
-    graph: &DiGraph<(), (), u32>,
-    tasks: &[WaveTask<'_>],
-    unlayered: &[bool],
-) -> Vec<String> {
+fn find_cycle(graph: &TaskGraph, tasks: &[WaveTask<'_>], unlayered: &[bool]) -> Vec<String> {
+    // The error path only: predecessor lists of the unlayered rows.
+    let n = graph.node_count();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for node in 0..n as u32 {
+        if unlayered[node as usize] {
+            for &succ in graph.neighbors_slice(node) {
+                preds[succ as usize].push(node);
+            }
+        }
+    }
     let mut position: HashMap<usize, usize> = HashMap::new();
     let mut walk: Vec<usize> = Vec::new();
     let mut current = unlayered.iter().position(|&u| u).unwrap_or(0);
@@ -394,89 +494,12 @@ fn find_cycle(
         }
         position.insert(current, walk.len());
         walk.push(current);
-        let next = graph
-            .neighbors_directed(NodeIndex::new(current), Direction::Incoming)
-            .map(|p| p.index())
-            .filter(|&p| unlayered[p])
-            .min();
-        match next {
-            Some(p) => current = p,
+        match preds[current].iter().copied().min() {
+            Some(p) => current = p as usize,
             // Unreachable for an unlayered row; return what we have rather
             // than loop.
             None => return walk.iter().map(|&r| tasks[r].id.to_owned()).collect(),
         }
-    }
-}
-
-type IdIndex<'a> = HashMap<&'a str, u32, BuildHasherDefault<IdHasher>>;
-
-fn build_index<'a>(tasks: &[WaveTask<'a>]) -> Result<IdIndex<'a>, WaveError> {
-    let mut index: IdIndex<'a> = HashMap::with_capacity_and_hasher(tasks.len(), Default::default());
-    for (row, task) in tasks.iter().enumerate() {
-        if let Some(&first) = index.get(task.id) {
-            return Err(WaveError::DuplicateId {
-                id: task.id.to_owned(),
-                row: row + 1,
-                first_row: first as usize + 1,
-            });
-        }
-        index.insert(task.id, row as u32);
-    }
-    Ok(index)
-}
-
-/// A small multiplicative hasher for short ids. The ids come from the user's
-/// own plan, so flooding resistance buys nothing and SipHash would be a third
-/// of the layering time at a million tasks.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl fmt::Debug for IdHasher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("IdHasher")
-    }
-}
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl IdHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // Final avalanche so that the high bits (used by hashbrown's control
-        // bytes) depend on every input bit.
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x
     }
 }
 
