@@ -47,7 +47,7 @@ mod policy;
 pub mod scope;
 pub mod sim;
 
-pub use driver::{CancelHandle, RunReport, run};
+pub use driver::{CANCEL_REASON, CancelHandle, RunReport, run};
 pub use policy::{JobState, Scheduler};
 
 /// The detail recorded on a job skipped because of a dependency (the seed's
@@ -99,7 +99,9 @@ pub struct JobSpec {
     pub title: Option<String>,
     /// Hard dependencies: must complete, or this job is skipped.
     pub deps: Vec<String>,
-    /// Order-only dependencies: must have finished (in any way) first.
+    /// Order-only dependencies: must have finished (in any way) first. Planex
+    /// puts here the task ids of `context_from` (not the `E*` exploration
+    /// ids, which are not jobs).
     pub after: Vec<String>,
     /// Write scopes (globs). Empty: conflicts with nothing.
     pub scopes: Vec<String>,

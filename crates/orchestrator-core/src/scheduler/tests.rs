@@ -1,4 +1,4 @@
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::Duration;
@@ -407,6 +407,84 @@ proptest! {
         prop_assert_eq!(skipped, expected_skipped);
         // Every job not skipped ran exactly once.
         prop_assert_eq!(trace.runs.len() + results.values().filter(|r| r.status == JobStatus::Skipped).count(), n);
+    }
+}
+
+/// The statuses a full run must end with: failures as drawn, hard
+/// dependents of failures skipped, everything else completed.
+fn expected_statuses(jobs: &[RandomJob]) -> BTreeMap<String, JobStatus> {
+    let mut bad = vec![false; jobs.len()];
+    let mut out = BTreeMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let status = if job.hard.iter().any(|&d| bad[d]) {
+            JobStatus::Skipped
+        } else if job.fails {
+            JobStatus::Failed
+        } else {
+            JobStatus::Completed
+        };
+        bad[i] = status != JobStatus::Completed;
+        out.insert(format!("J{i}"), status);
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_cancelled_run_resumed_from_its_results_ends_like_an_uninterrupted_one(
+        jobs in random_dag(),
+        stop_after in 0usize..30,
+        eager in any::<bool>(),
+    ) {
+        let mode = if eager { Mode::Eager } else { Mode::Waves };
+        let n = jobs.len();
+        let outcome = |id: &str| {
+            let i: usize = id[1..].parse().unwrap();
+            if jobs[i].fails { JobOutcome::failed("x") } else { JobOutcome::completed() }
+        };
+        // First run, driven by hand: jobs finish in start order; after
+        // `stop_after` finishes, everything running is cancelled.
+        let mut first = Scheduler::new(specs_of(&jobs, false), cfg(mode, 3)).unwrap();
+        let mut running = std::collections::VecDeque::new();
+        let mut finished = 0;
+        loop {
+            while let Some(j) = first.next_startable() {
+                running.push_back(j);
+            }
+            if finished == stop_after {
+                first.cancel_running("stopped");
+                break;
+            }
+            let Some(j) = running.pop_front() else { break };
+            let o = outcome(&first.spec(j).id);
+            prop_assert!(first.on_finished(j, o));
+            finished += 1;
+        }
+        prop_assert_eq!(first.next_startable(), None, "a halted scheduler starts nothing");
+        let carried = first.results();
+        prop_assert_eq!(carried.len() + first.pending_ids().len(), n);
+
+        // Second run from the carried statuses.
+        let specs: Vec<JobSpec> = specs_of(&jobs, false)
+            .into_iter()
+            .map(|mut s| { s.initial = carried.get(&s.id).map(|r| r.status); s })
+            .collect();
+        let mut second = Scheduler::new(specs, cfg(mode, 3)).unwrap();
+        let ids: Vec<String> = second.specs().iter().map(|s| s.id.clone()).collect();
+        let trace = simulate(&mut second, |_| Duration::from_secs(1), |j| outcome(&ids[j.0]));
+        for run in &trace.runs {
+            let id = &ids[run.job.0];
+            let before = carried.get(id).map(|r| r.status);
+            prop_assert!(
+                before.is_none() || before == Some(JobStatus::Cancelled),
+                "{} ran again after ending {:?}", id, before
+            );
+        }
+        let statuses: BTreeMap<String, JobStatus> =
+            second.results().into_iter().map(|(id, r)| (id, r.status)).collect();
+        prop_assert_eq!(statuses, expected_statuses(&jobs));
     }
 }
 
