@@ -11,8 +11,9 @@
 //!   shuffled so that it is not a topological order.
 //!
 //! Figures ([`perf_figures`]):
-//! - `waves_1m_s`: best of three `compute_waves` runs on 1M tasks / 3M edges
-//!   (input built beforehand, not timed).
+//! - `waves_1m_s` (wall) and `waves_1m_cpu_s` (thread CPU time): best of five
+//!   `compute_waves` runs on 1M tasks / 3M edges (input built beforehand, not
+//!   timed).
 //! - `scheduler_overhead_us_per_job`: 100k no-op jobs (job `i` hard-depends on
 //!   job `i - 64`) through [`Scheduler::new`] and the real tokio driver
 //!   ([`run`]) at concurrency 64 on a multi-thread runtime: wall time / jobs,
@@ -269,18 +270,32 @@ pub fn makespan_ratios(dags: usize, seed: u64, concurrency: usize) -> MakespanRa
     }
 }
 
-/// Best-of-`runs` wall time of `compute_waves` on `workload`, in seconds.
-pub fn time_waves(workload: &WavesWorkload, runs: usize) -> f64 {
+/// Best-of-`runs` times of `compute_waves` on `workload`, in seconds:
+/// `(wall, cpu)`. CPU time is this thread's on-CPU time (Linux
+/// `/proc/thread-self/schedstat`; NaN elsewhere), which a machine shared with
+/// other builds inflates much less than wall time.
+pub fn time_waves(workload: &WavesWorkload, runs: usize) -> (f64, f64) {
     let tasks = workload.tasks();
-    let mut best = f64::INFINITY;
+    let (mut best_wall, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..runs.max(1) {
+        let cpu0 = thread_cpu_seconds();
         let t = Instant::now();
         let waves = compute_waves(&tasks, WaveOptions::default());
-        let elapsed = t.elapsed().as_secs_f64();
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = thread_cpu_seconds() - cpu0;
         std::hint::black_box(waves.map(|w| w.max_wave()).ok());
-        best = best.min(elapsed);
+        best_wall = best_wall.min(wall);
+        best_cpu = best_cpu.min(cpu);
     }
-    best
+    (best_wall, best_cpu)
+}
+
+/// On-CPU time of the calling thread in seconds (NaN where unavailable).
+pub fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(f64::NAN, |ns| ns as f64 / 1e9)
 }
 
 /// `jobs` no-op jobs, job `i` hard-depending on job `i - 64`.
@@ -365,7 +380,11 @@ pub fn perf_figures() -> Vec<(String, f64)> {
 /// The figures at a given scale (smaller scales for quick checks).
 pub fn perf_figures_at(scale: Scale) -> Vec<(String, f64)> {
     let workload = WavesWorkload::generate(scale.wave_tasks, scale.wave_edges, 0x5eed);
-    let mut figures = vec![("waves_1m_s".to_owned(), time_waves(&workload, 3))];
+    let (wall, cpu) = time_waves(&workload, 5);
+    let mut figures = vec![
+        ("waves_1m_s".to_owned(), wall),
+        ("waves_1m_cpu_s".to_owned(), cpu),
+    ];
     drop(workload);
     figures.push((
         "scheduler_overhead_us_per_job".to_owned(),

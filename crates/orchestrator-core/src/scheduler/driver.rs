@@ -53,7 +53,7 @@ impl CancelHandle {
 }
 
 /// What a [`run`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RunReport {
     /// Final status and detail of every finished job (including jobs already
     /// final when the run began), by id.
@@ -73,8 +73,11 @@ pub struct RunReport {
 /// [`JobStatus::TimedOut`]; a job whose task panics ends `Failed`. On
 /// cancellation the running jobs are aborted (their futures dropped) and end
 /// [`JobStatus::Cancelled`]; jobs not started stay pending, and the scheduler
-/// (borrowed, not consumed) keeps that state for a resumed run. Every
-/// transition reaches `sink` as it happens.
+/// (borrowed, not consumed) keeps that state. It is halted afterwards and
+/// starts nothing more: to resume, build a new [`Scheduler`] whose specs
+/// carry the report's statuses as [`initial`](super::JobSpec::initial)
+/// (`Cancelled` counts as pending). Every transition reaches `sink` as it
+/// happens.
 pub async fn run<F, Fut>(
     scheduler: &mut Scheduler,
     mut job: F,
