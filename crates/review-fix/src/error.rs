@@ -47,7 +47,7 @@ pub enum ReviewFixError {
         dir: PathBuf,
         /// The lock error.
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     /// `--resume` found nothing to resume.
     #[error("no unfinished fix session to resume under {}", dir.display())]
@@ -57,7 +57,7 @@ pub enum ReviewFixError {
     },
     /// A state file could not be read or written.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(Box<StateError>),
     /// A version-control operation failed outside a single fix.
     #[error("version control failed while {action}: {source}")]
     Vcs {
@@ -87,6 +87,12 @@ pub enum ReviewFixError {
         /// The OS error.
         message: String,
     },
+}
+
+impl From<StateError> for ReviewFixError {
+    fn from(e: StateError) -> Self {
+        ReviewFixError::State(Box::new(e))
+    }
 }
 
 impl ReviewFixError {

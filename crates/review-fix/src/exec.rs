@@ -35,8 +35,8 @@ use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
 
 use crate::files::{
     ActiveSession, CurrentFinding, ExecutionMode, FixPlan, FixProgress, FixResult, FlowControl,
-    FlowStep, InFlight, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
-    ProgressSummary, WorktreeRecord, now,
+    FlowStep, InFlight, PlanGroup, ProgressError, ProgressFinding, ProgressStatus, ProgressSummary,
+    WorktreeRecord, now,
 };
 use crate::session::SessionPaths;
 use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
@@ -411,11 +411,8 @@ impl Agent for FixStep<'_> {
             );
         }
         self.progress.end_step("completed");
-        self.progress.step(
-            "run_tests",
-            "testing",
-            "Running test suite to verify fix",
-        );
+        self.progress
+            .step("run_tests", "testing", "Running test suite to verify fix");
         let digest = write_set_digest(&self.tree.env.root, &changed);
         let earlier = self.with(|s| {
             s.failed
@@ -846,7 +843,10 @@ pub(crate) async fn landed_commits(shared: &Shared) -> HashMap<String, CommitId>
         Err(p) => p.into_inner().base_head.clone(),
     };
     match shared.vcs.log_since(&CommitId(base)).await {
-        Ok(log) => log.into_iter().map(|c| (c.message.trim().to_owned(), c.id)).collect(),
+        Ok(log) => log
+            .into_iter()
+            .map(|c| (c.message.trim().to_owned(), c.id))
+            .collect(),
         Err(e) => {
             shared.warn(format!("failed to read the branch log: {e}"));
             HashMap::new()
@@ -891,7 +891,10 @@ async fn time_out_group(shared: &Shared, group: &PlanGroup, progress: &Progress,
         if f.tree == root
             && let Err(e) = shared.vcs.restore(&f.checkpoint).await
         {
-            shared.warn(format!("failed to roll back {} after the time limit: {e}", f.finding_id));
+            shared.warn(format!(
+                "failed to roll back {} after the time limit: {e}",
+                f.finding_id
+            ));
         }
     }
     shared.update_active(|a| a.in_flight.retain(|f| f.group_id != group.group_id));
@@ -919,7 +922,7 @@ async fn time_out_group(shared: &Shared, group: &PlanGroup, progress: &Progress,
 }
 
 /// The result of a group run in a worktree, waiting to land.
-struct WorktreeRun {
+pub(crate) struct WorktreeRun {
     group: PlanGroup,
     vcs: Option<Arc<dyn Vcs>>,
     path: PathBuf,
@@ -1037,7 +1040,13 @@ async fn run_parallel_stage(
         }
     }
     runs.sort_by_key(|(i, _)| *i);
-    land_stage(shared, runs.into_iter().map(|(_, r)| r).collect(), &base, progress).await;
+    land_stage(
+        shared,
+        runs.into_iter().map(|(_, r)| r).collect(),
+        &base,
+        progress,
+    )
+    .await;
 }
 
 /// Creates the group's worktree and runs the group in it.
@@ -1177,7 +1186,10 @@ pub(crate) async fn land_stage(
         let commits = match wt.log_since(base).await {
             Ok(c) => c,
             Err(e) => {
-                shared.warn(format!("failed to list {}'s commits: {e}", run.group.group_id));
+                shared.warn(format!(
+                    "failed to list {}'s commits: {e}",
+                    run.group.group_id
+                ));
                 Vec::new()
             }
         };
@@ -1218,6 +1230,8 @@ pub(crate) async fn land_stage(
             });
             reset_unlanded(p, &landed_ids);
             rerun.push(run.group.clone());
+        } else {
+            p.update(|p| p.phase = "done".to_owned());
         }
         remove_worktree(shared, &run).await;
     }
@@ -1277,13 +1291,13 @@ pub(crate) async fn recover(shared: &Shared) {
         if f.tree != root {
             continue;
         }
-        if head.as_ref() == Some(&f.checkpoint.head) {
-            if let Err(e) = shared.vcs.restore(&f.checkpoint).await {
-                shared.warn(format!(
-                    "failed to restore the interrupted fix of {}: {e}",
-                    f.finding_id
-                ));
-            }
+        if head.as_ref() == Some(&f.checkpoint.head)
+            && let Err(e) = shared.vcs.restore(&f.checkpoint).await
+        {
+            shared.warn(format!(
+                "failed to restore the interrupted fix of {}: {e}",
+                f.finding_id
+            ));
         }
         // Otherwise the fix was committed before the interruption: the
         // branch log tells, and the tree is clean.
@@ -1291,7 +1305,10 @@ pub(crate) async fn recover(shared: &Shared) {
     for w in &worktrees {
         for dir in LINKED_DEPENDENCY_DIRS {
             let link = w.path.join(dir);
-            if link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            if link
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
                 let _ = std::fs::remove_file(&link);
             }
         }

@@ -358,7 +358,8 @@ impl FixProgress {
     /// Recomputes `summary` from the findings.
     pub fn recount(&mut self) {
         let total = self.findings.len();
-        let count = |f: &dyn Fn(&ProgressFinding) -> bool| self.findings.iter().filter(|x| f(x)).count();
+        let count =
+            |f: &dyn Fn(&ProgressFinding) -> bool| self.findings.iter().filter(|x| f(x)).count();
         let fixed = count(&|x| x.result == Some(FixResult::Fixed));
         let failed = count(&|x| x.result == Some(FixResult::Failed));
         let in_progress = count(&|x| x.status == ProgressStatus::InProgress);

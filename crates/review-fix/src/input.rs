@@ -78,12 +78,13 @@ struct Parsed {
     format: String,
     findings: Vec<Finding>,
     rejected: Vec<(String, String)>,
+    duplicates: Vec<(FindingId, FindingId)>,
     notes: Vec<String>,
 }
 
 /// Reads the text of one input by content.
 fn parse_input(text: &str, name: &str, repo: &Path) -> Result<Parsed, String> {
-    use orchestrator_core::formats::{self, FormatError, ParseOptions};
+    use orchestrator_core::formats::{self, ParseOptions};
     let reader = |rel: &str| -> Option<String> {
         let path = confine(repo, rel).ok()?;
         std::fs::read_to_string(path).ok()
@@ -91,29 +92,19 @@ fn parse_input(text: &str, name: &str, repo: &Path) -> Result<Parsed, String> {
     let options = ParseOptions {
         sources: Some(&reader),
     };
-    match formats::detect_and_parse_with(text, name, &options) {
-        Ok(outcome) => Ok(Parsed {
-            format: outcome.format.as_str().to_owned(),
-            findings: outcome.findings,
-            rejected: outcome
-                .rejected
-                .into_iter()
-                .map(|r| (r.location, r.message))
-                .collect(),
-            notes: outcome.notes,
-        }),
-        Err(FormatError::ReviewCycleUnavailable { .. }) => {
-            orchestrator_core::review_cycle::parse_review_cycle_export(text, name)
-                .map(|findings| Parsed {
-                    format: "review-cycle export".to_owned(),
-                    findings,
-                    rejected: Vec::new(),
-                    notes: Vec::new(),
-                })
-                .map_err(|e| e.to_string())
-        }
-        Err(e) => Err(e.to_string()),
-    }
+    let outcome =
+        formats::detect_and_parse_with(text, name, &options).map_err(|e| e.to_string())?;
+    Ok(Parsed {
+        format: outcome.format.as_str().to_owned(),
+        findings: outcome.findings,
+        rejected: outcome
+            .rejected
+            .into_iter()
+            .map(|r| (r.location, r.message))
+            .collect(),
+        duplicates: outcome.duplicates,
+        notes: outcome.notes,
+    })
 }
 
 /// The repository-relative form of `file` if it resolves (after `..` and
@@ -186,7 +177,10 @@ pub fn check_finding(repo: &Path, mut finding: Finding) -> Result<Finding, Rejec
     };
     let real = confine(repo, &file).map_err(|r| reject(&finding, r))?;
     let Some(rel) = relative_to(repo, &real) else {
-        return Err(reject(&finding, format!("`{file}` points outside the repository")));
+        return Err(reject(
+            &finding,
+            format!("`{file}` points outside the repository"),
+        ));
     };
     finding.file = Some(rel);
     for suggestion in &mut finding.suggestions {
@@ -223,18 +217,18 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
             message: e.to_string(),
         })?;
         let name = path.display().to_string();
-        let parsed = parse_input(&text, &name, repo).map_err(|message| {
-            ReviewFixError::InputParse {
+        let parsed =
+            parse_input(&text, &name, repo).map_err(|message| ReviewFixError::InputParse {
                 path: path.clone(),
                 message,
-            }
-        })?;
+            })?;
         out.notes.push(format!(
             "{name}: read as {} ({} findings)",
             parsed.format,
             parsed.findings.len()
         ));
         out.notes.extend(parsed.notes);
+        out.duplicates.extend(parsed.duplicates);
         for (location, message) in parsed.rejected {
             out.rejected.push(RejectedFinding {
                 finding_id: location,
@@ -253,7 +247,7 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
         }
     }
     let (kept, dropped) = dedup_by_fingerprint(all);
-    out.duplicates = dropped;
+    out.duplicates.extend(dropped);
     for f in kept {
         match check_finding(repo, f) {
             Ok(f) => out.findings.push(f),
@@ -285,7 +279,9 @@ pub fn infer_test_command(repo: &Path) -> Option<InferredTestCommand> {
     }
     if let Ok(text) = std::fs::read_to_string(repo.join("package.json"))
         && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
-        && value.pointer("/scripts/test").is_some_and(|t| t.is_string())
+        && value
+            .pointer("/scripts/test")
+            .is_some_and(|t| t.is_string())
     {
         return Some(make(&["npm", "test"], "package.json has a test script"));
     }
@@ -332,13 +328,25 @@ mod tests {
         let abs = dir.path().join("src/lib.rs").display().to_string();
         assert_eq!(check(&abs).unwrap(), "src/lib.rs");
         let err = check("../../../../etc/passwd").unwrap_err();
-        assert!(err.reason.contains("outside the repository"), "{}", err.reason);
+        assert!(
+            err.reason.contains("outside the repository"),
+            "{}",
+            err.reason
+        );
         let err = check(&outside.path().join("secret").display().to_string()).unwrap_err();
-        assert!(err.reason.contains("outside the repository"), "{}", err.reason);
+        assert!(
+            err.reason.contains("outside the repository"),
+            "{}",
+            err.reason
+        );
         #[cfg(unix)]
         {
             let err = check("src/link").unwrap_err();
-            assert!(err.reason.contains("outside the repository"), "{}", err.reason);
+            assert!(
+                err.reason.contains("outside the repository"),
+                "{}",
+                err.reason
+            );
         }
         let err = check("src/missing.rs").unwrap_err();
         assert!(err.reason.contains("points at nothing"), "{}", err.reason);
@@ -381,7 +389,10 @@ mod tests {
         let loaded = load_inputs(dir.path(), &[input]).unwrap();
         let ids: Vec<_> = loaded.findings.iter().map(|f| f.id.to_string()).collect();
         assert_eq!(ids, ["A"]);
-        assert_eq!(loaded.duplicates, vec![(FindingId::from("B"), FindingId::from("A"))]);
+        assert_eq!(
+            loaded.duplicates,
+            vec![(FindingId::from("B"), FindingId::from("A"))]
+        );
         assert_eq!(loaded.rejected.len(), 1);
         assert_eq!(loaded.rejected[0].finding_id, "C");
     }
@@ -403,10 +414,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(infer_test_command(dir.path()), None);
         std::fs::write(dir.path().join("go.mod"), "module x").unwrap();
-        assert_eq!(infer_test_command(dir.path()).unwrap().argv, ["go", "test", "./..."]);
-        std::fs::write(dir.path().join("package.json"), r#"{"scripts":{"test":"jest"}}"#).unwrap();
-        assert_eq!(infer_test_command(dir.path()).unwrap().argv, ["npm", "test"]);
+        assert_eq!(
+            infer_test_command(dir.path()).unwrap().argv,
+            ["go", "test", "./..."]
+        );
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts":{"test":"jest"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            infer_test_command(dir.path()).unwrap().argv,
+            ["npm", "test"]
+        );
         std::fs::write(dir.path().join("Cargo.toml"), "[package]").unwrap();
-        assert_eq!(infer_test_command(dir.path()).unwrap().argv, ["cargo", "test"]);
+        assert_eq!(
+            infer_test_command(dir.path()).unwrap().argv,
+            ["cargo", "test"]
+        );
     }
 }

@@ -369,13 +369,15 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
             let partials = plan::plan_batches(
                 Arc::clone(&services.agent),
                 Arc::clone(&sink),
-                config.planner,
                 &batches,
                 &findings,
-                &repo,
-                &paths.id(),
-                config.max_parallel,
-                config.planning_time_limit,
+                &plan::PlanningOptions {
+                    mode: config.planner,
+                    workdir: repo.clone(),
+                    session_id: paths.id(),
+                    max_parallel: config.max_parallel,
+                    time_limit: config.planning_time_limit,
+                },
             )
             .await;
             for p in &partials {
@@ -418,27 +420,32 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         }
     };
 
-    let finish = |outcome: Outcome, active: &ActiveSession, test_runs: u32| {
-        complete(
-            &paths,
-            active,
-            &plan,
-            &findings_file,
-            outcome,
-            test_runs,
-            &run_started,
-            notes.clone(),
-            Arc::clone(&vcs),
-            Arc::clone(&sink),
-        )
+    let done = |outcome: Outcome| Completion {
+        outcome,
+        run_started: run_started.clone(),
+        notes: notes.clone(),
     };
 
     if config.dry_run {
-        return finish(Outcome::DryRun, &active, 0).await;
+        let c = done(Outcome::DryRun);
+        return complete(
+            &paths,
+            &active,
+            &plan,
+            &findings_file,
+            c,
+            0,
+            &vcs,
+            sink.as_ref(),
+        )
+        .await;
     }
 
     // Approval.
-    if matches!(active.phase, SessionPhase::Planning | SessionPhase::AwaitingApproval | SessionPhase::Discovery) {
+    if matches!(
+        active.phase,
+        SessionPhase::Planning | SessionPhase::AwaitingApproval | SessionPhase::Discovery
+    ) {
         active.phase = SessionPhase::AwaitingApproval;
         active.last_update = now();
         session::write_active(&paths, &active)?;
@@ -550,7 +557,18 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
     } else {
         Outcome::AllFixed
     };
-    finish(outcome, &active, shared.test_runs.load(Ordering::SeqCst)).await
+    let runs = shared.test_runs.load(Ordering::SeqCst);
+    complete(
+        &paths,
+        &active,
+        &plan,
+        &findings_file,
+        done(outcome),
+        runs,
+        &vcs,
+        sink.as_ref(),
+    )
+    .await
 }
 
 /// Resets what a resumed run must redo: in-flight findings and findings
@@ -582,7 +600,10 @@ fn prepare_for_run(
             }
         }
     }
-    if p.findings.iter().any(|f| f.status != ProgressStatus::Completed) {
+    if p.findings
+        .iter()
+        .any(|f| f.status != ProgressStatus::Completed)
+    {
         p.status = ProgressStatus::Pending;
     }
     p.current_finding = None;
@@ -660,7 +681,10 @@ async fn open_new(
     let mut findings = Vec::new();
     let mut rejected = loaded.rejected;
     for f in loaded.findings {
-        let touches_dirty = plan::finding_files(&f).iter().find(|p| dirty_set.contains(p)).cloned();
+        let touches_dirty = plan::finding_files(&f)
+            .iter()
+            .find(|p| dirty_set.contains(p))
+            .cloned();
         match touches_dirty {
             Some(p) => rejected.push(RejectedFinding {
                 finding_id: f.id.to_string(),
@@ -757,7 +781,10 @@ async fn open_for_resume(
             && let Err(e) = services.vcs.restore(&f.checkpoint).await
         {
             services.sink.emit(&Event::Warning {
-                message: format!("failed to restore the interrupted fix of {}: {e}", f.finding_id),
+                message: format!(
+                    "failed to restore the interrupted fix of {}: {e}",
+                    f.finding_id
+                ),
             });
         }
     }
@@ -773,7 +800,7 @@ async fn open_for_resume(
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();
-    if !new_dirty.is_empty() && !(config.allow_dirty || active.options.allow_dirty) {
+    if !(new_dirty.is_empty() || config.allow_dirty || active.options.allow_dirty) {
         return Err(ReviewFixError::DirtyTree { paths: new_dirty });
     }
     active.dirty_before.extend(new_dirty);
@@ -809,6 +836,13 @@ fn stopped_report(
     }
 }
 
+/// How a run ended, for [`complete`].
+struct Completion {
+    outcome: Outcome,
+    run_started: String,
+    notes: Vec<String>,
+}
+
 /// Writes the summary and the history entry, removes the active marker.
 #[allow(clippy::too_many_arguments)]
 async fn complete(
@@ -816,14 +850,18 @@ async fn complete(
     active: &ActiveSession,
     plan: &FixPlan,
     findings_file: &FindingsFile,
-    outcome: Outcome,
+    completion: Completion,
     test_runs: u32,
-    run_started: &str,
-    notes: Vec<String>,
-    vcs: Arc<dyn Vcs>,
-    sink: Arc<dyn EventSink>,
+    vcs: &Arc<dyn Vcs>,
+    sink: &dyn EventSink,
 ) -> Result<RunReport, ReviewFixError> {
-    emit_phase(sink.as_ref(), "completion", true);
+    let Completion {
+        outcome,
+        run_started,
+        notes,
+    } = completion;
+    let run_started = run_started.as_str();
+    emit_phase(sink, "completion", true);
     let progress: Vec<FixProgress> = (1..=plan.groups.len())
         .filter_map(|n| read_json_if_exists(paths.progress(n)).ok().flatten())
         .collect();
@@ -897,7 +935,7 @@ async fn complete(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(ReviewFixError::io("remove", paths.active(), e)),
     }
-    emit_phase(sink.as_ref(), "completion", false);
+    emit_phase(sink, "completion", false);
     Ok(RunReport {
         fix_session_id: active.fix_session_id.clone(),
         session_dir: paths.dir.clone(),

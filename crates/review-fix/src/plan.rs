@@ -93,7 +93,9 @@ pub fn validate_partial_plan(value: &Value, batch: &Batch) -> Result<PartialPlan
         return Err(violations.iter().map(ToString::to_string).collect());
     }
     let mut value = value.clone();
-    if value.get("metadata").is_none_or(|m| m.get("created_at").is_none())
+    if value
+        .get("metadata")
+        .is_none_or(|m| m.get("created_at").is_none())
         && let Some(obj) = value.as_object_mut()
     {
         obj.insert(
@@ -197,10 +199,7 @@ fn order_stages(stages: &[TimelineStage]) -> Result<Vec<u32>, Vec<u32>> {
         .collect();
     let mut order = Vec::new();
     loop {
-        let ready: Option<u32> = indegree
-            .iter()
-            .find(|&(_, &d)| d == 0)
-            .map(|(&s, _)| s);
+        let ready: Option<u32> = indegree.iter().find(|&(_, &d)| d == 0).map(|(&s, _)| s);
         let Some(next) = ready else { break };
         indegree.remove(&next);
         order.push(next);
@@ -377,9 +376,7 @@ pub fn aggregate(
                     .unwrap_or(0);
                 let fits = |s: usize, stages: &Vec<Vec<usize>>| {
                     let groups: &Vec<usize> = &stages[s];
-                    let conflict = groups
-                        .iter()
-                        .any(|&o| !placed[o].files.is_disjoint(&files));
+                    let conflict = groups.iter().any(|&o| !placed[o].files.is_disjoint(&files));
                     !conflict && (options.worktrees || groups.is_empty())
                 };
                 let index = (min_stage..stages.len())
@@ -511,22 +508,40 @@ pub fn planning_prompt(batch: &Batch, findings: &[&Finding], session_id: &str) -
     )
 }
 
+/// Options of [`plan_batches`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanningOptions {
+    /// Agent or deterministic planning.
+    pub mode: PlannerMode,
+    /// Where the planning agents run (the repository).
+    pub workdir: std::path::PathBuf,
+    /// The fix session id, for the prompt.
+    pub session_id: String,
+    /// Planning agents at once.
+    pub max_parallel: usize,
+    /// Time limit of one planning agent.
+    pub time_limit: Duration,
+}
+
 /// Plans every batch: deterministically, or with up to `max_parallel`
 /// planning agents at once (validated, one retry, then fallback). Returns the
 /// partial plans in batch order.
 pub async fn plan_batches(
     agent: Arc<dyn Agent>,
     sink: Arc<dyn EventSink>,
-    mode: PlannerMode,
     batches: &[Batch],
     findings: &[Finding],
-    workdir: &std::path::Path,
-    session_id: &str,
-    max_parallel: usize,
-    time_limit: Duration,
+    options: &PlanningOptions,
 ) -> Vec<PartialPlan> {
-    let by_id: HashMap<String, &Finding> =
-        findings.iter().map(|f| (f.id.to_string(), f)).collect();
+    let PlanningOptions {
+        mode,
+        workdir,
+        session_id,
+        max_parallel,
+        time_limit,
+    } = options;
+    let (mode, max_parallel, time_limit) = (*mode, *max_parallel, *time_limit);
+    let by_id: HashMap<String, &Finding> = findings.iter().map(|f| (f.id.to_string(), f)).collect();
     if mode == PlannerMode::Deterministic {
         return batches
             .iter()
@@ -558,7 +573,8 @@ pub async fn plan_batches(
         let batch = batch.clone();
         set.spawn(async move {
             let _permit = semaphore.acquire_owned().await.ok();
-            let outcome = plan_one(agent.as_ref(), sink.as_ref(), &batch, request, time_limit).await;
+            let outcome =
+                plan_one(agent.as_ref(), sink.as_ref(), &batch, request, time_limit).await;
             (batch.batch_id, outcome)
         });
     }

@@ -132,7 +132,7 @@ pub fn unfinished_sessions(root: &Path) -> Vec<PathBuf> {
             Some((stamp, p))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.into_iter().map(|(_, p)| p).collect()
 }
 
@@ -141,7 +141,7 @@ pub fn lock_session(dir: &Path) -> Result<SessionLock, ReviewFixError> {
     std::fs::create_dir_all(dir).map_err(|e| ReviewFixError::io("create", dir, e))?;
     SessionLock::acquire(dir).map_err(|source| ReviewFixError::Locked {
         dir: dir.to_path_buf(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -152,7 +152,10 @@ pub fn read_active(paths: &SessionPaths) -> Result<Option<ActiveSession>, Review
     let Some(value) = value else {
         return Ok(None);
     };
-    let version = value.get("version").and_then(serde_json::Value::as_u64).unwrap_or(0) as u32;
+    let version = value
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0) as u32;
     if version != ACTIVE_SESSION_VERSION {
         return Err(ReviewFixError::Version {
             path,
@@ -193,7 +196,12 @@ mod tests {
     #[test]
     fn unfinished_sessions_are_listed_newest_first() {
         let root = tempfile::tempdir().unwrap();
-        for (name, active) in [("fix-10", true), ("fix-30", false), ("fix-20", true), ("other", true)] {
+        for (name, active) in [
+            ("fix-10", true),
+            ("fix-30", false),
+            ("fix-20", true),
+            ("other", true),
+        ] {
             let d = root.path().join(name);
             std::fs::create_dir_all(&d).unwrap();
             if active {

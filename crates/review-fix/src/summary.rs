@@ -133,7 +133,10 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
                 f.finding_id,
                 f.finding_title,
                 f.attempts,
-                f.error_message.as_deref().unwrap_or("(none recorded)").trim()
+                f.error_message
+                    .as_deref()
+                    .unwrap_or("(none recorded)")
+                    .trim()
             );
         }
     }

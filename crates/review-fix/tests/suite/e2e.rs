@@ -1,0 +1,1 @@
+//! End to end with real git and cargo (see below).
