@@ -160,8 +160,10 @@ pub struct TreeEnv {
     /// The worktree slot (0..max_parallel_groups), `None` for the main tree.
     pub worktree_slot: Option<usize>,
     /// For a Cargo project in a worktree: the target directory to use (one
-    /// per slot under the session, reused across stages). Set it as
-    /// `CARGO_TARGET_DIR` for the test command.
+    /// per slot under the session, reused across stages, never by two trees
+    /// at once). Set it as `CARGO_TARGET_DIR` for the test command: cargo
+    /// names a root package's artifacts the same in every checkout, so trees
+    /// that share a target directory can run each other's builds.
     pub cargo_target_dir: Option<PathBuf>,
 }
 
