@@ -2,6 +2,7 @@
 //! and an [`Exit`] code. Errors are printed to stderr, results to stdout.
 
 mod batch;
+mod waves;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,7 +30,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ReviewFix(_) => unavailable("review-fix", 5),
         Command::CiAutofix(_) => unavailable("ci-autofix", 8),
         Command::Batch(args) => batch::run(&args),
-        Command::Waves(_) => unavailable("waves", 3),
+        Command::Waves(args) => waves::run(&args),
     };
     exit.into()
 }
