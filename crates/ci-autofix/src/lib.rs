@@ -1,1 +1,8 @@
-//! orchestrator ci-autofix (placeholder, see the issue tracker).
+//! # orchestrator-ci-autofix
+//!
+//! The ci-autofix flow: a required CI check failed; read its log, classify
+//! the failure, and follow the cadence matrix — confirm and apply a
+//! mechanical patch, apply a trivial one silently from the second iteration,
+//! escalate semantic and unknown failures with a diagnosis and no patch, and
+//! stop for a human after the last iteration.
+pub mod classify;
