@@ -6,3 +6,5 @@
 //! escalate semantic and unknown failures with a diagnosis and no patch, and
 //! stop for a human after the last iteration.
 pub mod classify;
+pub mod handoff;
+pub mod state;
