@@ -137,7 +137,12 @@ impl Handoff {
         let value: Value = serde_json::from_str(text).map_err(|e| HandoffError::Json {
             line: e.line(),
             column: e.column(),
-            message: e.to_string().split(" at line ").next().unwrap_or("").to_owned(),
+            message: e
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or("")
+                .to_owned(),
         })?;
         Self::from_value(&value)
     }
@@ -192,9 +197,9 @@ impl Handoff {
         let mut failed_checks = Vec::with_capacity(checks.len());
         for (i, c) in checks.iter().enumerate() {
             let path = format!("failedChecks[{i}]");
-            let c = c.as_object().ok_or_else(|| {
-                field(&path, format!("must be an object, got {}", describe(c)))
-            })?;
+            let c = c
+                .as_object()
+                .ok_or_else(|| field(&path, format!("must be an object, got {}", describe(c))))?;
             let name = match c.get("name") {
                 Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
                 None => return Err(field(format!("{path}.name"), "is missing")),
@@ -276,13 +281,22 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let cases = [
-            ("[1]", "handoff field `(root)` must be a JSON object, got [1]"),
-            (r#"{"branch": "b", "failedChecks": []}"#, "handoff field `prNumber` is missing"),
+            (
+                "[1]",
+                "handoff field `(root)` must be a JSON object, got [1]",
+            ),
+            (
+                r#"{"branch": "b", "failedChecks": []}"#,
+                "handoff field `prNumber` is missing",
+            ),
             (
                 r#"{"prNumber": -3, "branch": "b", "failedChecks": []}"#,
                 "handoff field `prNumber` must be a positive integer, got -3",
             ),
-            (r#"{"prNumber": 1, "failedChecks": []}"#, "handoff field `branch` is missing"),
+            (
+                r#"{"prNumber": 1, "failedChecks": []}"#,
+                "handoff field `branch` is missing",
+            ),
             (
                 r#"{"prNumber": 1, "branch": "b", "failedChecks": {}}"#,
                 "handoff field `failedChecks` must be an array, got {}",
@@ -308,10 +322,7 @@ mod tests {
             assert_eq!(Handoff::parse(text).unwrap_err().to_string(), msg, "{text}");
         }
         let e = Handoff::parse("{\n  \"prNumber\": ,\n}").unwrap_err();
-        assert!(
-            matches!(e, HandoffError::Json { line: 2, .. }),
-            "{e}"
-        );
+        assert!(matches!(e, HandoffError::Json { line: 2, .. }), "{e}");
     }
 
     #[test]
@@ -324,7 +335,10 @@ mod tests {
             run_id_from_url("https://github.com/o/r/actions/runs/77").as_deref(),
             Some("77")
         );
-        assert_eq!(run_id_from_url("https://github.com/o/r/pull/5/checks"), None);
+        assert_eq!(
+            run_id_from_url("https://github.com/o/r/pull/5/checks"),
+            None
+        );
         assert_eq!(run_id_from_url("https://x/actions/runs/12abc"), None);
     }
 }

@@ -7,4 +7,5 @@
 //! stop for a human after the last iteration.
 pub mod classify;
 pub mod handoff;
+pub mod report;
 pub mod state;

@@ -235,12 +235,11 @@ impl StateFile {
             .join("state")
             .join(".locks")
             .join(format!("ci-autofix-{}", target.key()));
-        std::fs::create_dir_all(&lock_dir)
-            .map_err(|source| StateError::Io {
-                action: "create directory",
-                path: lock_dir.clone(),
-                source,
-            })?;
+        std::fs::create_dir_all(&lock_dir).map_err(|source| StateError::Io {
+            action: "create directory",
+            path: lock_dir.clone(),
+            source,
+        })?;
         let lock = SessionLock::acquire(&lock_dir).map_err(|source| match source {
             StateError::Locked { .. } => StateFileError::Busy {
                 target: target.label(),
@@ -251,7 +250,10 @@ impl StateFile {
         let path = Self::path_for(root, target);
         let existing: Option<AutofixState> = read_json_if_exists(&path)?;
         let (mut state, opened) = match existing {
-            None => (AutofixState::new(target, max_iterations, now), Opened::Fresh),
+            None => (
+                AutofixState::new(target, max_iterations, now),
+                Opened::Fresh,
+            ),
             Some(s) if s.is_stale(now) => (
                 AutofixState::new(target, max_iterations, now),
                 Opened::ReplacedStale,

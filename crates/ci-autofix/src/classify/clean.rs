@@ -147,8 +147,9 @@ static DIFF_HEADER: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 /// Lines that end a diff body even though they start with `-`/`+`/space.
-static DIFF_BREAK: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"^(?:--- (?:FAIL|PASS|SKIP):|=== (?:RUN|PAUSE|CONT))").ok());
+static DIFF_BREAK: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"^(?:--- (?:FAIL|PASS|SKIP):|=== (?:RUN|PAUSE|CONT)|---- \S+ stdout ----$)").ok()
+});
 
 /// Quoted source outside diffs: rustc/ruff `|` gutters (`  |`, `5 |  code`,
 /// `1 | / import os`), their suggestion lines (`5 -  old`, `5 +  new`,
