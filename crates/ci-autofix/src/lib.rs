@@ -7,5 +7,6 @@
 //! stop for a human after the last iteration.
 pub mod classify;
 pub mod handoff;
+pub mod provider;
 pub mod report;
 pub mod state;
