@@ -190,11 +190,17 @@ pub enum StateFileError {
         target: String,
         /// The lock error (names the holder).
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     /// Reading, writing or locking failed.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(Box<StateError>),
+}
+
+impl From<StateError> for StateFileError {
+    fn from(e: StateError) -> Self {
+        StateFileError::State(Box::new(e))
+    }
 }
 
 /// The open state file of one run, holding the lock until dropped.
@@ -243,9 +249,9 @@ impl StateFile {
         let lock = SessionLock::acquire(&lock_dir).map_err(|source| match source {
             StateError::Locked { .. } => StateFileError::Busy {
                 target: target.label(),
-                source,
+                source: Box::new(source),
             },
-            other => StateFileError::State(other),
+            other => StateFileError::from(other),
         })?;
         let path = Self::path_for(root, target);
         let existing: Option<AutofixState> = read_json_if_exists(&path)?;

@@ -1,5 +1,7 @@
 //! Classification agreement with a labelled corpus of real tool outputs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! `gh run view --log-failed` prefixes go, and lines that quote code (a
 //! formatter's diff, a `|`-gutter snippet) are marked so that only
 //! formatting rules may match them — a `panic!` inside a rustfmt diff is not a
-//! panic. Then every line is matched against the rule table ([`rules`]); the
+//! panic. Then every line is matched against the rule table (the private `rules` module); the
 //! first rule that matches decides the line, and **the most severe level found
 //! anywhere wins** (semantic > unknown > mechanical non-trivial > mechanical
 //! trivial). The seed checked trivial before non-trivial, which would apply
