@@ -46,5 +46,6 @@ pub mod factory;
 pub mod git;
 pub mod openai;
 pub mod process;
+pub mod terminal_gate;
 pub mod test_runner;
 pub mod wrappers;

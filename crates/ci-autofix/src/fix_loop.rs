@@ -297,7 +297,8 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             Role::Fix,
             instruction(&cfg.target, &report, &logs, true),
             root.clone(),
-        );
+        )
+        .with_context(fix_context(&report, &logs));
         let agent_result = ctx.agent.run(req).await;
         let write_set = match ctx.vcs.changed_since(&checkpoint).await {
             Ok(w) => w,
@@ -568,6 +569,21 @@ async fn escalate(
 }
 
 /// The agent's instruction: the seed's "CI Auto-Fix Context".
+/// Machine-readable context of a fix request, for builtin agents: the
+/// classification and the combined failing log (`{"classification",
+/// "sub_class", "log"}`).
+fn fix_context(
+    report: &ClassificationReport,
+    logs: &[crate::provider::CheckLog],
+) -> serde_json::Value {
+    let log: Vec<&str> = logs.iter().map(|l| l.log.as_str()).collect();
+    serde_json::json!({
+        "classification": report.classification.as_str(),
+        "sub_class": report.classification.sub_class_str(),
+        "log": log.join("\n"),
+    })
+}
+
 fn instruction(
     target: &Target,
     report: &ClassificationReport,
