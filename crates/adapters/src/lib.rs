@@ -1,1 +1,41 @@
-//! orchestrator adapters (placeholder, see the issue tracker).
+//! # orchestrator-adapters
+//!
+//! The real adapters that make the engine act on the world: they implement
+//! the core traits (`Agent`, `TestRunner`, `Vcs`) over child processes, the
+//! `git` CLI and HTTP.
+//!
+//! ## Processes
+//! Every child process goes through [`process::run`]: its own process group,
+//! stdout and stderr captured with a bound that keeps the tail, a time limit
+//! enforced with SIGTERM → grace → SIGKILL to the whole group, and a guard
+//! that kills the group when the call is dropped. On top of it:
+//! - [`test_runner::CommandTestRunner`] runs any test command and reads the
+//!   outcome from its exit status, a JUnit XML report, or the summary lines
+//!   of cargo test, cargo nextest, pytest, go test and node --test;
+//! - [`agents::ProcessAgent`] runs an agent CLI, with presets for
+//!   `claude -p`, `codex exec` and `gemini -p`.
+//!
+//! ## HTTP and configuration
+//! - [`openai::OpenAiAgent`] talks to any OpenAI-compatible chat-completions
+//!   endpoint (OpenAI, Ollama, vLLM, llama.cpp server), with retries that
+//!   honour `Retry-After` inside the request's time limit.
+//! - [`config`] reads `orchestrator.toml` (versioned, unknown keys rejected
+//!   with their line) and parses the CLI's `--agent` flag.
+//!
+//! ## Git
+//! [`git::GitVcs`] implements `Vcs` over the `git` CLI. Every git process is
+//! started by one function that passes an explicit argv (no shell), fixes the
+//! environment and refuses force, forced refspecs and amend in any spelling;
+//! output is read from `-z` / porcelain formats only.
+//!
+//! ## Wrappers
+//! [`wrappers`] adds cross-cutting behaviour to any `Agent`: time limits,
+//! retry with backoff, budgets, loop detection, and JSONL recording/replay.
+
+pub mod agents;
+pub mod config;
+pub mod git;
+pub mod openai;
+pub mod process;
+pub mod test_runner;
+pub mod wrappers;

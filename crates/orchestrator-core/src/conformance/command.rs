@@ -96,7 +96,7 @@ pub async fn run_suite(runner: &dyn CommandRunner, grace: Duration) {
         started.elapsed()
     );
 
-    let mut spec = CommandSpec::new("sh", ["-c", "yes 0123456789 | head -c 3000000"], &cwd);
+    let mut spec = CommandSpec::new("sh", ["-c", "yes 0123456789 | head -c 2999997"], &cwd);
     spec.output_limit = 4096;
     let out = must(runner.run(spec).await, "bounded output");
     assert!(out.truncated, "conformance: truncation reported");

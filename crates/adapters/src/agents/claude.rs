@@ -1,0 +1,188 @@
+//! The `claude -p --output-format json` dialect.
+//!
+//! Claude Code prints one JSON object when the run ends:
+//! `{"type":"result","subtype":"success","is_error":false,"result":"…",
+//! "session_id":"…","total_cost_usd":0.01,"num_turns":2,
+//! "usage":{"input_tokens":…,"output_tokens":…},"structured_output":{…}}`.
+//! With `--verbose` it prints an array of messages whose last `result`
+//! element is that object; both are accepted. `is_error: true` or a subtype
+//! other than `success` (`error_max_turns`, `error_during_execution`, …) is a
+//! failure. Unknown fields are ignored.
+
+use orchestrator_core::agent::{AgentError, AgentResponse, Usage, snippet};
+use serde::Deserialize;
+
+use super::process::RawOutput;
+
+/// The answer and what else Claude reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeOutput {
+    /// The mapped answer.
+    pub response: AgentResponse,
+    /// The session id, to resume the conversation (`claude --resume`).
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ResultMessage {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    subtype: Option<String>,
+    #[serde(default)]
+    is_error: bool,
+    #[serde(default)]
+    result: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    total_cost_usd: Option<f64>,
+    #[serde(default)]
+    num_turns: Option<u32>,
+    #[serde(default)]
+    usage: Option<ClaudeUsage>,
+    #[serde(default)]
+    structured_output: Option<serde_json::Value>,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ClaudeUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+/// Finds the result message: the whole stdout as an object or an array, or
+/// the last line that is a JSON object (if something printed before it).
+fn find_result(stdout: &str) -> Option<ResultMessage> {
+    let trimmed = stdout.trim();
+    let value: serde_json::Value = serde_json::from_str(trimmed).ok().or_else(|| {
+        trimmed
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+            .filter(serde_json::Value::is_object)
+    })?;
+    let value = match value {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .rev()
+            .find(|m| m.get("type").and_then(|t| t.as_str()) == Some("result"))?,
+        other => other,
+    };
+    let message: ResultMessage = serde_json::from_value(value).ok()?;
+    // An object with none of the result fields is not a Claude result.
+    let looks_right = message.kind.as_deref() == Some("result")
+        || message.result.is_some()
+        || message.subtype.is_some();
+    looks_right.then_some(message)
+}
+
+/// Maps Claude's output.
+pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
+    let Some(message) = find_result(&raw.stdout) else {
+        if raw.code != Some(0) {
+            return Err(raw.failed("claude"));
+        }
+        return Err(AgentError::Garbage {
+            message: "expected the JSON result object of `claude -p --output-format json`".into(),
+            snippet: snippet(raw.stdout.trim()),
+        });
+    };
+    let subtype = message.subtype.as_deref().unwrap_or("success");
+    if message.is_error || subtype != "success" {
+        let mut detail = message.result.clone().unwrap_or_default();
+        if detail.trim().is_empty() {
+            detail = message
+                .errors
+                .iter()
+                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join("; ");
+        }
+        if detail.trim().is_empty() {
+            detail = raw.stderr.trim().to_owned();
+        }
+        return Err(AgentError::Failed {
+            message: format!("claude reported {subtype}: {}", detail.trim()),
+            exit_code: raw.code,
+        });
+    }
+    if raw.code != Some(0) {
+        // A success object with a failing exit status: trust the status.
+        return Err(raw.failed("claude"));
+    }
+    tracing::debug!(session_id = ?message.session_id, "claude finished");
+    let usage = message.usage.unwrap_or_default();
+    Ok(ClaudeOutput {
+        response: AgentResponse {
+            text: message.result.unwrap_or_default(),
+            structured: message.structured_output,
+            files_changed: Vec::new(),
+            usage: Some(Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cost_usd: message.total_cost_usd.unwrap_or(0.0),
+                turns: message.num_turns.unwrap_or(0),
+            }),
+        },
+        session_id: message.session_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(stdout: &str, code: i32) -> RawOutput {
+        RawOutput {
+            code: Some(code),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn verbose_array_output_uses_the_last_result_message() {
+        let stdout = r#"[{"type":"system","subtype":"init","session_id":"s1"},
+            {"type":"assistant","message":{"content":[]}},
+            {"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s1","num_turns":1,"new_field":{"x":1}}]"#;
+        let out = parse(&raw(stdout, 0)).unwrap();
+        assert_eq!(out.response.text, "done");
+        assert_eq!(out.session_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_warning_line_before_the_object_is_skipped() {
+        let stdout = "warning: update available\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\"}\n";
+        assert_eq!(parse(&raw(stdout, 0)).unwrap().response.text, "ok");
+    }
+
+    #[test]
+    fn json_that_is_not_a_result_is_garbage() {
+        let err = parse(&raw(r#"{"hello":"world"}"#, 0)).unwrap_err();
+        assert!(
+            matches!(err, AgentError::Garbage { ref snippet, .. } if snippet == r#"{"hello":"world"}"#),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_success_object_with_a_failing_status_is_a_failure() {
+        let stdout = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#;
+        let err = parse(&raw(stdout, 2)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AgentError::Failed {
+                    exit_code: Some(2),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

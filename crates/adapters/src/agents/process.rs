@@ -1,0 +1,536 @@
+//! [`ProcessAgent`]: an [`Agent`] that runs a command per request.
+//!
+//! The instruction reaches the command on stdin or as an argument (the
+//! `{instruction}` placeholder); the answer is read from stdout as text, as
+//! JSON, or in the dialect of a known agent CLI ([`Dialect`]). The child runs
+//! through [`crate::process::run`]: its own process group, bounded output,
+//! and on timeout SIGTERM → grace → SIGKILL to the whole group, so an agent
+//! CLI and every command it started are gone when `run` returns.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orchestrator_core::agent::{
+    Agent, AgentError, AgentRequest, AgentResponse, Role, extract_json, snippet,
+};
+
+use super::{claude, codex, gemini};
+use crate::process::{self, ProcessOutput, ProcessSpec};
+
+/// The placeholder replaced by the rendered instruction in argument mode.
+pub const INSTRUCTION_PLACEHOLDER: &str = "{instruction}";
+
+/// How the instruction reaches the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstructionInput {
+    /// Written to stdin, which is then closed.
+    Stdin,
+    /// Substituted for `{instruction}` in the arguments; appended as the last
+    /// argument when no argument holds the placeholder.
+    Argument,
+}
+
+/// How the command's output is read, and which CLI conventions apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// stdout is the answer text.
+    Text,
+    /// stdout is one JSON value: the structured answer (its text is stdout).
+    Json,
+    /// `claude -p --output-format json` (see [`super::claude`]).
+    Claude,
+    /// `codex exec --json` JSONL events (see [`super::codex`]).
+    Codex,
+    /// `gemini -p … -o json` (see [`super::gemini`]).
+    Gemini,
+}
+
+impl Dialect {
+    /// Whether the CLI takes the schema natively (so the prompt need not
+    /// carry it).
+    fn native_schema(self) -> bool {
+        matches!(self, Dialect::Claude | Dialect::Codex)
+    }
+}
+
+/// What the child left, as the dialect parsers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawOutput {
+    /// Exit status code, `None` when killed by a signal.
+    pub code: Option<i32>,
+    /// stdout as text.
+    pub stdout: String,
+    /// stderr as text.
+    pub stderr: String,
+}
+
+impl RawOutput {
+    fn from_process(out: &ProcessOutput) -> Self {
+        Self {
+            code: out.code(),
+            stdout: out.stdout_text(),
+            stderr: out.stderr_text(),
+        }
+    }
+
+    /// A message for a failed run: the end of stderr, else the start of
+    /// stdout, else the exit status.
+    pub fn failure_message(&self, tool: &str) -> String {
+        const MAX: usize = 1000;
+        let stderr = self.stderr.trim();
+        let detail = if !stderr.is_empty() {
+            let start = stderr.char_indices().rev().nth(MAX).map_or(0, |(i, _)| i);
+            stderr[start..].to_owned()
+        } else if !self.stdout.trim().is_empty() {
+            snippet(self.stdout.trim())
+        } else {
+            "no output".to_owned()
+        };
+        match self.code {
+            Some(code) => format!("`{tool}` exited with status {code}: {detail}"),
+            None => format!("`{tool}` was killed by a signal: {detail}"),
+        }
+    }
+
+    /// An [`AgentError::Failed`] from [`Self::failure_message`].
+    pub fn failed(&self, tool: &str) -> AgentError {
+        AgentError::Failed {
+            message: self.failure_message(tool),
+            exit_code: self.code,
+        }
+    }
+}
+
+/// A command agent; see the [module docs](self). Presets:
+/// [`ProcessAgent::claude`], [`ProcessAgent::codex`], [`ProcessAgent::gemini`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessAgent {
+    name: String,
+    program: OsString,
+    args: Vec<String>,
+    input: InstructionInput,
+    dialect: Dialect,
+    env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
+    time_limit: Option<Duration>,
+    grace: Duration,
+    output_limit: usize,
+    role_permissions: bool,
+}
+
+/// Default bytes of stdout/stderr kept per stream for an agent (16 MiB: a
+/// long JSONL event stream must survive whole for its final events).
+pub const DEFAULT_AGENT_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
+
+impl ProcessAgent {
+    /// A generic agent running `program args…`, instruction on stdin, text on
+    /// stdout.
+    pub fn new<I, S>(name: impl Into<String>, program: impl Into<OsString>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            name: name.into(),
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            input: InstructionInput::Stdin,
+            dialect: Dialect::Text,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            time_limit: None,
+            grace: process::DEFAULT_GRACE,
+            output_limit: DEFAULT_AGENT_OUTPUT_LIMIT,
+            role_permissions: true,
+        }
+    }
+
+    /// The `claude` preset: `claude -p --output-format json`, instruction on
+    /// stdin, `--json-schema` when the request has a schema, and
+    /// `--permission-mode acceptEdits` for roles that change files. The
+    /// `CLAUDECODE` variable is removed from its environment, so that an
+    /// engine itself started from a Claude Code session can still run it.
+    pub fn claude() -> Self {
+        Self::new("claude", "claude", Vec::<String>::new())
+            .dialect(Dialect::Claude)
+            .env_remove("CLAUDECODE")
+    }
+
+    /// The `codex` preset: `codex exec --json -`, instruction on stdin,
+    /// `--output-schema <file>` when the request has a schema, and
+    /// `--sandbox workspace-write` for roles that change files.
+    pub fn codex() -> Self {
+        Self::new("codex", "codex", Vec::<String>::new()).dialect(Dialect::Codex)
+    }
+
+    /// The `gemini` preset: `gemini -o json -p <instruction>`, the schema (if
+    /// any) described in the prompt, and `--approval-mode auto_edit` for
+    /// roles that change files.
+    pub fn gemini() -> Self {
+        Self::new("gemini", "gemini", Vec::<String>::new())
+            .dialect(Dialect::Gemini)
+            .instruction_input(InstructionInput::Argument)
+    }
+
+    /// Builder: the executable (a path, or a name looked up on `PATH`).
+    pub fn program(mut self, program: impl Into<OsString>) -> Self {
+        self.program = program.into();
+        self
+    }
+
+    /// Builder: the name reported by [`Agent::name`].
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Builder: append an argument (after the preset's own, before the
+    /// instruction).
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Builder: how the instruction is passed.
+    pub fn instruction_input(mut self, input: InstructionInput) -> Self {
+        self.input = input;
+        self
+    }
+
+    /// Builder: how the output is read.
+    pub fn dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Builder: set an environment variable for the command.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Builder: remove an inherited environment variable for the command.
+    pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
+        self.env_remove.push(key.into());
+        self
+    }
+
+    /// Builder: the time limit used when a request carries none.
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+
+    /// Builder: the grace period between SIGTERM and SIGKILL.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Builder: bytes of stdout and of stderr kept.
+    pub fn output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes;
+        self
+    }
+
+    /// Builder: whether presets add their write-permission flags for the
+    /// `execute` and `fix` roles (on by default). Off, the CLI runs with its
+    /// own configured permissions.
+    pub fn role_permissions(mut self, on: bool) -> Self {
+        self.role_permissions = on;
+        self
+    }
+
+    /// The configured dialect.
+    pub fn output_dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The prompt sent for `request`: the instruction, then the context as
+    /// JSON when there is one, then the required answer format when the
+    /// request has a schema the CLI cannot take natively.
+    pub fn render_instruction(&self, request: &AgentRequest) -> String {
+        let mut prompt = request.instruction.clone();
+        if !request.context.is_null() {
+            let context = serde_json::to_string_pretty(&request.context)
+                .unwrap_or_else(|_| request.context.to_string());
+            prompt.push_str("\n\n## Context\n```json\n");
+            prompt.push_str(&context);
+            prompt.push_str("\n```");
+        }
+        if let Some(schema) = &request.schema
+            && !self.dialect.native_schema()
+        {
+            let schema =
+                serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string());
+            prompt.push_str(
+                "\n\n## Answer format\nAnswer with a single JSON value that satisfies this JSON schema, and nothing else:\n```json\n",
+            );
+            prompt.push_str(&schema);
+            prompt.push_str("\n```");
+        }
+        prompt
+    }
+
+    /// The arguments for `request` (without the program), given the path of
+    /// the schema file when the dialect needs one.
+    pub fn args_for(
+        &self,
+        request: &AgentRequest,
+        prompt: &str,
+        schema_file: Option<&Path>,
+    ) -> Vec<OsString> {
+        let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
+        let mut args: Vec<OsString> = Vec::new();
+        match self.dialect {
+            Dialect::Claude => {
+                args.extend(["-p", "--output-format", "json"].map(OsString::from));
+                if let Some(schema) = &request.schema {
+                    args.push("--json-schema".into());
+                    args.push(schema.to_string().into());
+                }
+                if writes {
+                    args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
+                }
+            }
+            Dialect::Codex => {
+                args.extend(["exec", "--json"].map(OsString::from));
+                if let Some(file) = schema_file {
+                    args.push("--output-schema".into());
+                    args.push(file.as_os_str().to_owned());
+                }
+                if writes {
+                    args.extend(["--sandbox", "workspace-write"].map(OsString::from));
+                }
+            }
+            Dialect::Gemini => {
+                args.extend(["-o", "json"].map(OsString::from));
+                if writes {
+                    args.extend(["--approval-mode", "auto_edit"].map(OsString::from));
+                }
+            }
+            Dialect::Text | Dialect::Json => {}
+        }
+        let mut placed = false;
+        for arg in &self.args {
+            if self.input == InstructionInput::Argument && arg.contains(INSTRUCTION_PLACEHOLDER) {
+                placed = true;
+                args.push(arg.replace(INSTRUCTION_PLACEHOLDER, prompt).into());
+            } else {
+                args.push(arg.into());
+            }
+        }
+        match (self.dialect, self.input) {
+            (Dialect::Gemini, InstructionInput::Argument) if !placed => {
+                args.push("-p".into());
+                args.push(prompt.into());
+            }
+            (_, InstructionInput::Argument) if !placed => args.push(prompt.into()),
+            (Dialect::Codex, InstructionInput::Stdin) => args.push("-".into()),
+            _ => {}
+        }
+        args
+    }
+
+    /// Maps the finished child's output to the agent's answer.
+    pub fn parse_output(
+        &self,
+        request: &AgentRequest,
+        raw: &RawOutput,
+    ) -> Result<AgentResponse, AgentError> {
+        let tool = self.program.to_string_lossy();
+        match self.dialect {
+            Dialect::Text => {
+                if raw.code != Some(0) {
+                    return Err(raw.failed(&tool));
+                }
+                let mut response = AgentResponse::text(raw.stdout.trim_end());
+                if request.schema.is_some() {
+                    response.structured = extract_json(&response.text);
+                }
+                Ok(response)
+            }
+            Dialect::Json => {
+                if raw.code != Some(0) {
+                    return Err(raw.failed(&tool));
+                }
+                let value: serde_json::Value =
+                    serde_json::from_str(raw.stdout.trim()).map_err(|err| AgentError::Garbage {
+                        message: format!("`{tool}` did not print one JSON value on stdout: {err}"),
+                        snippet: snippet(raw.stdout.trim()),
+                    })?;
+                Ok(AgentResponse {
+                    text: raw.stdout.trim().to_owned(),
+                    structured: Some(value),
+                    ..AgentResponse::default()
+                })
+            }
+            Dialect::Claude => claude::parse(raw).map(|p| p.response),
+            Dialect::Codex => {
+                codex::parse(raw, &request.workdir, request.schema.is_some()).map(|p| p.response)
+            }
+            Dialect::Gemini => gemini::parse(raw, request.schema.is_some()).map(|p| p.response),
+        }
+    }
+}
+
+#[async_trait]
+impl Agent for ProcessAgent {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let prompt = self.render_instruction(&request);
+        let schema_file = match (&request.schema, self.dialect) {
+            (Some(schema), Dialect::Codex) => Some(write_schema_file(schema)?),
+            _ => None,
+        };
+        let args = self.args_for(&request, &prompt, schema_file.as_ref().map(|f| f.path()));
+        let limit = request.time_limit.or(self.time_limit);
+        let mut spec = ProcessSpec::new(&self.program)
+            .args(args)
+            .cwd(&request.workdir)
+            .time_limit(limit)
+            .grace(self.grace)
+            .output_limit(self.output_limit);
+        if self.input == InstructionInput::Stdin {
+            spec = spec.stdin(prompt.into_bytes());
+        }
+        for k in &self.env_remove {
+            spec = spec.env_remove(k);
+        }
+        for (k, v) in &self.env {
+            spec = spec.env(k, v);
+        }
+        tracing::debug!(agent = %self.name, id = %request.id, command = %spec.display(), "starting agent");
+        let output = process::run(&spec).await.map_err(|err| {
+            if err.is_not_found() {
+                AgentError::Unavailable {
+                    message: format!(
+                        "executable `{}` not found (looked up on PATH)",
+                        self.program.to_string_lossy()
+                    ),
+                }
+            } else {
+                AgentError::Unavailable {
+                    message: err.to_string(),
+                }
+            }
+        })?;
+        drop(schema_file);
+        if output.timed_out {
+            return Err(AgentError::Timeout {
+                seconds: limit.map_or(output.duration.as_secs_f64(), |l| l.as_secs_f64()),
+            });
+        }
+        if output.stdout_dropped > 0 {
+            tracing::warn!(agent = %self.name, dropped = output.stdout_dropped, "agent stdout exceeded the output bound; its start was dropped");
+        }
+        self.parse_output(&request, &RawOutput::from_process(&output))
+    }
+}
+
+fn write_schema_file(schema: &serde_json::Value) -> Result<tempfile::NamedTempFile, AgentError> {
+    use std::io::Write;
+    let unavailable = |err: std::io::Error| AgentError::Unavailable {
+        message: format!("failed to write the output schema to a temporary file: {err}"),
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix("orchestrator-schema-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(unavailable)?;
+    file.write_all(schema.to_string().as_bytes())
+        .and_then(|()| file.flush())
+        .map_err(unavailable)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn preset_arguments_follow_role_and_schema() {
+        let req = AgentRequest::new("T1", Role::Fix, "fix it", "/w")
+            .with_schema(json!({"type": "object"}));
+        assert_eq!(
+            strings(ProcessAgent::claude().args_for(&req, "p", None)),
+            [
+                "-p",
+                "--output-format",
+                "json",
+                "--json-schema",
+                r#"{"type":"object"}"#,
+                "--permission-mode",
+                "acceptEdits"
+            ]
+        );
+        assert_eq!(
+            strings(ProcessAgent::codex().arg("--skip-git-repo-check").args_for(
+                &req,
+                "p",
+                Some(Path::new("/tmp/s.json"))
+            )),
+            [
+                "exec",
+                "--json",
+                "--output-schema",
+                "/tmp/s.json",
+                "--sandbox",
+                "workspace-write",
+                "--skip-git-repo-check",
+                "-"
+            ]
+        );
+        let explore = AgentRequest::new("E1", Role::Explore, "look", "/w");
+        assert_eq!(
+            strings(ProcessAgent::gemini().args_for(&explore, "look", None)),
+            ["-o", "json", "-p", "look"]
+        );
+        assert_eq!(
+            strings(ProcessAgent::claude().role_permissions(false).args_for(
+                &AgentRequest::new("x", Role::Execute, "i", "/w"),
+                "i",
+                None
+            )),
+            ["-p", "--output-format", "json"]
+        );
+    }
+
+    #[test]
+    fn generic_placeholder_or_appended_instruction() {
+        let req = AgentRequest::new("T1", Role::Plan, "plan", "/w");
+        let agent = ProcessAgent::new("mine", "my-agent", ["--ask={instruction}", "-v"])
+            .instruction_input(InstructionInput::Argument);
+        assert_eq!(
+            strings(agent.args_for(&req, "plan", None)),
+            ["--ask=plan", "-v"]
+        );
+        let agent = ProcessAgent::new("mine", "my-agent", ["run"])
+            .instruction_input(InstructionInput::Argument);
+        assert_eq!(strings(agent.args_for(&req, "plan", None)), ["run", "plan"]);
+    }
+
+    #[test]
+    fn prompt_carries_context_and_schema_when_not_native() {
+        let req = AgentRequest::new("T1", Role::Plan, "Plan the work.", "/w")
+            .with_context(json!({"task": "T1"}))
+            .with_schema(json!({"type": "object"}));
+        let gemini = ProcessAgent::gemini().render_instruction(&req);
+        insta::assert_snapshot!(gemini);
+        let claude = ProcessAgent::claude().render_instruction(&req);
+        assert!(!claude.contains("## Answer format"));
+        assert!(claude.contains("\"task\": \"T1\""));
+    }
+}

@@ -1,0 +1,233 @@
+//! The argument guard every git invocation passes through.
+//!
+//! [`check_args`] is called by the one function that builds a `git` command
+//! (`GitVcs::run`), so no code path can run a subcommand outside the
+//! allowlist or pass an option that destroys work: no force of any kind (push,
+//! worktree, checkout), no forced refspec (`+src:dst`), no `push --mirror`,
+//! `--delete` or `--prune`, no `commit --amend`, no `worktree add -B`. Git
+//! accepts unambiguous prefixes of long options (`--amen` is `--amend`), so
+//! prefixes are refused too. Arguments after a bare `--` are paths, not
+//! options, and are not inspected.
+
+use std::ffi::OsString;
+
+use orchestrator_core::vcs::VcsError;
+
+/// Subcommands the adapter uses; anything else is refused.
+const ALLOWED_SUBCOMMANDS: &[&str] = &[
+    "add",
+    "branch",
+    "cat-file",
+    "check-ref-format",
+    "cherry-pick",
+    "commit",
+    "diff",
+    "hash-object",
+    "ls-files",
+    "ls-tree",
+    "push",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "status",
+    "symbolic-ref",
+    "version",
+    "worktree",
+];
+
+/// Long options refused for every subcommand (prefixes included).
+const FORBIDDEN_LONG_ANYWHERE: &[&str] = &["--force", "--force-with-lease", "--force-if-includes"];
+
+/// Long options refused for `git push` (prefixes included).
+const FORBIDDEN_LONG_PUSH: &[&str] = &["--mirror", "--delete", "--prune"];
+
+/// Long options refused for `git commit` (prefixes included).
+const FORBIDDEN_LONG_COMMIT: &[&str] = &["--amend"];
+
+/// Short option letters refused for every subcommand (`-f`, also inside a
+/// cluster such as `-qf`).
+const FORBIDDEN_SHORT_ANYWHERE: &[char] = &['f'];
+
+/// Short option letters refused for `git push` (`-d` deletes a remote ref).
+const FORBIDDEN_SHORT_PUSH: &[char] = &['d'];
+
+/// Short option letters refused for `git worktree` (`-B` resets a branch).
+const FORBIDDEN_SHORT_WORKTREE: &[char] = &['B'];
+
+/// Checks one invocation, `git <subcommand> <args…>`, against the rules in the
+/// module documentation. The error names the subcommand and the argument.
+pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsError> {
+    if !ALLOWED_SUBCOMMANDS.contains(&subcommand) {
+        return Err(refused(
+            subcommand,
+            subcommand,
+            "the subcommand is not allowed",
+        ));
+    }
+    for arg in args {
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            break;
+        }
+        if let Some(long) = text.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or_default();
+            if name.is_empty() {
+                continue;
+            }
+            let name = format!("--{name}");
+            let mut forbidden: Vec<&str> = FORBIDDEN_LONG_ANYWHERE.to_vec();
+            match subcommand {
+                "push" => forbidden.extend_from_slice(FORBIDDEN_LONG_PUSH),
+                "commit" => forbidden.extend_from_slice(FORBIDDEN_LONG_COMMIT),
+                _ => {}
+            }
+            // `--f` and longer prefixes of a forbidden option select it in git.
+            if name.len() >= 3 && forbidden.iter().any(|f| f.starts_with(name.as_str())) {
+                return Err(refused(subcommand, &text, "the option can destroy work"));
+            }
+            continue;
+        }
+        if subcommand == "push" && text.starts_with('+') {
+            return Err(refused(
+                subcommand,
+                &text,
+                "a `+` refspec forces the update",
+            ));
+        }
+        if let Some(cluster) = text.strip_prefix('-')
+            && !cluster.is_empty()
+        {
+            let mut forbidden: Vec<char> = FORBIDDEN_SHORT_ANYWHERE.to_vec();
+            match subcommand {
+                "push" => forbidden.extend_from_slice(FORBIDDEN_SHORT_PUSH),
+                "worktree" => forbidden.extend_from_slice(FORBIDDEN_SHORT_WORKTREE),
+                _ => {}
+            }
+            // Only the letters before a value are flags (`-Fmsg` is `-F msg`,
+            // but we never pass values glued to short options, so refusing on
+            // any forbidden letter is the safe reading).
+            if cluster.chars().any(|c| forbidden.contains(&c)) {
+                return Err(refused(subcommand, &text, "the option can destroy work"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn refused(subcommand: &str, arg: &str, reason: &str) -> VcsError {
+    VcsError::Other(format!(
+        "refused to run `git {subcommand}` with `{arg}`: {reason} (git argument guard)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(sub: &str, args: &[&str]) -> Result<(), VcsError> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        check_args(sub, &args)
+    }
+
+    #[test]
+    fn push_force_in_every_spelling_is_refused() {
+        for arg in [
+            "--force",
+            "--forc",
+            "--fo",
+            "--f",
+            "--force-with-lease",
+            "--force-with-lease=main:abc",
+            "--force-if-includes",
+            "-f",
+            "-qf",
+            "-fq",
+            "+refs/heads/main:refs/heads/main",
+            "+main",
+            "--mirror",
+            "--delete",
+            "-d",
+            "--prune",
+        ] {
+            let result = check("push", &["--porcelain", "origin", arg]);
+            assert!(result.is_err(), "`git push {arg}` must be refused");
+        }
+    }
+
+    #[test]
+    fn commit_amend_in_every_spelling_is_refused() {
+        for arg in ["--amend", "--amen", "--am", "--force", "-f"] {
+            assert!(check("commit", &["-F", "-", arg]).is_err(), "{arg}");
+        }
+    }
+
+    #[test]
+    fn worktree_force_and_branch_reset_are_refused() {
+        assert!(check("worktree", &["add", "-B", "x", "/tmp/x"]).is_err());
+        assert!(check("worktree", &["remove", "--force", "/tmp/x"]).is_err());
+        assert!(check("worktree", &["remove", "-f", "/tmp/x"]).is_err());
+    }
+
+    #[test]
+    fn subcommands_outside_the_allowlist_are_refused() {
+        for sub in [
+            "reset",
+            "clean",
+            "checkout",
+            "rebase",
+            "update-ref",
+            "gc",
+            "filter-branch",
+        ] {
+            assert!(check(sub, &[]).is_err(), "{sub}");
+        }
+    }
+
+    #[test]
+    fn the_invocations_the_adapter_uses_pass() {
+        let ok: &[(&str, &[&str])] = &[
+            (
+                "push",
+                &["--porcelain", "origin", "refs/heads/a:refs/heads/a"],
+            ),
+            (
+                "commit",
+                &["--only", "--cleanup=verbatim", "-F", "-", "--", "a"],
+            ),
+            ("add", &["-A", "--", "a b"]),
+            ("worktree", &["add", "-b", "fix-1", "--", "/tmp/wt", "abc"]),
+            ("branch", &["-D", "--", "fix-1"]),
+            (
+                "status",
+                &[
+                    "--porcelain=v1",
+                    "-z",
+                    "--untracked-files=all",
+                    "--no-renames",
+                ],
+            ),
+            ("cherry-pick", &["--abort"]),
+            ("version", &[]),
+        ];
+        for (sub, args) in ok {
+            assert!(check(sub, args).is_ok(), "git {sub} {args:?}");
+        }
+    }
+
+    #[test]
+    fn paths_after_double_dash_are_data() {
+        assert!(check("add", &["-A", "--", "--force", "-f", "+x"]).is_ok());
+        assert!(check("commit", &["-F", "-", "--", "--amend"]).is_ok());
+    }
+
+    #[test]
+    fn the_error_names_the_argument() {
+        let err = check("push", &["--force"]).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "refused to run `git push` with `--force`: the option can destroy work (git argument guard)"
+            )
+        );
+    }
+}

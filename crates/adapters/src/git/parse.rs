@@ -1,0 +1,259 @@
+//! Parsers for git's machine-readable output (`-z` NUL-separated lists,
+//! `status --porcelain=v1 -z`, `push --porcelain`, `cat-file --batch`).
+//!
+//! All of them work on bytes: paths may hold spaces, quotes, newlines and any
+//! unicode, and only NUL separates them.
+
+use orchestrator_core::vcs::{Status, VcsError};
+
+/// Converts one path from git output to a `String`, refusing non-UTF-8 paths
+/// (the `Vcs` API has `String` paths; guessing would touch the wrong file).
+pub(crate) fn utf8_path(bytes: &[u8]) -> Result<String, VcsError> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| VcsError::BadPath {
+        path: String::from_utf8_lossy(bytes).into_owned(),
+        reason: "the path is not valid UTF-8".into(),
+    })
+}
+
+/// Splits a `-z` list (`a\0b\0`) into paths.
+pub(crate) fn nul_list(bytes: &[u8]) -> Result<Vec<String>, VcsError> {
+    bytes
+        .split(|&b| b == 0)
+        .filter(|field| !field.is_empty())
+        .map(utf8_path)
+        .collect()
+}
+
+/// Parses `git status --porcelain=v1 -z` output. `??` entries are untracked,
+/// every other entry (staged, unstaged, deleted, unmerged) is modified;
+/// a rename or copy entry (only without `--no-renames`) names both paths.
+/// Both lists come back sorted and without duplicates.
+pub(crate) fn porcelain_status(bytes: &[u8]) -> Result<Status, VcsError> {
+    let mut status = Status::default();
+    let mut fields = bytes.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 || entry[2] != b' ' {
+            return Err(VcsError::Other(format!(
+                "unexpected `git status --porcelain` entry {:?}",
+                String::from_utf8_lossy(entry)
+            )));
+        }
+        let (x, y) = (entry[0], entry[1]);
+        let path = utf8_path(&entry[3..])?;
+        match (x, y) {
+            (b'?', b'?') => status.untracked.push(path),
+            (b'!', b'!') => {}
+            _ => {
+                if matches!(x, b'R' | b'C')
+                    && let Some(orig) = fields.next()
+                {
+                    status.modified.push(utf8_path(orig)?);
+                }
+                status.modified.push(path);
+            }
+        }
+    }
+    status.modified.sort();
+    status.modified.dedup();
+    status.untracked.sort();
+    status.untracked.dedup();
+    Ok(status)
+}
+
+/// The refs git refused in `git push --porcelain` output, as the remote's
+/// summary text (`[rejected] (fetch first)`, `[remote rejected] (hook
+/// declined)`). Lines are `<flag>\t<from>:<to>\t<summary>`; flag `!` means
+/// rejected.
+pub(crate) fn push_rejections(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("!\t")?;
+            let (refs, summary) = rest.split_once('\t').unwrap_or((rest, ""));
+            Some(if summary.is_empty() {
+                refs.to_owned()
+            } else {
+                format!("{refs}: {summary}")
+            })
+        })
+        .collect()
+}
+
+/// One object from `git cat-file --batch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BatchObject {
+    /// The object id.
+    pub id: String,
+    /// The object type (`commit`, `blob`, …).
+    pub kind: String,
+    /// The raw content.
+    pub content: Vec<u8>,
+}
+
+/// Parses `git cat-file --batch` output: for each object a header line
+/// `<id> <type> <size>`, the content, and a newline.
+pub(crate) fn cat_file_batch(mut bytes: &[u8]) -> Result<Vec<BatchObject>, VcsError> {
+    let bad =
+        |what: &str| VcsError::Other(format!("unexpected `git cat-file --batch` output: {what}"));
+    let mut objects = Vec::new();
+    while !bytes.is_empty() {
+        let eol = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| bad("a header without a newline"))?;
+        let header = String::from_utf8_lossy(&bytes[..eol]).into_owned();
+        let mut parts = header.split(' ');
+        let (Some(id), Some(kind), Some(size), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad(&format!("header {header:?}")));
+        };
+        let size: usize = size
+            .parse()
+            .map_err(|_| bad(&format!("size in {header:?}")))?;
+        let start = eol + 1;
+        let end = start + size;
+        if bytes.len() < end + 1 || bytes[end] != b'\n' {
+            return Err(bad(&format!("object {id} is truncated")));
+        }
+        objects.push(BatchObject {
+            id: id.to_owned(),
+            kind: kind.to_owned(),
+            content: bytes[start..end].to_vec(),
+        });
+        bytes = &bytes[end + 1..];
+    }
+    Ok(objects)
+}
+
+/// Splits a raw commit object into its tree id and its message (the bytes
+/// after the first empty line, exactly as stored).
+pub(crate) fn commit_object(content: &[u8]) -> Result<(String, String), VcsError> {
+    let (headers, message) = match content.windows(2).position(|w| w == b"\n\n") {
+        Some(i) => (&content[..i], &content[i + 2..]),
+        None => (content, &[][..]),
+    };
+    let tree = String::from_utf8_lossy(headers)
+        .lines()
+        .find_map(|l| l.strip_prefix("tree ").map(str::to_owned))
+        .ok_or_else(|| VcsError::Other("commit object without a tree header".into()))?;
+    Ok((tree, String::from_utf8_lossy(message).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn status_splits_modified_and_untracked() {
+        let out = b" M src/a b.rs\0M  staged.rs\0 D gone.rs\0?? new\nline.txt\0UU both.rs\0?? d\xC3\xA9j\xC3\xA0.txt\0";
+        let status = porcelain_status(out).unwrap();
+        assert_eq!(
+            status,
+            Status {
+                modified: vec![
+                    "both.rs".into(),
+                    "gone.rs".into(),
+                    "src/a b.rs".into(),
+                    "staged.rs".into()
+                ],
+                untracked: vec!["déjà.txt".into(), "new\nline.txt".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn status_rename_entries_name_both_paths() {
+        let status = porcelain_status(b"R  new.rs\0old.rs\0").unwrap();
+        assert_eq!(
+            status.modified,
+            vec!["new.rs".to_owned(), "old.rs".to_owned()]
+        );
+    }
+
+    #[test]
+    fn status_rejects_garbage_and_non_utf8() {
+        assert!(porcelain_status(b"xx\0").is_err());
+        assert!(matches!(
+            porcelain_status(b"?? \xff\xfe\0"),
+            Err(VcsError::BadPath { .. })
+        ));
+    }
+
+    #[test]
+    fn push_rejections_read_the_flag_column() {
+        let out = b"To /tmp/remote.git\n!\trefs/heads/main:refs/heads/main\t[rejected] (fetch first)\n \trefs/heads/x:refs/heads/x\tabc..def\nDone\n";
+        assert_eq!(
+            push_rejections(out),
+            vec!["refs/heads/main:refs/heads/main: [rejected] (fetch first)".to_owned()]
+        );
+        assert!(
+            push_rejections(b"To r\n*\trefs/heads/a:refs/heads/a\t[new branch]\nDone\n").is_empty()
+        );
+    }
+
+    #[test]
+    fn cat_file_batch_reads_sizes_not_lines() {
+        let out = b"aaa commit 5\nx\n\ny\n\nbbb blob 0\n\n";
+        let objects = cat_file_batch(out).unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[0].content, b"x\n\ny\n");
+        assert_eq!(objects[1].kind, "blob");
+        assert!(cat_file_batch(b"aaa commit 50\nshort\n").is_err());
+    }
+
+    #[test]
+    fn commit_object_keeps_the_message_verbatim() {
+        let raw = b"tree 1234\nparent 99\nauthor a <a> 1 +0000\n\n  subject \n\nbody\n\n";
+        let (tree, message) = commit_object(raw).unwrap();
+        assert_eq!(tree, "1234");
+        assert_eq!(message, "  subject \n\nbody\n\n");
+    }
+
+    fn path_strategy() -> impl Strategy<Value = String> {
+        proptest::string::string_regex(
+            "[a-zA-Z0-9 ._\\-\n\"'$`()éü漢]{1,12}(/[a-zA-Z0-9 ._\n漢]{1,8})?",
+        )
+        .expect("valid regex")
+    }
+
+    proptest! {
+        /// Whatever the paths, encoding them as porcelain -z entries and
+        /// parsing gives the same sets back.
+        #[test]
+        fn status_round_trips_any_paths(
+            modified in proptest::collection::btree_set(path_strategy(), 0..6),
+            untracked in proptest::collection::btree_set(path_strategy(), 0..6),
+        ) {
+            let mut out = Vec::new();
+            for p in &modified {
+                out.extend_from_slice(b" M ");
+                out.extend_from_slice(p.as_bytes());
+                out.push(0);
+            }
+            for p in &untracked {
+                out.extend_from_slice(b"?? ");
+                out.extend_from_slice(p.as_bytes());
+                out.push(0);
+            }
+            let status = porcelain_status(&out).unwrap();
+            prop_assert_eq!(status.modified, modified.into_iter().collect::<Vec<_>>());
+            prop_assert_eq!(status.untracked, untracked.into_iter().collect::<Vec<_>>());
+        }
+
+        /// Batch output of any contents parses back to the same contents.
+        #[test]
+        fn cat_file_batch_round_trips(contents in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..5)) {
+            let mut out = Vec::new();
+            for (i, c) in contents.iter().enumerate() {
+                out.extend_from_slice(format!("id{i} blob {}\n", c.len()).as_bytes());
+                out.extend_from_slice(c);
+                out.push(b'\n');
+            }
+            let objects = cat_file_batch(&out).unwrap();
+            let back: Vec<Vec<u8>> = objects.into_iter().map(|o| o.content).collect();
+            prop_assert_eq!(back, contents);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! [`Budget`]: turn, token and cost limits over all calls through one agent.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use orchestrator_core::{Agent, AgentError, AgentRequest, AgentResponse, Usage};
+
+/// Limits for [`Budget`]; `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetLimits {
+    /// Agent turns, summed over calls.
+    pub max_turns: Option<u32>,
+    /// Input plus output tokens, summed over calls.
+    pub max_tokens: Option<u64>,
+    /// Cost in US dollars, summed over calls.
+    pub max_cost_usd: Option<f64>,
+}
+
+/// Sums the usage of every call and, once a limit is reached, answers
+/// [`AgentError::Budget`] without calling the inner agent.
+///
+/// Accounting: a response adds its `usage` (tokens, cost) and at least one
+/// turn (`usage.turns`, or 1 when the backend reports none); a failed call
+/// adds one turn. The check happens before a call, so calls running at the
+/// same time may together overshoot by the usage of those calls.
+#[derive(Debug)]
+pub struct Budget<A> {
+    inner: A,
+    limits: BudgetLimits,
+    spent: Mutex<Usage>,
+}
+
+impl<A> Budget<A> {
+    /// Wraps `inner` with `limits`, nothing spent yet.
+    pub fn new(inner: A, limits: BudgetLimits) -> Self {
+        Self {
+            inner,
+            limits,
+            spent: Mutex::new(Usage::default()),
+        }
+    }
+
+    /// The wrapped agent.
+    pub fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> BudgetLimits {
+        self.limits
+    }
+
+    /// Usage so far.
+    pub fn spent(&self) -> Usage {
+        *self.lock()
+    }
+
+    /// Which limit is exhausted, if any, as a message for the error.
+    pub fn exhausted(&self) -> Option<String> {
+        let spent = self.spent();
+        if let Some(max) = self.limits.max_turns
+            && spent.turns >= max
+        {
+            return Some(format!("{} of {max} turns used", spent.turns));
+        }
+        let tokens = spent.input_tokens + spent.output_tokens;
+        if let Some(max) = self.limits.max_tokens
+            && tokens >= max
+        {
+            return Some(format!("{tokens} of {max} tokens used"));
+        }
+        if let Some(max) = self.limits.max_cost_usd
+            && spent.cost_usd >= max
+        {
+            return Some(format!("${:.4} of ${max:.4} spent", spent.cost_usd));
+        }
+        None
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Usage> {
+        self.spent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl<A: Agent> Agent for Budget<A> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        if let Some(message) = self.exhausted() {
+            return Err(AgentError::Budget { message });
+        }
+        let result = self.inner.run(request).await;
+        let mut used = match &result {
+            Ok(response) => response.usage.unwrap_or_default(),
+            Err(_) => Usage::default(),
+        };
+        used.turns = used.turns.max(1);
+        self.lock().add(&used);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wrappers::scripted::{Scripted, Step, request, transient};
+
+    fn with_usage(input: u64, output: u64, cost: f64, turns: u32) -> Step {
+        let mut response = AgentResponse::text("ok");
+        response.usage = Some(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cost_usd: cost,
+            turns,
+        });
+        Step {
+            delay: std::time::Duration::ZERO,
+            result: Ok(response),
+        }
+    }
+
+    #[tokio::test]
+    async fn turns_are_counted_per_call_and_errors_count_one() {
+        let inner = Scripted::new([
+            Step::ok("no usage reported"),
+            Step::err(transient("boom")),
+            with_usage(0, 0, 0.0, 3),
+            Step::ok("never reached"),
+        ]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_turns: Some(5),
+                ..BudgetLimits::default()
+            },
+        );
+        assert!(budget.run(request("1")).await.is_ok());
+        assert!(budget.run(request("2")).await.is_err());
+        assert!(budget.run(request("3")).await.is_ok());
+        assert_eq!(budget.spent().turns, 5);
+        assert_eq!(
+            budget.run(request("4")).await,
+            Err(AgentError::Budget {
+                message: "5 of 5 turns used".into()
+            })
+        );
+        assert_eq!(
+            budget.inner().call_count(),
+            3,
+            "the inner agent was not called"
+        );
+    }
+
+    #[tokio::test]
+    async fn tokens_are_summed_over_input_and_output() {
+        let inner = Scripted::new([with_usage(400, 100, 0.0, 1), with_usage(300, 300, 0.0, 1)]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_tokens: Some(1000),
+                ..BudgetLimits::default()
+            },
+        );
+        assert!(budget.run(request("1")).await.is_ok());
+        // 500 used: still under, the call that crosses the limit completes.
+        assert!(budget.run(request("2")).await.is_ok());
+        assert_eq!(
+            budget.run(request("3")).await,
+            Err(AgentError::Budget {
+                message: "1100 of 1000 tokens used".into()
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn cost_limit_stops_further_calls() {
+        let inner = Scripted::new([with_usage(1, 1, 0.75, 1), with_usage(1, 1, 0.5, 1)]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_cost_usd: Some(1.0),
+                ..BudgetLimits::default()
+            },
+        );
+        assert!(budget.run(request("1")).await.is_ok());
+        assert!(budget.run(request("2")).await.is_ok());
+        let err = budget.run(request("3")).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "agent budget exhausted: $1.2500 of $1.0000 spent"
+        );
+        assert!(!err.is_transient());
+    }
+
+    #[tokio::test]
+    async fn no_limits_never_refuses() {
+        let budget = Budget::new(
+            Scripted::new((0..20).map(|_| with_usage(1000, 1000, 10.0, 10))),
+            BudgetLimits::default(),
+        );
+        for i in 0..20 {
+            assert!(budget.run(request(&i.to_string())).await.is_ok());
+        }
+        assert_eq!(budget.exhausted(), None);
+    }
+}
