@@ -267,9 +267,10 @@ impl WaveFiles {
 
     /// A row of `wave` started: (re)writes the wave's CSV with it.
     fn started(&mut self, session: &Session, wave: u32, cells: Vec<String>) -> Result<(), PlanexError> {
+        let path = self.path(session, wave);
         let rows = self.started.entry(wave).or_default();
         rows.push(cells);
-        write_csv_atomic(self.path(session, wave), &self.headers, rows)?;
+        write_csv_atomic(path, &self.headers, rows)?;
         Ok(())
     }
 

