@@ -121,7 +121,11 @@ impl PlanexError {
         Self::EXIT_CODE
     }
 
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         PlanexError::Io {
             action,
             path: path.into(),

@@ -266,7 +266,12 @@ impl WaveFiles {
     }
 
     /// A row of `wave` started: (re)writes the wave's CSV with it.
-    fn started(&mut self, session: &Session, wave: u32, cells: Vec<String>) -> Result<(), PlanexError> {
+    fn started(
+        &mut self,
+        session: &Session,
+        wave: u32,
+        cells: Vec<String>,
+    ) -> Result<(), PlanexError> {
         let path = self.path(session, wave);
         let rows = self.started.entry(wave).or_default();
         rows.push(cells);
@@ -333,7 +338,10 @@ impl<'a> ExploreHost<'a> {
         env: JobEnv,
         sched: &Scheduler,
     ) -> Self {
-        let headers = EXPLORE_COLUMNS[..6].iter().map(|s| (*s).to_owned()).collect();
+        let headers = EXPLORE_COLUMNS[..6]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         let waves = WaveFiles::new(sched, headers, "explore-wave-");
         Self {
             session,
@@ -366,7 +374,9 @@ pub(crate) fn explore_specs(state: &SessionState) -> Vec<JobSpec> {
         .explore_rows()
         .iter()
         .map(|r| {
-            let mut spec = JobSpec::new(&r.id).title(&r.angle).deps(r.deps.iter().cloned());
+            let mut spec = JobSpec::new(&r.id)
+                .title(&r.angle)
+                .deps(r.deps.iter().cloned());
             spec.initial = initial_status(r.status);
             spec
         })
@@ -377,9 +387,17 @@ impl Host for ExploreHost<'_> {
     type Output = ExploreResult;
 
     fn start(&mut self, id: &str, wave: u32) -> Result<JobFuture<ExploreResult>, PlanexError> {
-        let Some(row) = self.state.explore_rows().iter().find(|r| r.id == id).cloned() else {
+        let Some(row) = self
+            .state
+            .explore_rows()
+            .iter()
+            .find(|r| r.id == id)
+            .cloned()
+        else {
             let id = id.to_owned();
-            return Ok(Box::pin(async move { failed_explore(&id, "row not found in explore.csv") }));
+            return Ok(Box::pin(async move {
+                failed_explore(&id, "row not found in explore.csv")
+            }));
         };
         let wire = WireExploreRow::from(&row);
         self.waves.started(
@@ -455,7 +473,11 @@ fn failed_explore(id: &str, error: &str) -> ExploreResult {
 }
 
 /// One explore row: the agent's validated answer, or a failure.
-async fn run_explore(agent: Arc<dyn Agent>, request: AgentRequest, limit: Duration) -> ExploreResult {
+async fn run_explore(
+    agent: Arc<dyn Agent>,
+    request: AgentRequest,
+    limit: Duration,
+) -> ExploreResult {
     let id = request.id.clone();
     let answer = match tokio::time::timeout(limit, agent.run_validated(request)).await {
         Err(_) => Err(AgentError::Timeout {
@@ -827,15 +849,15 @@ impl Agent for ReportingAgent {
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
         request.time_limit = Some(self.limit);
-        let response = match tokio::time::timeout(self.limit, self.inner.run_validated(request)).await
-        {
-            Err(_) => {
-                return Err(AgentError::Timeout {
-                    seconds: self.limit.as_secs_f64(),
-                });
-            }
-            Ok(result) => result?,
-        };
+        let response =
+            match tokio::time::timeout(self.limit, self.inner.run_validated(request)).await {
+                Err(_) => {
+                    return Err(AgentError::Timeout {
+                        seconds: self.limit.as_secs_f64(),
+                    });
+                }
+                Ok(result) => result?,
+            };
         let value = response.structured.clone().unwrap_or(Value::Null);
         let status = status_field(&value);
         let error = str_field(&value, "error");

@@ -31,8 +31,7 @@ use crate::session::{
     TASKS_CSV, session_timestamp,
 };
 use crate::{
-    EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions,
-    Stop,
+    EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions, Stop,
 };
 
 /// How many times the planner is asked before its answer counts as unusable.
@@ -337,11 +336,7 @@ impl Planex {
         let plan = match run.state.tasks.as_mut() {
             Some(rows) => {
                 let lines = (lines.len() == rows.len()).then_some(lines.as_slice());
-                validate_tasks_from(
-                    rows,
-                    explore.as_deref(),
-                    RowSource { name: &name, lines },
-                )?
+                validate_tasks_from(rows, explore.as_deref(), RowSource { name: &name, lines })?
             }
             None => {
                 return Err(PlanexError::NothingToResume {

@@ -2,7 +2,9 @@
 //! list (from the planner or a tasks.csv) before anything runs.
 
 use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
-use orchestrator_core::waves::{WaveError, WaveOptions, WaveTask, compute_waves, is_exploration_id};
+use orchestrator_core::waves::{
+    WaveError, WaveOptions, WaveTask, compute_waves, is_exploration_id,
+};
 use serde_json::Value;
 
 use crate::error::PlanexError;
@@ -105,11 +107,12 @@ pub(crate) fn validate_tasks_from(
             context_from: r.context_from.iter().map(String::as_str).collect(),
         })
         .collect();
-    let waves = compute_waves(&tasks, WaveOptions { lenient: false })
-        .map_err(|e| PlanexError::InvalidPlan {
+    let waves = compute_waves(&tasks, WaveOptions { lenient: false }).map_err(|e| {
+        PlanexError::InvalidPlan {
             source_name: source.name.to_owned(),
             problems: vec![describe_wave_error(&e, &source)],
-        })?;
+        }
+    })?;
     let by_row = waves.by_row().to_vec();
     let max_wave = waves.max_wave();
     drop(tasks);
@@ -254,7 +257,14 @@ mod tests {
             Err("invalid task plan in s/tasks.csv: row 1: task \"T1\" takes context from \"E7\", which is not a row of explore.csv; row 2: task id \"Export\" starts with E, which names exploration rows; use T1, T2, …; row 3: empty task id".into())
         );
         assert_eq!(
-            check(&mut [task("T1", &["T3"], &[]), task("T2", &["T1"], &[]), task("T3", &[], &["T2"])], None),
+            check(
+                &mut [
+                    task("T1", &["T3"], &[]),
+                    task("T2", &["T1"], &[]),
+                    task("T3", &[], &["T2"])
+                ],
+                None
+            ),
             Err("invalid task plan in s/tasks.csv: dependency cycle: T1 → T3 → T2 → T1".into())
         );
     }
@@ -274,7 +284,10 @@ mod tests {
             "angles": [{"id": "A", "angle": "architecture", "description": "d", "focus": "f"},
                        {"id": "B", "angle": "testing", "description": "d2", "focus": "f2"}]}));
         assert_eq!(
-            angles.iter().map(|a| (a.id.as_str(), a.angle.as_str(), a.wave)).collect::<Vec<_>>(),
+            angles
+                .iter()
+                .map(|a| (a.id.as_str(), a.angle.as_str(), a.wave))
+                .collect::<Vec<_>>(),
             [("E1", "architecture", Some(1)), ("E2", "testing", Some(1))]
         );
         let tasks = tasks_from_answer(&json!({"tasks": [

@@ -513,7 +513,8 @@ mod tests {
         assert_eq!(errors.len(), 2, "{errors:?}");
         let angles = json!({"type": "feature", "complexity": "Low", "angles": []});
         assert!(validate(&angles_schema(), &angles).is_err());
-        let explore = json!({"id": "E1", "status": "completed", "findings": "x", "key_files": "a;b"});
+        let explore =
+            json!({"id": "E1", "status": "completed", "findings": "x", "key_files": "a;b"});
         assert!(validate(&explore_schema(), &explore).is_ok());
     }
 

@@ -399,14 +399,22 @@ pub fn render_context_md(
 
 /// A value safe inside a markdown table cell: `|` escaped, line breaks as `<br>`.
 fn table_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace("\r\n", "<br>").replace('\n', "<br>")
+    s.replace('|', "\\|")
+        .replace("\r\n", "<br>")
+        .replace('\n', "<br>")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn explore(id: &str, angle: &str, status: RowStatus, findings: &str, files: &[&str]) -> ExploreRow {
+    fn explore(
+        id: &str,
+        angle: &str,
+        status: RowStatus,
+        findings: &str,
+        files: &[&str],
+    ) -> ExploreRow {
         let mut r = ExploreRow::new(id, angle, "d", "f");
         r.status = status;
         r.findings = findings.into();
@@ -429,18 +437,34 @@ mod tests {
     /// One case: context_from, expected prev_context.
     fn check(context_from: &[&str], expected: &str) {
         let e = vec![
-            explore("E1", "architecture", RowStatus::Completed, "BaseService in src/services/", &["src/services/Base.ts", "src/app.ts"]),
+            explore(
+                "E1",
+                "architecture",
+                RowStatus::Completed,
+                "BaseService in src/services/",
+                &["src/services/Base.ts", "src/app.ts"],
+            ),
             explore("E2", "dependencies", RowStatus::Completed, "uses jose", &[]),
             explore("E3", "testing", RowStatus::Failed, "half", &["x"]),
             explore("E4", "security", RowStatus::Completed, "", &["y"]),
         ];
         let t = vec![
-            task("T1", "Setup types", RowStatus::Completed, "Created types at src/types/auth.ts", &["src/types/auth.ts"]),
+            task(
+                "T1",
+                "Setup types",
+                RowStatus::Completed,
+                "Created types at src/types/auth.ts",
+                &["src/types/auth.ts"],
+            ),
             task("T2", "Core", RowStatus::Completed, "core done", &[]),
             task("T3", "Broken", RowStatus::Failed, "nope", &["z"]),
             task("T4", "Waiting", RowStatus::Pending, "", &[]),
         ];
-        assert_eq!(build_prev_context(&ids(context_from), &e, &t), expected, "context_from {context_from:?}");
+        assert_eq!(
+            build_prev_context(&ids(context_from), &e, &t),
+            expected,
+            "context_from {context_from:?}"
+        );
     }
 
     #[test]
@@ -451,20 +475,38 @@ mod tests {
             &["E1", "E2", "T1"],
             "[Explore architecture] BaseService in src/services/\n  Key files: src/services/Base.ts;src/app.ts\n[Explore dependencies] uses jose\n[Task T1: Setup types] Created types at src/types/auth.ts\n  Modified: src/types/auth.ts",
         );
-        check(&["T2", "E2"], "[Task T2: Core] core done\n[Explore dependencies] uses jose");
+        check(
+            &["T2", "E2"],
+            "[Task T2: Core] core done\n[Explore dependencies] uses jose",
+        );
     }
 
     #[test]
     fn synthesis_names_files_shared_by_several_angles() {
         let rows = vec![
-            explore("E1", "architecture", RowStatus::Completed, "a", &["src/a.rs", "src/b.rs"]),
+            explore(
+                "E1",
+                "architecture",
+                RowStatus::Completed,
+                "a",
+                &["src/a.rs", "src/b.rs"],
+            ),
             explore("E2", "testing", RowStatus::Completed, "b", &["src/b.rs"]),
             explore("E3", "security", RowStatus::Failed, "c", &["src/a.rs"]),
-            explore("E4", "patterns", RowStatus::Completed, "d", &["src/b.rs", "src/b.rs"]),
+            explore(
+                "E4",
+                "patterns",
+                RowStatus::Completed,
+                "d",
+                &["src/b.rs", "src/b.rs"],
+            ),
         ];
         let s = synthesize(&rows);
         assert_eq!(s.completed, 3);
-        assert_eq!(s.shared_files, vec![("src/b.rs".to_owned(), ids(&["E1", "E2", "E4"]))]);
+        assert_eq!(
+            s.shared_files,
+            vec![("src/b.rs".to_owned(), ids(&["E1", "E2", "E4"]))]
+        );
         assert_eq!(
             s.shared_files_text(),
             "\nShared files (referenced by multiple angles):\n  src/b.rs ← E1, E2, E4"

@@ -96,7 +96,10 @@ pub fn slug(requirement: &str) -> String {
 /// `wpp-{YYYYMMDD}-{slug}`, the date in UTC+8. A requirement with no letter
 /// or digit gets the slug `session`.
 pub fn session_id(requirement: &str, now: Timestamp) -> String {
-    let date = now.to_zoned(session_time_zone()).strftime("%Y%m%d").to_string();
+    let date = now
+        .to_zoned(session_time_zone())
+        .strftime("%Y%m%d")
+        .to_string();
     let mut s = slug(requirement);
     if s.chars().all(|c| c == '-') {
         s = "session".to_owned();
@@ -173,12 +176,7 @@ impl SessionState {
     pub fn apply(&mut self, entry: &JournalEntry) {
         match entry {
             JournalEntry::Explore(r) => {
-                if let Some(row) = self
-                    .explore
-                    .iter_mut()
-                    .flatten()
-                    .find(|row| row.id == r.id)
-                {
+                if let Some(row) = self.explore.iter_mut().flatten().find(|row| row.id == r.id) {
                     row.status = r.status;
                     row.findings = r.findings.clone();
                     row.key_files = r.key_files.clone();
@@ -395,14 +393,13 @@ impl Session {
                 if id.is_empty() || id.contains(['/', '\\']) || id == "." || id == ".." {
                     return Err(PlanexError::InvalidSessionId { id: id.to_owned() });
                 }
-                sessions
-                    .iter()
-                    .find(|s| s.id == id)
-                    .ok_or_else(|| PlanexError::SessionNotFound {
+                sessions.iter().find(|s| s.id == id).ok_or_else(|| {
+                    PlanexError::SessionNotFound {
                         id: id.to_owned(),
                         dir: root.clone(),
                         found: found(),
-                    })?
+                    }
+                })?
             }
             None => sessions
                 .iter()
@@ -702,6 +699,132 @@ mod tests {
         assert!(matches!(err, PlanexError::InvalidSessionId { .. }));
     }
 
+    mod props {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::journal::ExploreResult;
+
+        /// Any text: quotes, commas, separators, line breaks, unicode.
+        fn text() -> impl Strategy<Value = String> {
+            "[a-zA-Z0-9 ,;\"'|\\\n\r\té中✓-]{0,12}"
+        }
+
+        /// A list item: trimmed, non-empty, without the `;` separator.
+        fn item() -> impl Strategy<Value = String> {
+            "[a-zA-Z0-9_./*\"é中-]{1,8}"
+        }
+
+        fn status() -> impl Strategy<Value = RowStatus> {
+            prop::sample::select(RowStatus::ALL.to_vec())
+        }
+
+        prop_compose! {
+            fn task_row(extra: Vec<String>)(
+                id in "T[0-9]{1,3}", title in text(), description in text(), test in text(),
+                acceptance in text(), scope in text(), hints in text(), directives in text(),
+                deps in prop::collection::vec(item(), 0..3),
+                context_from in prop::collection::vec(item(), 0..3),
+                wave in prop::option::of(1u32..50), status in status(), findings in text(),
+                files in prop::collection::vec(item(), 0..3),
+                tests_passed in prop::option::of(any::<bool>()), met in text(), error in text(),
+                values in prop::collection::vec(text(), extra.len()),
+            ) -> TaskRow {
+                TaskRow {
+                    id, title, description, test, acceptance_criteria: acceptance, scope, hints,
+                    execution_directives: directives, deps, context_from, wave, status, findings,
+                    files_modified: files, tests_passed, acceptance_met: met, error,
+                    extra: extra.iter().cloned().zip(values).collect(),
+                }
+            }
+        }
+
+        prop_compose! {
+            fn explore_row()(
+                id in "E[0-9]{1,3}", angle in text(), description in text(), focus in text(),
+                deps in prop::collection::vec(item(), 0..3), wave in prop::option::of(1u32..9),
+                status in status(), findings in text(),
+                key_files in prop::collection::vec(item(), 0..3), error in text(),
+            ) -> ExploreRow {
+                ExploreRow { id, angle, description, focus, deps, wave, status, findings, key_files, error, extra: Vec::new() }
+            }
+        }
+
+        fn state() -> impl Strategy<Value = SessionState> {
+            let extra = prop::sample::subsequence(
+                vec![
+                    "notes".to_owned(),
+                    "owner".to_owned(),
+                    "prev_context".to_owned(),
+                ],
+                0..=3,
+            );
+            (extra, prop::collection::vec(explore_row(), 1..4)).prop_flat_map(|(extra, explore)| {
+                prop::collection::vec(task_row(extra), 1..6).prop_map(move |tasks| SessionState {
+                    explore: Some(explore.clone()),
+                    tasks: Some(tasks),
+                    paused: BTreeMap::new(),
+                })
+            })
+        }
+
+        fn fresh_session() -> (tempfile::TempDir, Session) {
+            let repo = tempfile::tempdir().unwrap();
+            let s = Session::create(
+                repo.path(),
+                "prop",
+                SessionSource::Plan,
+                Timestamp::UNIX_EPOCH,
+            )
+            .unwrap();
+            (repo, s)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Whatever the rows hold, a checkpoint and a load give them back.
+            #[test]
+            fn csv_round_trips_through_the_session(state in state()) {
+                let (_repo, mut s) = fresh_session();
+                s.checkpoint(&state).unwrap();
+                let (back, warning) = s.load().unwrap();
+                prop_assert_eq!(warning, None);
+                prop_assert_eq!(back, state);
+            }
+
+            /// Replaying the journal twice is the same as once, and a
+            /// checkpoint in between changes nothing: nothing is lost or
+            /// applied twice whenever a crash happens.
+            #[test]
+            fn journal_replay_is_idempotent(state in state(), picks in prop::collection::vec((0usize..6, status(), text()), 0..8)) {
+                let (_repo, mut s) = fresh_session();
+                s.checkpoint(&state).unwrap();
+                let tasks = state.task_rows().to_vec();
+                for (i, st, findings) in &picks {
+                    let id = tasks[i % tasks.len()].id.clone();
+                    s.record(JournalEntry::Task(TaskResult {
+                        id, status: *st, findings: findings.clone(), files_modified: vec!["f.rs".into()],
+                        tests_passed: Some(true), acceptance_met: String::new(), error: String::new(),
+                    })).unwrap();
+                    s.record(JournalEntry::Explore(ExploreResult {
+                        id: state.explore_rows()[0].id.clone(), status: *st, findings: findings.clone(),
+                        key_files: vec![], error: String::new(),
+                    })).unwrap();
+                }
+                let (once, _) = s.load().unwrap();
+                let mut twice = once.clone();
+                for entry in s.journal.read().unwrap().entries {
+                    twice.apply(&entry);
+                }
+                prop_assert_eq!(&twice, &once);
+                s.checkpoint(&once).unwrap();
+                let (after, _) = s.load().unwrap();
+                prop_assert_eq!(after, once);
+            }
+        }
+    }
+
     #[test]
     fn journal_replays_over_the_csv_and_checkpoint_folds_it_in() {
         let repo = tempfile::tempdir().unwrap();
@@ -741,7 +864,10 @@ mod tests {
             read_tasks_csv(s.tasks_csv()).unwrap()[0].status,
             RowStatus::Completed
         );
-        assert_eq!(fs::read_to_string(s.dir().join("journal.ndjson")).unwrap(), "");
+        assert_eq!(
+            fs::read_to_string(s.dir().join("journal.ndjson")).unwrap(),
+            ""
+        );
         s.record(JournalEntry::Reset {
             ids: vec!["T1".into()],
         })

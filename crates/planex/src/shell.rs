@@ -124,9 +124,10 @@ impl Agent for ShellTaskAgent {
             });
         }
         if output.exit_code != Some(0) {
-            let status = output
-                .exit_code
-                .map_or_else(|| "killed by a signal".to_owned(), |c| format!("exited with status {c}"));
+            let status = output.exit_code.map_or_else(
+                || "killed by a signal".to_owned(),
+                |c| format!("exited with status {c}"),
+            );
             let tail = if output.stderr.trim().is_empty() {
                 &output.stdout
             } else {
@@ -143,7 +144,10 @@ impl Agent for ShellTaskAgent {
                 exit_code: output.exit_code,
             });
         }
-        Ok(report(&row.id, &tail_chars(&output.stdout, TASK_FINDINGS_MAX)))
+        Ok(report(
+            &row.id,
+            &tail_chars(&output.stdout, TASK_FINDINGS_MAX),
+        ))
     }
 }
 

@@ -1,6 +1,8 @@
 //! End-to-end tests of the planex flow over fake agents, scripted gates and
 //! scripted commands, in temporary repositories.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +58,9 @@ fn angles() -> Reply {
 }
 
 fn explored(id: &str, findings: &str, files: &[&str]) -> Reply {
-    Reply::json(json!({"id": id, "status": "completed", "findings": findings, "key_files": files, "error": ""}))
+    Reply::json(
+        json!({"id": id, "status": "completed", "findings": findings, "key_files": files, "error": ""}),
+    )
 }
 
 /// A diamond: T1 → (T2, T3) → T4, plus context links to both explorations.
@@ -101,10 +105,31 @@ fn happy_agent() -> FakeAgent {
 fn happy_agent_with(overrides: Vec<(&str, Reply)>) -> FakeAgent {
     let defaults = vec![
         ("plan-angles", angles()),
-        ("E1", explored("E1", "Handlers live in src/api; a BaseService pattern", &["src/api/mod.rs", "src/lib.rs"])),
-        ("E2", explored("E2", "cargo test with fixtures in tests/", &["tests/common.rs", "src/lib.rs"])),
+        (
+            "E1",
+            explored(
+                "E1",
+                "Handlers live in src/api; a BaseService pattern",
+                &["src/api/mod.rs", "src/lib.rs"],
+            ),
+        ),
+        (
+            "E2",
+            explored(
+                "E2",
+                "cargo test with fixtures in tests/",
+                &["tests/common.rs", "src/lib.rs"],
+            ),
+        ),
         ("plan-tasks", diamond()),
-        ("T1", done("T1", "Token types in src/token/mod.rs", &["src/token/mod.rs"])),
+        (
+            "T1",
+            done(
+                "T1",
+                "Token types in src/token/mod.rs",
+                &["src/token/mod.rs"],
+            ),
+        ),
         ("T2", done("T2", "Issuer done", &["src/issue/mod.rs"])),
         ("T3", done("T3", "Checker done", &["src/check/mod.rs"])),
         ("T4", done("T4", "Router wired", &["src/router.rs"])),
@@ -160,7 +185,11 @@ fn redacted(dir: &Path, file: &str) -> String {
 
 fn job_finished(events: &[Event], id: &str) -> Option<(JobStatus, Option<String>)> {
     events.iter().find_map(|e| match e {
-        Event::JobFinished { id: i, status, detail } if i == id => Some((*status, detail.clone())),
+        Event::JobFinished {
+            id: i,
+            status,
+            detail,
+        } if i == id => Some((*status, detail.clone())),
         _ => None,
     })
 }
@@ -186,10 +215,18 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
     assert!(outcome.warnings.is_empty(), "{:?}", outcome.warnings);
     let s = &outcome.summary;
     assert_eq!(
-        (s.explore_total, s.explore_completed, s.tasks_total, s.completed, s.waves),
+        (
+            s.explore_total,
+            s.explore_completed,
+            s.tasks_total,
+            s.completed,
+            s.waves
+        ),
         (2, 2, 4, 4, 3)
     );
-    assert!(s.session_id.starts_with("wpp-") && s.session_id.ends_with("-add-token-auth-to-the-api"));
+    assert!(
+        s.session_id.starts_with("wpp-") && s.session_id.ends_with("-add-token-auth-to-the-api")
+    );
 
     // Context passing, exactly in the seed's format.
     assert_eq!(
@@ -205,10 +242,27 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
         "[Task T2: Issue tokens] Issuer done\n  Modified: src/issue/mod.rs\n[Task T3: Check tokens] Checker done\n  Modified: src/check/mod.rs"
     );
     // The synthesis named the file both angles found.
-    let plan_call = agent.calls().into_iter().find(|c| c.id == "plan-tasks").unwrap();
-    assert!(plan_call.instruction.contains("  src/lib.rs ← E1, E2"), "{}", plan_call.instruction);
+    let plan_call = agent
+        .calls()
+        .into_iter()
+        .find(|c| c.id == "plan-tasks")
+        .unwrap();
+    assert!(
+        plan_call.instruction.contains("  src/lib.rs ← E1, E2"),
+        "{}",
+        plan_call.instruction
+    );
     // Every row ran once; the diamond's order held.
-    for id in ["plan-angles", "E1", "E2", "plan-tasks", "T1", "T2", "T3", "T4"] {
+    for id in [
+        "plan-angles",
+        "E1",
+        "E2",
+        "plan-tasks",
+        "T1",
+        "T2",
+        "T3",
+        "T4",
+    ] {
         assert_eq!(agent.calls_for(id), 1, "{id}");
     }
     let order = started_order(&sink.events());
@@ -224,7 +278,16 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
     names.sort();
     assert_eq!(
         names,
-        [".lock", "context.md", "discoveries.ndjson", "explore.csv", "journal.ndjson", "results.csv", "session.json", "tasks.csv"]
+        [
+            ".lock",
+            "context.md",
+            "discoveries.ndjson",
+            "explore.csv",
+            "journal.ndjson",
+            "results.csv",
+            "session.json",
+            "tasks.csv"
+        ]
     );
     assert_eq!(
         std::fs::read(dir.join("results.csv")).unwrap(),
@@ -234,7 +297,14 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
     insta::assert_snapshot!("diamond_tasks_csv", redacted(dir, "tasks.csv"));
     insta::assert_snapshot!("diamond_results_csv", redacted(dir, "results.csv"));
     insta::assert_snapshot!("diamond_context_md", redacted(dir, "context.md"));
-    insta::assert_snapshot!("diamond_summary", outcome.summary.to_string().replace(&dir.display().to_string(), "[session]").replace(&s.session_id, "[session-id]"));
+    insta::assert_snapshot!(
+        "diamond_summary",
+        outcome
+            .summary
+            .to_string()
+            .replace(&dir.display().to_string(), "[session]")
+            .replace(&s.session_id, "[session-id]")
+    );
 
     let phases: Vec<String> = sink
         .events()
@@ -244,7 +314,16 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
             _ => None,
         })
         .collect();
-    assert_eq!(phases, ["plan-explore", "explore", "plan-tasks", "execute", "aggregate"]);
+    assert_eq!(
+        phases,
+        [
+            "plan-explore",
+            "explore",
+            "plan-tasks",
+            "execute",
+            "aggregate"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -307,27 +386,51 @@ async fn a_failure_skips_hard_dependents_but_not_context_readers() {
     assert_eq!(st, RowStatus::Failed);
     assert!(err.contains("compile error in src/b.rs"), "{err}");
     for id in ["T3", "T4"] {
-        assert_eq!(status_of(&rows, id), (RowStatus::Skipped, "Dependency failed or skipped".to_owned()));
+        assert_eq!(
+            status_of(&rows, id),
+            (
+                RowStatus::Skipped,
+                "Dependency failed or skipped".to_owned()
+            )
+        );
         assert_eq!(agent.calls_for(id), 0);
     }
     assert_eq!(status_of(&rows, "T5").0, RowStatus::Completed);
     // --max-rounds 2 × 1 attempt, the failure fed back into the second.
     assert_eq!(agent.calls_for("T2"), 2);
-    let second = agent.calls().into_iter().filter(|c| c.id == "T2").nth(1).unwrap();
-    assert!(second.instruction.contains("compile error in src/b.rs"), "{}", second.instruction);
+    let second = agent
+        .calls()
+        .into_iter()
+        .filter(|c| c.id == "T2")
+        .nth(1)
+        .unwrap();
+    assert!(
+        second.instruction.contains("compile error in src/b.rs"),
+        "{}",
+        second.instruction
+    );
     // T5 started only after T2 finished, and saw no context from it.
     let events = sink.events();
     let pos = |f: &dyn Fn(&Event) -> bool| events.iter().position(f).unwrap();
     let t2_done = pos(&|e| matches!(e, Event::JobFinished { id, .. } if id == "T2"));
     let t5_start = pos(&|e| matches!(e, Event::JobStarted { id, .. } if id == "T5"));
     assert!(t2_done < t5_start);
-    assert_eq!(prev_context_of(&agent, "T5"), "No previous context available");
+    assert_eq!(
+        prev_context_of(&agent, "T5"),
+        "No previous context available"
+    );
     assert_eq!(
         job_finished(&events, "T4"),
-        Some((JobStatus::Skipped, Some("Dependency failed or skipped".to_owned())))
+        Some((
+            JobStatus::Skipped,
+            Some("Dependency failed or skipped".to_owned())
+        ))
     );
     let summary = outcome.summary;
-    assert_eq!((summary.completed, summary.failed, summary.skipped), (2, 1, 2));
+    assert_eq!(
+        (summary.completed, summary.failed, summary.skipped),
+        (2, 1, 2)
+    );
 }
 
 #[tokio::test]
@@ -365,15 +468,30 @@ async fn gates_approve_modify_cancel() {
     // Approve, then Execute.
     let repo = tempfile::tempdir().unwrap();
     let gate = ScriptedGate::new(vec![Answer::chose(0), Answer::chose(0)]);
-    let (p, _) = planex(repo.path(), Arc::new(happy_agent()), gate.clone(), options(false));
+    let (p, _) = planex(
+        repo.path(),
+        Arc::new(happy_agent()),
+        gate.clone(),
+        options(false),
+    );
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     let asked: Vec<String> = gate.asked().iter().map(|q| q.id.clone()).collect();
     assert_eq!(asked, ["planex.explore-plan", "planex.execution-plan"]);
     let details = gate.asked()[0].details.clone().unwrap();
-    assert!(details.contains("## Exploration Plan (2 angles)"), "{details}");
-    assert!(details.contains("  - [E1] architecture: modules, layering"), "{details}");
-    assert!(gate.asked()[1].prompt.contains("Proceed with 4 tasks across 3 waves?"));
+    assert!(
+        details.contains("## Exploration Plan (2 angles)"),
+        "{details}"
+    );
+    assert!(
+        details.contains("  - [E1] architecture: modules, layering"),
+        "{details}"
+    );
+    assert!(
+        gate.asked()[1]
+            .prompt
+            .contains("Proceed with 4 tasks across 3 waves?")
+    );
 
     // Modify at the first gate: stop with a hint, edit explore.csv, continue.
     let repo = tempfile::tempdir().unwrap();
@@ -384,11 +502,17 @@ async fn gates_approve_modify_cancel() {
     let dir = outcome.summary.session_dir.clone();
     assert_eq!(
         outcome.status,
-        OutcomeStatus::Stopped(Stop::Modify { gate: GatePoint::ExplorePlan, file: dir.join("explore.csv") })
+        OutcomeStatus::Stopped(Stop::Modify {
+            gate: GatePoint::ExplorePlan,
+            file: dir.join("explore.csv")
+        })
     );
     assert_eq!(outcome.exit_code(), 3);
     let hint = outcome.resume_hint().unwrap();
-    assert!(hint.contains("explore.csv") && hint.contains("--continue"), "{hint}");
+    assert!(
+        hint.contains("explore.csv") && hint.contains("--continue"),
+        "{hint}"
+    );
     assert_eq!(agent.calls_for("E1"), 0);
     // The person edits E2's focus.
     let mut rows = read_explore_csv(dir.join("explore.csv")).unwrap();
@@ -399,8 +523,17 @@ async fn gates_approve_modify_cancel() {
     let outcome = p.resume(None).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     let e2 = agent.calls().into_iter().find(|c| c.id == "E2").unwrap();
-    assert!(e2.instruction.contains("**Focus**: fixtures only, \"quoted\", ünïcode"), "{}", e2.instruction);
-    assert_eq!(gate.asked().len(), 1, "only the execution gate is asked on resume");
+    assert!(
+        e2.instruction
+            .contains("**Focus**: fixtures only, \"quoted\", ünïcode"),
+        "{}",
+        e2.instruction
+    );
+    assert_eq!(
+        gate.asked().len(),
+        1,
+        "only the execution gate is asked on resume"
+    );
 
     // Cancel at the second gate: nothing executes; the session is not resumable by default.
     let repo = tempfile::tempdir().unwrap();
@@ -408,19 +541,32 @@ async fn gates_approve_modify_cancel() {
     let gate = ScriptedGate::new(vec![Answer::chose(0), Answer::chose(2)]);
     let (p, _) = planex(repo.path(), agent.clone(), gate, options(false));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
-    assert_eq!(outcome.status, OutcomeStatus::Stopped(Stop::Cancelled { gate: GatePoint::ExecutionPlan }));
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Cancelled {
+            gate: GatePoint::ExecutionPlan
+        })
+    );
     assert_eq!(agent.calls_for("T1"), 0);
     let sessions = list_sessions(repo.path()).unwrap();
     assert_eq!(sessions[0].meta.status, SessionStatus::Cancelled);
     let err = p.resume(None).await.unwrap_err();
-    assert!(matches!(err, PlanexError::NoSession { ref found, .. } if found.len() == 1), "{err}");
+    assert!(
+        matches!(err, PlanexError::NoSession { ref found, .. } if found.len() == 1),
+        "{err}"
+    );
 
     // A gate that cannot answer now defers: stop resumably.
     let repo = tempfile::tempdir().unwrap();
     let gate = ScriptedGate::new(vec![]);
     let (p, _) = planex(repo.path(), Arc::new(happy_agent()), gate, options(false));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
-    assert_eq!(outcome.status, OutcomeStatus::Stopped(Stop::Deferred { gate: GatePoint::ExplorePlan }));
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Deferred {
+            gate: GatePoint::ExplorePlan
+        })
+    );
 }
 
 #[tokio::test]
@@ -437,14 +583,24 @@ async fn all_explorations_failing_falls_back_to_the_requirement() {
     let (p, sink) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert!(
-        outcome.warnings.iter().any(|w| w.contains("every exploration failed")),
+        outcome
+            .warnings
+            .iter()
+            .any(|w| w.contains("every exploration failed")),
         "{:?}",
         outcome.warnings
     );
     assert!(sink.events().iter().any(|e| matches!(e, Event::Warning { message } if message.contains("planning from the requirement alone"))));
-    let plan_call = agent.calls().into_iter().find(|c| c.id == "plan-tasks").unwrap();
+    let plan_call = agent
+        .calls()
+        .into_iter()
+        .find(|c| c.id == "plan-tasks")
+        .unwrap();
     match serde_json::from_value::<PlanexContext>(plan_call.context).unwrap() {
-        PlanexContext::PlanTasks { without_exploration, .. } => assert!(without_exploration),
+        PlanexContext::PlanTasks {
+            without_exploration,
+            ..
+        } => assert!(without_exploration),
         other => panic!("{other:?}"),
     }
     let explore = read_explore_csv(outcome.summary.session_dir.join("explore.csv")).unwrap();
@@ -452,7 +608,10 @@ async fn all_explorations_failing_falls_back_to_the_requirement() {
     assert_eq!(explore[0].error, "agent failed: no access");
     assert_eq!(explore[1].error, "repo too big");
     // No exploration findings reach the tasks.
-    assert_eq!(prev_context_of(&agent, "T1"), "No previous context available");
+    assert_eq!(
+        prev_context_of(&agent, "T1"),
+        "No previous context available"
+    );
 }
 
 #[tokio::test]
@@ -478,13 +637,25 @@ async fn an_invalid_planner_answer_is_fed_back_once() {
     );
     assert_eq!(err.exit_code(), 2);
     assert_eq!(agent.calls_for("plan-tasks"), 2);
-    let second = agent.calls().into_iter().filter(|c| c.id == "plan-tasks").nth(1).unwrap();
-    assert!(second.instruction.contains("Your previous answer was rejected: dependency cycle"));
+    let second = agent
+        .calls()
+        .into_iter()
+        .filter(|c| c.id == "plan-tasks")
+        .nth(1)
+        .unwrap();
+    assert!(
+        second
+            .instruction
+            .contains("Your previous answer was rejected: dependency cycle")
+    );
 }
 
 /// An event sink that also forwards to a channel, to watch a run from a test.
 #[derive(Debug)]
-struct Tap(tokio::sync::mpsc::UnboundedSender<Event>, Arc<CollectingSink>);
+struct Tap(
+    tokio::sync::mpsc::UnboundedSender<Event>,
+    Arc<CollectingSink>,
+);
 
 impl EventSink for Tap {
     fn emit(&self, event: &Event) {
@@ -523,7 +694,13 @@ async fn resume_after_a_crash_never_reruns_finished_rows() {
     // While it runs, a second engine is refused.
     let sessions = list_sessions(repo.path()).unwrap();
     let dir = sessions[0].dir.clone();
-    let other = planex(repo.path(), Arc::new(FakeAgent::new("x")), Arc::new(AutoYes), options(true)).0;
+    let other = planex(
+        repo.path(),
+        Arc::new(FakeAgent::new("x")),
+        Arc::new(AutoYes),
+        options(true),
+    )
+    .0;
     let err = other.resume(None).await.unwrap_err();
     assert!(err.to_string().contains("is locked by pid"), "{err}");
     // The crash: the future is dropped mid-run, no cleanup code runs.
@@ -532,10 +709,24 @@ async fn resume_after_a_crash_never_reruns_finished_rows() {
     let on_disk = read_tasks_csv(dir.join("tasks.csv")).unwrap();
     assert_eq!(status_of(&on_disk, "T1").0, RowStatus::Completed);
     assert_eq!(status_of(&on_disk, "T2").0, RowStatus::Pending);
-    assert!(std::fs::read_to_string(dir.join("journal.ndjson")).unwrap().contains("\"id\":\"T2\""));
+    assert!(
+        std::fs::read_to_string(dir.join("journal.ndjson"))
+            .unwrap()
+            .contains("\"id\":\"T2\"")
+    );
 
-    let second = Arc::new(FakeAgent::new("fake2").otherwise(done("T", "later", &[])).on("T3", done("T3", "three", &[])).on("T4", done("T4", "four", &[])));
-    let (p2, _) = planex(repo.path(), second.clone(), Arc::new(AutoYes), options(true));
+    let second = Arc::new(
+        FakeAgent::new("fake2")
+            .otherwise(done("T", "later", &[]))
+            .on("T3", done("T3", "three", &[]))
+            .on("T4", done("T4", "four", &[])),
+    );
+    let (p2, _) = planex(
+        repo.path(),
+        second.clone(),
+        Arc::new(AutoYes),
+        options(true),
+    );
     let outcome = p2.resume(None).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     for id in ["plan-angles", "E1", "E2", "plan-tasks", "T1", "T2"] {
@@ -557,8 +748,14 @@ async fn cancellation_interrupts_and_resume_finishes() {
     let cancel = CancelHandle::new();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let sink = Arc::new(Tap(tx, Arc::new(CollectingSink::new())));
-    let p = Planex::new(repo.path(), Agents::all(agent.clone()), Arc::new(AutoYes), sink, options(true))
-        .with_cancel(cancel.clone());
+    let p = Planex::new(
+        repo.path(),
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        sink,
+        options(true),
+    )
+    .with_cancel(cancel.clone());
     let watcher = tokio::spawn(async move {
         while let Some(e) = rx.recv().await {
             if matches!(e, Event::JobFinished { ref id, .. } if id == "T2") {
@@ -580,7 +777,10 @@ async fn cancellation_interrupts_and_resume_finishes() {
 #[tokio::test]
 async fn an_escalation_pauses_resumably_and_the_task_resumes_from_its_state() {
     let repo = tempfile::tempdir().unwrap();
-    let agent = Arc::new(happy_agent_with(vec![("T2", failed("T2", "needs a secret"))]));
+    let agent = Arc::new(happy_agent_with(vec![(
+        "T2",
+        failed("T2", "needs a secret"),
+    )]));
     // Approve, Execute, then the escalation question: "Resume later".
     let gate = ScriptedGate::new(vec![Answer::chose(0), Answer::chose(0), Answer::chose(0)]);
     let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
@@ -600,13 +800,21 @@ async fn an_escalation_pauses_resumably_and_the_task_resumes_from_its_state() {
     assert!(journal.contains("\"kind\":\"paused\""), "{journal}");
 
     // The human fixed it; the agent now succeeds. Resume runs T2 with its history.
-    let fixed = Arc::new(FakeAgent::new("fixed").on("T2", done("T2", "two", &[])).on("T4", done("T4", "four", &[])));
+    let fixed = Arc::new(
+        FakeAgent::new("fixed")
+            .on("T2", done("T2", "two", &[]))
+            .on("T4", done("T4", "four", &[])),
+    );
     let (p2, _) = planex(repo.path(), fixed.clone(), Arc::new(AutoYes), options(true));
     let outcome = p2.resume(None).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     assert_eq!(fixed.calls_for("T1") + fixed.calls_for("T3"), 0);
     let call = fixed.calls().into_iter().find(|c| c.id == "T2").unwrap();
-    assert!(call.instruction.contains("Guidance from a human"), "{}", call.instruction);
+    assert!(
+        call.instruction.contains("Guidance from a human"),
+        "{}",
+        call.instruction
+    );
 }
 
 #[tokio::test]
@@ -625,7 +833,12 @@ async fn retry_failed_reruns_failed_and_skipped_rows_only() {
     let (p, _) = planex(repo.path(), agent, Arc::new(AutoYes), options(true));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert_eq!((outcome.summary.failed, outcome.summary.skipped), (1, 1));
-    let again = Arc::new(FakeAgent::new("again").otherwise(done("T", "x", &[])).on("T2", done("T2", "two", &[])).on("T4", done("T4", "four", &[])));
+    let again = Arc::new(
+        FakeAgent::new("again")
+            .otherwise(done("T", "x", &[]))
+            .on("T2", done("T2", "two", &[]))
+            .on("T4", done("T4", "four", &[])),
+    );
     let (p2, _) = planex(repo.path(), again.clone(), Arc::new(AutoYes), options(true));
     let outcome = p2.retry_failed(Some(outcome.session_id())).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
@@ -666,11 +879,18 @@ async fn run_executes_a_person_written_csv_with_the_shell_agent() {
     let (p, _) = shell_planex(repo.path(), runner.clone());
     let outcome = p.run_tasks_file(&csv).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
-    assert!(outcome.session_id().ends_with("-run-my-tasks-csv"), "{}", outcome.session_id());
+    assert!(
+        outcome.session_id().ends_with("-run-my-tasks-csv"),
+        "{}",
+        outcome.session_id()
+    );
     let calls = runner.calls();
     assert_eq!(calls.len(), 4);
     let t4 = calls.iter().find(|c| c.args[1] == "echo join-T4").unwrap();
-    assert_eq!(t4.env["ORCH_PREV_CONTEXT"], "[Task T2: left] left ok\n[Task T3: right] right ok");
+    assert_eq!(
+        t4.env["ORCH_PREV_CONTEXT"],
+        "[Task T2: left] left ok\n[Task T3: right] right ok"
+    );
     assert_eq!(t4.env["ORCH_TASK_ID"], "T4");
     assert_eq!(t4.cwd, repo.path());
     let t1 = calls.iter().find(|c| c.args[1] == "echo build-T1").unwrap();
@@ -678,9 +898,15 @@ async fn run_executes_a_person_written_csv_with_the_shell_agent() {
     let dir = &outcome.summary.session_dir;
     let rows = read_tasks_csv(dir.join("results.csv")).unwrap();
     assert_eq!(rows[0].findings, "compiled 3 crates");
-    assert_eq!(rows.iter().map(|r| r.wave.unwrap()).collect::<Vec<_>>(), [1, 2, 2, 3]);
+    assert_eq!(
+        rows.iter().map(|r| r.wave.unwrap()).collect::<Vec<_>>(),
+        [1, 2, 2, 3]
+    );
     // The unknown column survives, quotes and commas included.
-    assert_eq!(rows[3].extra, [("notes".to_owned(), "last, \"quoted\"".to_owned())]);
+    assert_eq!(
+        rows[3].extra,
+        [("notes".to_owned(), "last, \"quoted\"".to_owned())]
+    );
     insta::assert_snapshot!("shell_results_csv", redacted(dir, "results.csv"));
 }
 
@@ -693,7 +919,11 @@ async fn shell_failures_cascade_and_run_once() {
             .on("echo build-T1", 0, "ok\n")
             .on_output(
                 "echo left-T2",
-                Ok(CommandOutput { exit_code: Some(2), stderr: "left broke\n".into(), ..CommandOutput::default() }),
+                Ok(CommandOutput {
+                    exit_code: Some(2),
+                    stderr: "left broke\n".into(),
+                    ..CommandOutput::default()
+                }),
             )
             .on("echo right-T3", 0, "right ok\n"),
     );
@@ -705,8 +935,21 @@ async fn shell_failures_cascade_and_run_once() {
         status_of(&rows, "T2"),
         (RowStatus::Failed, "agent error: agent failed: `echo left-T2` exited with status 2: left broke (escalated: round limit reached)".to_owned())
     );
-    assert_eq!(status_of(&rows, "T4"), (RowStatus::Skipped, "Dependency failed or skipped".to_owned()));
-    assert_eq!(runner.calls().iter().filter(|c| c.args[1] == "echo left-T2").count(), 1);
+    assert_eq!(
+        status_of(&rows, "T4"),
+        (
+            RowStatus::Skipped,
+            "Dependency failed or skipped".to_owned()
+        )
+    );
+    assert_eq!(
+        runner
+            .calls()
+            .iter()
+            .filter(|c| c.args[1] == "echo left-T2")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -738,5 +981,8 @@ async fn bad_csvs_are_errors_naming_line_and_column() {
         assert!(err.to_string().contains(expected), "case {i}: {err}");
         assert_eq!(err.exit_code(), 2);
     }
-    assert!(list_sessions(repo.path()).unwrap().is_empty(), "no session for bad input");
+    assert!(
+        list_sessions(repo.path()).unwrap().is_empty(),
+        "no session for bad input"
+    );
 }
