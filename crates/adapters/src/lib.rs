@@ -28,11 +28,19 @@
 //! environment and refuses force, forced refspecs and amend in any spelling;
 //! output is read from `-z` / porcelain formats only.
 //!
+//! ## Builtin agents
+//! [`builtin`] holds the agents that need no LLM: `SuggestionAgent` applies
+//! a finding's machine-applicable suggestions (re-anchored by the text they
+//! replace), `FormatterAgent` runs the project's formatter and
+//! `LinterFixAgent` the linter's own fixer, both through a core
+//! `CommandRunner` ([`process::ProcessRunner`] by default).
+//!
 //! ## Wrappers
 //! [`wrappers`] adds cross-cutting behaviour to any `Agent`: time limits,
 //! retry with backoff, budgets, loop detection, and JSONL recording/replay.
 
 pub mod agents;
+pub mod builtin;
 pub mod config;
 pub mod git;
 pub mod openai;

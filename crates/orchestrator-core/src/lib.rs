@@ -60,6 +60,7 @@ pub mod cadence;
 pub mod command;
 pub mod event;
 pub mod finding;
+pub mod formats;
 pub mod gate;
 pub mod retry;
 pub mod review_cycle;

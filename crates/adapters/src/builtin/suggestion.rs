@@ -1,0 +1,268 @@
+//! [`SuggestionAgent`]: applies a finding's machine-applicable suggestions.
+//!
+//! ## Request contract
+//!
+//! `AgentRequest::context` is `{"finding": <Finding as JSON>}` — the
+//! serialised [`orchestrator_core::Finding`], as the readers in
+//! [`orchestrator_core::formats`] produce it. Edit paths are relative to
+//! `AgentRequest::workdir`. The instruction text is ignored.
+//!
+//! ## What it does
+//!
+//! A finding's suggestions are alternatives: the first one whose edits all
+//! apply is used. Within a suggestion, every edit is re-anchored by the text
+//! it replaces ([`orchestrator_core::formats::edit::locate`]): fixes are
+//! committed one finding at a time, so an earlier fix may have moved the
+//! text. Overlapping edits are refused; edits are applied from the end of
+//! each file backwards; files are replaced atomically (temporary file and
+//! rename) and only once every file of the suggestion has been planned, so a
+//! refused suggestion changes nothing.
+//!
+//! ## Errors
+//!
+//! Every refusal is [`AgentError::Unsupported`] (retrying would not help):
+//! no suggestion ("not fixable by this agent"), a stale suggestion (its text
+//! is gone), overlapping edits, an unanchored edit, a path outside the working
+//! directory, a malformed context. I/O failures are [`AgentError::Failed`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+use orchestrator_core::finding::{Finding, Suggestion, TextEdit};
+use orchestrator_core::formats::edit::{EditError, apply_edits};
+
+use super::files::resolve_in_workdir;
+
+/// Why a finding's suggestion was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SuggestionError {
+    /// The request context does not hold a finding.
+    #[error(
+        "the request context does not hold a finding (expected {{\"finding\": {{...}}}}): {message}"
+    )]
+    BadContext {
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The finding carries no suggestion.
+    #[error("finding {id} carries no machine-applicable suggestion: not fixable by this agent")]
+    NoSuggestion {
+        /// The finding's id.
+        id: String,
+    },
+    /// An edit could not be placed or the edits collide.
+    #[error("finding {id}: {source}")]
+    Edit {
+        /// The finding's id.
+        id: String,
+        /// What went wrong.
+        source: EditError,
+    },
+    /// An edit names a path the agent must not touch.
+    #[error("finding {id}: refusing to edit {path:?}: {reason}")]
+    Path {
+        /// The finding's id.
+        id: String,
+        /// The path as the edit spells it.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("finding {id}: failed to {action} {path}: {message}")]
+    Io {
+        /// The finding's id.
+        id: String,
+        /// `read` or `write`.
+        action: &'static str,
+        /// The file.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Several alternative suggestions, none of which applies.
+    #[error("finding {id}: none of its {} suggestions applies: {}", reasons.len(), reasons.join("; "))]
+    NoneApplies {
+        /// The finding's id.
+        id: String,
+        /// Why each alternative failed, in order.
+        reasons: Vec<String>,
+    },
+}
+
+impl From<SuggestionError> for AgentError {
+    fn from(e: SuggestionError) -> Self {
+        match e {
+            SuggestionError::Io { .. } => AgentError::Failed {
+                message: e.to_string(),
+                exit_code: None,
+            },
+            _ => AgentError::Unsupported {
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+/// Reads the finding out of a request context (`{"finding": {...}}`).
+pub fn finding_from_context(context: &serde_json::Value) -> Result<Finding, SuggestionError> {
+    let value = context
+        .get("finding")
+        .ok_or_else(|| SuggestionError::BadContext {
+            message: "it has no `finding` key".to_owned(),
+        })?;
+    serde_json::from_value(value.clone()).map_err(|e| SuggestionError::BadContext {
+        message: e.to_string(),
+    })
+}
+
+/// Applies `finding`'s first applicable suggestion to the files under
+/// `workdir` and returns the files it changed (relative, sorted).
+///
+/// Blocking file I/O; [`SuggestionAgent`] runs it on the blocking pool.
+pub fn apply_finding(workdir: &Path, finding: &Finding) -> Result<Vec<String>, SuggestionError> {
+    let id = finding.id.to_string();
+    if finding.suggestions.is_empty() {
+        return Err(SuggestionError::NoSuggestion { id });
+    }
+    let mut reasons = Vec::new();
+    let mut first_error = None;
+    for suggestion in &finding.suggestions {
+        match plan(workdir, &id, suggestion) {
+            Ok(writes) => return commit(&id, writes),
+            Err(e) => {
+                reasons.push(e.to_string());
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (finding.suggestions.len(), first_error) {
+        (1, Some(e)) => Err(e),
+        _ => Err(SuggestionError::NoneApplies { id, reasons }),
+    }
+}
+
+/// A planned write: the relative name, the real path and the new content.
+struct Write {
+    name: String,
+    path: PathBuf,
+    old: String,
+    new: String,
+}
+
+/// Computes the new content of every file a suggestion touches, without
+/// writing anything.
+fn plan(workdir: &Path, id: &str, suggestion: &Suggestion) -> Result<Vec<Write>, SuggestionError> {
+    let mut by_file: BTreeMap<&str, Vec<&TextEdit>> = BTreeMap::new();
+    for edit in &suggestion.edits {
+        by_file.entry(edit.file.as_str()).or_default().push(edit);
+    }
+    let mut writes = Vec::with_capacity(by_file.len());
+    for (file, edits) in by_file {
+        let path = resolve_in_workdir(workdir, file).map_err(|reason| SuggestionError::Path {
+            id: id.to_owned(),
+            path: file.to_owned(),
+            reason,
+        })?;
+        let old = std::fs::read_to_string(&path).map_err(|e| SuggestionError::Io {
+            id: id.to_owned(),
+            action: "read",
+            path: file.to_owned(),
+            message: e.to_string(),
+        })?;
+        let new = apply_edits(&old, &edits).map_err(|source| SuggestionError::Edit {
+            id: id.to_owned(),
+            source,
+        })?;
+        writes.push(Write {
+            name: file.trim_start_matches("./").to_owned(),
+            path,
+            old,
+            new,
+        });
+    }
+    Ok(writes)
+}
+
+/// Writes the planned files (each atomically) and returns the names of those
+/// whose content changed.
+fn commit(id: &str, writes: Vec<Write>) -> Result<Vec<String>, SuggestionError> {
+    let mut changed = Vec::new();
+    for w in writes {
+        if w.old == w.new {
+            continue;
+        }
+        write_atomically(&w.path, w.new.as_bytes()).map_err(|e| SuggestionError::Io {
+            id: id.to_owned(),
+            action: "write",
+            path: w.name.clone(),
+            message: e.to_string(),
+        })?;
+        changed.push(w.name);
+    }
+    changed.sort();
+    Ok(changed)
+}
+
+/// Replaces `path` by writing a sibling temporary file (keeping the
+/// original's permissions) and renaming it over the original.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.orchestrator-{}.tmp", std::process::id()));
+    let permissions = std::fs::metadata(path)?.permissions();
+    let result = (|| {
+        std::fs::write(&tmp, bytes)?;
+        std::fs::set_permissions(&tmp, permissions)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Applies the machine-applicable suggestions a finding carries. See the
+/// module docs for the request contract.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SuggestionAgent;
+
+impl SuggestionAgent {
+    /// The agent.
+    pub fn new() -> Self {
+        SuggestionAgent
+    }
+}
+
+#[async_trait]
+impl Agent for SuggestionAgent {
+    fn name(&self) -> &str {
+        "builtin-suggestion"
+    }
+
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let finding = finding_from_context(&request.context)?;
+        let workdir = request.workdir.clone();
+        let id = finding.id.to_string();
+        let changed = tokio::task::spawn_blocking(move || apply_finding(&workdir, &finding))
+            .await
+            .map_err(|e| AgentError::Failed {
+                message: format!("the suggestion worker for finding {id} stopped: {e}"),
+                exit_code: None,
+            })??;
+        let text = if changed.is_empty() {
+            format!("finding {id}: the suggestion was already applied; no file changed")
+        } else {
+            format!(
+                "finding {id}: applied the machine-applicable suggestion to {}",
+                changed.join(", ")
+            )
+        };
+        Ok(AgentResponse::text(text).with_files_changed(changed))
+    }
+}

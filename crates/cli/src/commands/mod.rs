@@ -1,0 +1,87 @@
+//! Command implementations: each turns parsed arguments into library calls
+//! and an [`Exit`] code. Errors are printed to stderr, results to stdout.
+
+mod batch;
+mod waves;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::{Cli, Command};
+
+/// The documented exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Success.
+    Success = 0,
+    /// The job ran and some items failed.
+    SomeFailed = 1,
+    /// Bad input or usage.
+    BadInput = 2,
+    /// Interrupted, or a human is needed; the session can be resumed.
+    NeedsHuman = 3,
+}
+
+/// Runs the parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let exit = match cli.command {
+        Command::Planex(_) => unavailable("planex", 7),
+        Command::ReviewFix(_) => unavailable("review-fix", 5),
+        Command::CiAutofix(_) => unavailable("ci-autofix", 8),
+        Command::Batch(args) => batch::run(&args),
+        Command::Waves(args) => waves::run(&args),
+    };
+    exit.into()
+}
+
+fn unavailable(what: &str, issue: u32) -> Exit {
+    eprintln!(
+        "error: `orchestrator {what}` is not available in this build yet (tracked in issue #{issue})"
+    );
+    Exit::BadInput
+}
+
+/// Reads an input file (or standard input for `-`) as UTF-8 text; returns the
+/// text and the name to use in messages. Errors are printed and mapped to
+/// exit code 2.
+pub(crate) fn read_input(path: &Path) -> Result<(String, String), Exit> {
+    use std::io::Read as _;
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        return match std::io::stdin().read_to_string(&mut text) {
+            Ok(_) => Ok((text, "<stdin>".to_owned())),
+            Err(e) => {
+                eprintln!("error: failed to read standard input: {e}");
+                Err(Exit::BadInput)
+            }
+        };
+    }
+    let name = path.display().to_string();
+    match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Ok((text, name)),
+            Err(e) => {
+                eprintln!(
+                    "error: {name} is not UTF-8 text (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                );
+                Err(Exit::BadInput)
+            }
+        },
+        Err(e) => {
+            eprintln!("error: failed to read {name}: {e}");
+            Err(Exit::BadInput)
+        }
+    }
+}
+
+/// Writes `text` to standard output. A closed pipe (`orchestrator … | head`)
+/// is not an error: the reader has what it wanted.
+pub(crate) fn out(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}

@@ -1,0 +1,189 @@
+//! The `orchestrator` binary, run as a user runs it: real process, real files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn orchestrator(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(args)
+        .current_dir(repo_root())
+        .env_remove("RUST_LOG")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("run orchestrator")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_lists_every_command_and_the_exit_codes() {
+    let o = orchestrator(&["--help"]);
+    assert!(o.status.success());
+    insta::assert_snapshot!("help", stdout(&o));
+}
+
+#[test]
+fn batch_prints_the_batches_of_the_example_export() {
+    let o = orchestrator(&["batch", "examples/data/review-findings.json"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("batch_text", stdout(&o));
+}
+
+#[test]
+fn batch_json_has_the_documented_shape() {
+    let o = orchestrator(&[
+        "batch",
+        "examples/data/review-findings.json",
+        "--batch-size",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let batches = v["batches"].as_array().unwrap();
+    let total: usize = batches
+        .iter()
+        .map(|b| b["findings"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(total, 15, "every finding in exactly one batch");
+    assert!(
+        batches
+            .iter()
+            .all(|b| b["findings"].as_array().unwrap().len() <= 3)
+    );
+    assert_eq!(batches[0]["batch_id"], 1);
+    assert!(batches[0]["primary_file"].is_string());
+    assert!(batches[0]["primary_dimension"].is_string());
+}
+
+#[test]
+fn batch_reads_a_bare_array_with_string_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("findings.json");
+    std::fs::write(
+        &path,
+        r#"[{"id":"a","title":"t","severity":"high","file":"x.rs","line":"7","recommendation":"r"},
+           {"id":"b","title":"u","severity":"low","file":"x.rs","line":3}]"#,
+    )
+    .unwrap();
+    let o = orchestrator(&["batch", path.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert!(
+        stdout(&o).contains(r#""findings":["a","b"]"#),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn bad_inputs_exit_2_and_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let truncated = dir.path().join("truncated.json");
+    std::fs::write(&truncated, "{\"findings\": [\n  {\"id\": \"a\",").unwrap();
+    let o = orchestrator(&["batch", truncated.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("truncated.json") && err.contains("line 2"),
+        "{err}"
+    );
+
+    let o = orchestrator(&["batch", "does/not/exist.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("does/not/exist.json"));
+
+    let o = orchestrator(&[
+        "batch",
+        "examples/data/review-findings.json",
+        "--batch-size",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
+
+    let o = orchestrator(&["no-such-command"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn flows_not_built_yet_say_so() {
+    let o = orchestrator(&["review-fix", "--fix", "x.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not available in this build yet"));
+}
+
+fn write_csv(dir: &Path, name: &str, rows: &str) -> String {
+    let path = dir.join(name);
+    let header = "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n";
+    std::fs::write(&path, format!("{header}{rows}")).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn waves_prints_the_example_plan() {
+    let o = orchestrator(&["waves", "examples/data/tasks.csv"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("waves_text", stdout(&o));
+    let o = orchestrator(&["waves", "examples/data/tasks.csv", "--json"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        r#"{"waves":{"T1":1,"T2":2,"T3":2,"T4":3,"T5":4},"max_wave":4}"#
+    );
+}
+
+#[test]
+fn waves_names_cycles_unknown_ids_and_bad_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let cyc = write_csv(
+        dir.path(),
+        "cycle.csv",
+        "T1,a,,,,,,,T3,,\nT2,b,,,,,,,T1,,\nT3,c,,,,,,,T2,,\n",
+    );
+    let o = orchestrator(&["waves", &cyc]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("dependency cycle: T1 → T3 → T2 → T1"),
+        "{}",
+        stderr(&o)
+    );
+
+    let unknown = write_csv(
+        dir.path(),
+        "unknown.csv",
+        "T1,a,,,,,,,T9,,\nT2,b,,,,,,,T1,,\n",
+    );
+    let o = orchestrator(&["waves", &unknown]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("T9"), "{}", stderr(&o));
+    let o = orchestrator(&["waves", &unknown, "--lenient", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "lenient keeps the seed's ignore-and-warn"
+    );
+    assert!(stderr(&o).contains("warning") && stderr(&o).contains("T9"));
+    assert_eq!(
+        stdout(&o).trim(),
+        r#"{"waves":{"T1":1,"T2":2},"max_wave":2}"#
+    );
+
+    let bad = write_csv(
+        dir.path(),
+        "bad.csv",
+        "T1,a,,,,,,,,,\nT2,\"unclosed,,,,,,,,,\n",
+    );
+    let o = orchestrator(&["waves", &bad]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("bad.csv") && err.contains("line 3"), "{err}");
+}

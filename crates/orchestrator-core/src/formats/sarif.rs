@@ -1,0 +1,543 @@
+//! Reader for SARIF 2.1.0 logs.
+//!
+//! Every `runs[].results[]` entry becomes a finding (results of kind `pass`,
+//! `informational` or `notApplicable` are skipped):
+//! - `category` is the rule id (`ruleId`, `rule.id`, or the rule at
+//!   `ruleIndex`), `title` the `message.text` (or the rule's message string
+//!   named by `message.id`, with `{0}`-style arguments filled in);
+//! - `severity` from `level` (or the rule's `defaultConfiguration.level`,
+//!   default `warning`): `error` high, `warning` medium, `note`/`none` low;
+//! - `file` and `line` from `locations[0].physicalLocation`
+//!   (`artifactLocation.uri`, or the run artifact it indexes; `file://` URIs
+//!   become paths and `%xx` escapes are decoded; relative URIs stay
+//!   relative) and `region.startLine`; `snippet` from `region.snippet.text`;
+//! - `dimension` from the rule's `properties.tags` (`security`,
+//!   `performance`, `correctness`/`reliability`) or a
+//!   `properties.security-severity`, else `quality`;
+//! - `id` is the result's `guid`, else `<rule>@<file>:<line>:<column>`;
+//! - the fingerprint comes from `partialFingerprints` (or `fingerprints`)
+//!   with the rule id and file when present, else from rule, file, line,
+//!   column and message.
+//!
+//! `fixes[]` are alternatives: each becomes one [`Suggestion`] whose edits
+//! are its `artifactChanges[].replacements[]` (`deletedRegion` replaced by
+//! `insertedContent.text`). SARIF regions do not carry the deleted text, so
+//! `original` comes from `deletedRegion.snippet.text` when the producer
+//! included it, else from the file through the [`ParseOptions::sources`]
+//! reader (which also turns the run's `columnKind`, UTF-16 code units by
+//! default, into character columns). Without either, the edit keeps an empty
+//! `original` (and `u32::MAX` as its end column when the region runs to the
+//! end of its line) and a note is recorded: the applier must not apply such an
+//! edit at its recorded position, because earlier fixes may have moved the
+//! text; [`super::edit::locate`] refuses it as unanchored. A region's
+//! `charOffset`/`charLength`, when given, are kept as the edit's
+//! `byte_range` hint, which the applier only uses after checking that the
+//! original text is really there.
+
+use serde_json::Value;
+
+use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
+use super::{
+    FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, json_type, str_field,
+    u32_field, unanchored_note,
+};
+use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
+
+/// Reads a SARIF log without access to the sources.
+pub fn parse(text: &str, source_name: &str) -> Result<ParseOutcome, FormatError> {
+    parse_with(text, source_name, &ParseOptions::default())
+}
+
+/// Reads a SARIF log, filling edits' replaced text from the sources when a
+/// reader is given.
+pub fn parse_with(
+    text: &str,
+    source_name: &str,
+    options: &ParseOptions<'_>,
+) -> Result<ParseOutcome, FormatError> {
+    let shape = |problem: String| FormatError::Shape {
+        source_name: source_name.to_owned(),
+        format: InputFormat::Sarif.as_str(),
+        problem,
+    };
+    let log: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| FormatError::json(source_name, InputFormat::Sarif, &e))?;
+    if !log.is_object() {
+        return Err(shape(format!(
+            "the top-level value is a {}, expected an object",
+            json_type(&log)
+        )));
+    }
+    let runs = match log.get("runs") {
+        Some(Value::Array(runs)) => runs,
+        Some(other) => {
+            return Err(shape(format!(
+                "`runs` is a {}, expected an array",
+                json_type(other)
+            )));
+        }
+        None => return Err(shape("the log has no `runs` array".to_owned())),
+    };
+    let mut out = ParseOutcome::new(InputFormat::Sarif);
+    match log.get("version").and_then(Value::as_str) {
+        Some("2.1.0") | None => {}
+        Some(other) => out.notes.push(format!(
+            "{source_name}: SARIF version {other:?}, read as 2.1.0"
+        )),
+    }
+    let mut sources = SourceCache::new(options);
+    for (r, run) in runs.iter().enumerate() {
+        let results = match run.get("results") {
+            Some(Value::Array(results)) => results,
+            None | Some(Value::Null) => continue,
+            Some(other) => {
+                out.reject(
+                    format!("{source_name}: runs[{r}].results"),
+                    format!("is a {}, expected an array", json_type(other)),
+                );
+                continue;
+            }
+        };
+        let run_ctx = RunContext::new(run);
+        for (i, result) in results.iter().enumerate() {
+            let location = format!("{source_name}: runs[{r}].results[{i}]");
+            match result_to_finding(result, &run_ctx, &location, &mut sources) {
+                Ok(Some((finding, notes))) => {
+                    out.findings.push(finding);
+                    out.notes.extend(notes);
+                }
+                Ok(None) => {}
+                Err(message) => out.reject(location, message),
+            }
+        }
+    }
+    Ok(out.finish())
+}
+
+/// What results of one run share.
+struct RunContext<'v> {
+    tool: String,
+    rules: Vec<&'v Value>,
+    artifacts: Vec<&'v Value>,
+    unit: ColumnUnit,
+}
+
+impl<'v> RunContext<'v> {
+    fn new(run: &'v Value) -> Self {
+        let driver = run.get("tool").and_then(|t| t.get("driver"));
+        let list = |v: Option<&'v Value>| -> Vec<&'v Value> {
+            v.and_then(Value::as_array)
+                .map(|a| a.iter().collect())
+                .unwrap_or_default()
+        };
+        Self {
+            tool: driver
+                .and_then(|d| str_field(d, "name"))
+                .unwrap_or("sarif")
+                .to_owned(),
+            rules: list(driver.and_then(|d| d.get("rules"))),
+            artifacts: list(run.get("artifacts")),
+            unit: match run.get("columnKind").and_then(Value::as_str) {
+                Some("unicodeCodePoints") => ColumnUnit::Chars,
+                _ => ColumnUnit::Utf16,
+            },
+        }
+    }
+
+    fn rule(&self, result: &Value, rule_id: Option<&str>) -> Option<&'v Value> {
+        let index = result
+            .get("ruleIndex")
+            .or_else(|| result.get("rule").and_then(|r| r.get("index")))
+            .and_then(Value::as_u64);
+        if let Some(i) = index {
+            return self.rules.get(i as usize).copied();
+        }
+        let id = rule_id?;
+        self.rules
+            .iter()
+            .copied()
+            .find(|r| str_field(r, "id") == Some(id))
+    }
+
+    /// The path an artifact location names.
+    fn artifact_path(&self, artifact_location: &Value) -> Option<String> {
+        if let Some(uri) = str_field(artifact_location, "uri") {
+            return Some(uri_to_path(uri));
+        }
+        let index = artifact_location.get("index").and_then(Value::as_u64)?;
+        let artifact = self.artifacts.get(index as usize)?;
+        str_field(artifact.get("location")?, "uri").map(uri_to_path)
+    }
+}
+
+fn result_to_finding(
+    result: &Value,
+    run: &RunContext<'_>,
+    location: &str,
+    sources: &mut SourceCache<'_, '_>,
+) -> Result<Option<(Finding, Vec<String>)>, String> {
+    if !result.is_object() {
+        return Err(format!("is a {}, expected an object", json_type(result)));
+    }
+    if matches!(
+        result.get("kind").and_then(Value::as_str),
+        Some("pass" | "informational" | "notApplicable")
+    ) {
+        return Ok(None);
+    }
+    let explicit_id =
+        str_field(result, "ruleId").or_else(|| result.get("rule").and_then(|r| str_field(r, "id")));
+    let rule = run.rule(result, explicit_id);
+    let rule_id = explicit_id
+        .or_else(|| rule.and_then(|r| str_field(r, "id")))
+        .unwrap_or(run.tool.as_str())
+        .to_owned();
+    let message = result_message(result, rule).ok_or("has no `message.text`")?;
+    let level = result
+        .get("level")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            rule.and_then(|r| r.get("defaultConfiguration"))
+                .and_then(|c| c.get("level"))
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("warning");
+    let severity = match level {
+        "error" => Severity::High,
+        "warning" => Severity::Medium,
+        "note" | "none" => Severity::Low,
+        other => {
+            return Err(format!(
+                "`level` {other:?} is not error, warning, note or none"
+            ));
+        }
+    };
+
+    let physical = result
+        .get("locations")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(|l| l.get("physicalLocation"));
+    let file = physical
+        .and_then(|p| p.get("artifactLocation"))
+        .and_then(|a| run.artifact_path(a));
+    let region = physical.and_then(|p| p.get("region"));
+    let line = region.and_then(|r| u32_field(r, "startLine"));
+    let column = region.and_then(|r| u32_field(r, "startColumn"));
+
+    let id = str_field(result, "guid").map_or_else(
+        || match &file {
+            Some(f) => format!(
+                "{rule_id}@{f}:{}:{}",
+                line.unwrap_or(0),
+                column.unwrap_or(1)
+            ),
+            None => format!("{rule_id}@{location}"),
+        },
+        str::to_owned,
+    );
+    let mut finding = Finding::new(id.as_str(), message.as_str(), severity)
+        .with_category(rule_id.as_str())
+        .with_dimension(dimension(rule));
+    if let Some(f) = &file {
+        finding = finding.at(f.as_str(), line);
+    }
+    if let Some(rule) = rule {
+        let text_of = |k: &str| rule.get(k).and_then(|d| str_field(d, "text"));
+        if let Some(d) = text_of("fullDescription").or_else(|| text_of("shortDescription")) {
+            finding = finding.with_description(d);
+        }
+        if let Some(h) = text_of("help") {
+            finding = finding.with_recommendation(h);
+        }
+    }
+    finding.snippet = region
+        .and_then(|r| r.get("snippet"))
+        .and_then(|s| s.get("text"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    finding.fingerprint = fingerprint(result, &rule_id, file.as_deref(), line, column, &message);
+
+    let mut notes = Vec::new();
+    let mut unanchored = false;
+    for (j, fix) in result
+        .get("fixes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        match fix_to_suggestion(fix, run, sources) {
+            Ok(suggestion) if suggestion.edits.is_empty() => {
+                notes.push(format!(
+                    "{location}.fixes[{j}]: the fix changes nothing; left out"
+                ));
+            }
+            Ok(suggestion) => {
+                unanchored |= suggestion.edits.iter().any(is_unanchored);
+                finding.suggestions.push(suggestion);
+            }
+            Err(why) => notes.push(format!("{location}.fixes[{j}]: left out: {why}")),
+        }
+    }
+    if unanchored {
+        notes.push(unanchored_note(location, &id));
+    }
+    Ok(Some((finding, notes)))
+}
+
+/// The result's message text, or the rule message string it names.
+fn result_message(result: &Value, rule: Option<&Value>) -> Option<String> {
+    let message = result.get("message")?;
+    if let Some(text) = str_field(message, "text") {
+        return Some(text.to_owned());
+    }
+    let id = str_field(message, "id")?;
+    let template = rule?
+        .get("messageStrings")?
+        .get(id)
+        .and_then(|m| str_field(m, "text"))?;
+    let mut text = template.to_owned();
+    if let Some(args) = message.get("arguments").and_then(Value::as_array) {
+        for (n, arg) in args.iter().enumerate() {
+            if let Some(a) = arg.as_str() {
+                text = text.replace(&format!("{{{n}}}"), a);
+            }
+        }
+    }
+    Some(text)
+}
+
+fn dimension(rule: Option<&Value>) -> &'static str {
+    let Some(props) = rule.and_then(|r| r.get("properties")) else {
+        return "quality";
+    };
+    if props.get("security-severity").is_some() {
+        return "security";
+    }
+    let tags: Vec<String> = props
+        .get("tags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let has = |t: &str| tags.iter().any(|x| x == t);
+    if has("security") {
+        "security"
+    } else if has("performance") {
+        "performance"
+    } else if has("correctness") || has("reliability") {
+        "correctness"
+    } else {
+        "quality"
+    }
+}
+
+fn fingerprint(
+    result: &Value,
+    rule_id: &str,
+    file: Option<&str>,
+    line: Option<u32>,
+    column: Option<u32>,
+    message: &str,
+) -> Fingerprint {
+    for key in ["partialFingerprints", "fingerprints"] {
+        if let Some(Value::Object(map)) = result.get(key)
+            && !map.is_empty()
+        {
+            let mut pairs: Vec<String> = map
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                    )
+                })
+                .collect();
+            pairs.sort();
+            let mut parts = vec!["sarif", key, rule_id, file.unwrap_or("")];
+            parts.extend(pairs.iter().map(String::as_str));
+            return Fingerprint::from_parts(&parts);
+        }
+    }
+    Fingerprint::from_parts(&[
+        "sarif",
+        rule_id,
+        file.unwrap_or(""),
+        &line.map(|l| l.to_string()).unwrap_or_default(),
+        &column.map(|c| c.to_string()).unwrap_or_default(),
+        message,
+    ])
+}
+
+fn fix_to_suggestion(
+    fix: &Value,
+    run: &RunContext<'_>,
+    sources: &mut SourceCache<'_, '_>,
+) -> Result<Suggestion, String> {
+    let changes = fix
+        .get("artifactChanges")
+        .and_then(Value::as_array)
+        .ok_or("no `artifactChanges` array")?;
+    let mut edits = Vec::new();
+    for (a, change) in changes.iter().enumerate() {
+        let file = change
+            .get("artifactLocation")
+            .and_then(|l| run.artifact_path(l))
+            .ok_or_else(|| format!("artifactChanges[{a}] has no artifact uri"))?;
+        let replacements = change
+            .get("replacements")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("artifactChanges[{a}] has no `replacements` array"))?;
+        for (k, replacement) in replacements.iter().enumerate() {
+            let edit = replacement_to_edit(replacement, &file, run.unit, sources)
+                .map_err(|why| format!("artifactChanges[{a}].replacements[{k}]: {why}"))?;
+            edits.push(edit);
+        }
+    }
+    Ok(Suggestion {
+        message: fix
+            .get("description")
+            .and_then(|d| str_field(d, "text"))
+            .map(str::to_owned),
+        edits,
+    })
+}
+
+fn replacement_to_edit(
+    replacement: &Value,
+    file: &str,
+    unit: ColumnUnit,
+    sources: &mut SourceCache<'_, '_>,
+) -> Result<TextEdit, String> {
+    let region = replacement
+        .get("deletedRegion")
+        .ok_or("no `deletedRegion`")?;
+    let inserted = replacement
+        .get("insertedContent")
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let snippet = region
+        .get("snippet")
+        .and_then(|s| s.get("text"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let char_range = match (
+        region.get("charOffset").and_then(Value::as_u64),
+        region.get("charLength").and_then(Value::as_u64),
+    ) {
+        (Some(o), len) => Some((o as usize, (o + len.unwrap_or(0)) as usize)),
+        _ => None,
+    };
+    let Some(start_line) = u32_field(region, "startLine").filter(|&l| l > 0) else {
+        // A character-offset region: placeable only with the file at hand.
+        let (start, end) =
+            char_range.ok_or("`deletedRegion` has neither startLine nor charOffset")?;
+        let text = sources
+            .get(file)
+            .ok_or("`deletedRegion` has only character offsets and the file cannot be read")?;
+        let to_byte = |n: usize| offset_in_units(text, n, unit);
+        let (s, e) = to_byte(start)
+            .zip(to_byte(end))
+            .filter(|(s, e)| s <= e)
+            .ok_or("`deletedRegion` offsets lie outside the file")?;
+        let (start_line, start_column) = super::edit::line_column(text, s);
+        let (end_line, end_column) = super::edit::line_column(text, e);
+        return Ok(TextEdit {
+            file: file.to_owned(),
+            start_line,
+            start_column,
+            end_line,
+            end_column,
+            byte_range: Some((s, e)),
+            original: text[s..e].to_owned(),
+            replacement: inserted,
+        });
+    };
+    let start_column = u32_field(region, "startColumn").unwrap_or(1);
+    let end_line = u32_field(region, "endLine").unwrap_or(start_line);
+    let end = match u32_field(region, "endColumn") {
+        Some(column) => RegionEnd::At {
+            line: end_line,
+            column,
+        },
+        None => RegionEnd::EndOfLine {
+            line: end_line,
+            include_eol: false,
+        },
+    };
+    let raw = RawRegion {
+        start_line,
+        start_column,
+        end,
+        unit,
+    };
+    let source = if snippet.is_some() {
+        None
+    } else {
+        sources.get(file)
+    };
+    let mut edit = raw.to_edit(file, inserted, snippet, source)?;
+    if edit.byte_range.is_none() {
+        edit.byte_range = char_range;
+    }
+    Ok(edit)
+}
+
+/// Byte offset of the `n`th unit of `text`.
+fn offset_in_units(text: &str, n: usize, unit: ColumnUnit) -> Option<usize> {
+    let mut count = 0usize;
+    for (i, c) in text.char_indices() {
+        if count == n {
+            return Some(i);
+        }
+        if count > n {
+            return None;
+        }
+        count += match unit {
+            ColumnUnit::Chars => 1,
+            ColumnUnit::Utf8Bytes => c.len_utf8(),
+            ColumnUnit::Utf16 => c.len_utf16(),
+        };
+    }
+    (count == n).then_some(text.len())
+}
+
+/// A SARIF artifact URI as a path: `file://` stripped, `%xx` decoded.
+pub fn uri_to_path(uri: &str) -> String {
+    let path = if let Some(rest) = uri.strip_prefix("file://") {
+        // `file:///abs` → `/abs`; `file://host/p` keeps `/p`.
+        match rest.find('/') {
+            Some(i) => &rest[i..],
+            None => rest,
+        }
+    } else if let Some(rest) = uri.strip_prefix("file:") {
+        rest
+    } else {
+        uri
+    };
+    percent_decode(path)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = s.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}

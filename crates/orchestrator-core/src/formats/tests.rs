@@ -1,0 +1,411 @@
+//! Tests of the format readers, on real clippy output and hand-written SARIF
+//! and rdjson samples (`tests/data/formats/`).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use proptest::prelude::*;
+
+use super::edit::{apply_edits, is_unanchored};
+use super::*;
+use crate::finding::Severity;
+
+const CLIPPY: &str = include_str!("../../tests/data/formats/clippy.json");
+const SARIF: &str = include_str!("../../tests/data/formats/sample.sarif");
+const RDJSON: &str = include_str!("../../tests/data/formats/sample.rdjson");
+const RDJSONL: &str = include_str!("../../tests/data/formats/sample.rdjsonl");
+const LIB_RS: &str =
+    include_str!("../../../adapters/tests/fixtures/builtin/clippy-crate/src/lib.rs");
+
+/// A compact, reviewable rendering of an outcome.
+fn render(outcome: &ParseOutcome) -> String {
+    let mut s = format!("format: {}\n", outcome.format);
+    for f in &outcome.findings {
+        let _ = writeln!(
+            s,
+            "- {} [{} {} {}] {:?} @ {}:{}",
+            f.id,
+            f.severity,
+            f.dimension_or_general(),
+            f.category.as_deref().unwrap_or("-"),
+            f.title,
+            f.file_or_unknown(),
+            f.line.map_or_else(|| "-".to_owned(), |l| l.to_string()),
+        );
+        for sug in &f.suggestions {
+            let _ = writeln!(s, "    fix: {}", sug.message.as_deref().unwrap_or("-"));
+            for e in &sug.edits {
+                let _ = writeln!(
+                    s,
+                    "      {}:{}:{}-{}:{} {:?} -> {:?}{}",
+                    e.file,
+                    e.start_line,
+                    e.start_column,
+                    e.end_line,
+                    e.end_column,
+                    e.original,
+                    e.replacement,
+                    if is_unanchored(e) {
+                        " (unanchored)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    for r in &outcome.rejected {
+        let _ = writeln!(s, "rejected: {r}");
+    }
+    for (dropped, kept) in &outcome.duplicates {
+        let _ = writeln!(s, "duplicate: {dropped} of {kept}");
+    }
+    for n in &outcome.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+fn lib_reader(path: &str) -> Option<String> {
+    (path == "src/lib.rs").then(|| LIB_RS.to_owned())
+}
+
+#[test]
+fn clippy_stream_is_read_and_deduplicated_across_targets() {
+    let out = cargo::parse(CLIPPY, "clippy.json");
+    assert!(out.rejected.is_empty(), "{:?}", out.rejected);
+    // The stream reports every diagnostic twice (lib and lib test).
+    assert_eq!(out.duplicates.len(), out.findings.len());
+    insta::assert_snapshot!("clippy_findings", render(&out));
+}
+
+#[test]
+fn clippy_suggestions_rebuild_the_replaced_text_exactly() {
+    let out = cargo::parse(CLIPPY, "clippy.json");
+    let mut checked = 0;
+    for f in &out.findings {
+        for s in &f.suggestions {
+            for e in &s.edits {
+                let (start, end) = e.byte_range.unwrap();
+                assert_eq!(&LIB_RS[start..end], e.original, "{}", f.id);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 15, "only {checked} edits");
+    let two_fields = out
+        .findings
+        .iter()
+        .filter(|f| f.category.as_deref() == Some("clippy::redundant_field_names"))
+        .count();
+    assert_eq!(two_fields, 2, "x: x and y: y on one line are two findings");
+}
+
+#[test]
+fn clippy_multi_line_original_that_does_not_add_up_is_left_out_with_a_note() {
+    let line = CLIPPY
+        .lines()
+        .find(|l| l.contains("unused_imports"))
+        .unwrap();
+    // Corrupt the byte length of the multi-line span so the rebuilt text no
+    // longer matches: the suggestion must be dropped, not guessed.
+    let broken = line.replacen("\"byte_end\":242", "\"byte_end\":250", 1);
+    assert_ne!(broken, line);
+    let out = cargo::parse(&broken, "one.json");
+    assert_eq!(out.findings.len(), 1);
+    assert!(out.findings[0].suggestions.is_empty());
+    assert!(
+        out.notes[0].contains("one.json:1: unused_imports@src/lib.rs:7:5")
+            && out.notes[0].contains("cannot be rebuilt"),
+        "{:?}",
+        out.notes
+    );
+}
+
+#[test]
+fn malformed_cargo_lines_are_rejected_by_line_and_the_rest_parse() {
+    let first = CLIPPY.lines().next().unwrap();
+    let text = format!("{first}\n{{\"reason\": \"compiler-message\"\nnot json\n[1,2]\n");
+    let out = cargo::parse(&text, "mixed.json");
+    assert_eq!(out.findings.len(), 1);
+    let locations: Vec<&str> = out.rejected.iter().map(|r| r.location.as_str()).collect();
+    assert_eq!(locations, ["mixed.json:2", "mixed.json:3", "mixed.json:4"]);
+    assert!(out.rejected[0].message.contains("not a JSON object"));
+}
+
+#[test]
+fn cargo_levels_codes_and_dimensions() {
+    let err = r#"{"$message_type":"diagnostic","message":"mismatched types","code":{"code":"E0308"},"level":"error","spans":[{"file_name":"src/main.rs","byte_start":10,"byte_end":12,"line_start":2,"line_end":2,"column_start":5,"column_end":7,"is_primary":true,"text":[]}],"children":[],"rendered":"error[E0308]: mismatched types"}
+{"$message_type":"diagnostic","message":"aborting due to 1 previous error","code":null,"level":"error","spans":[],"children":[],"rendered":"error: aborting"}
+{"reason":"compiler-message","message":{"message":"vec init then push","code":{"code":"clippy::vec_init_then_push"},"level":"warning","spans":[{"file_name":"src/a.rs","line_start":1,"line_end":1,"column_start":1,"column_end":2,"is_primary":true}],"children":[]}}
+{"reason":"compiler-message","message":{"message":"note only","code":null,"level":"note","spans":[],"children":[]}}
+{"reason":"build-finished","success":false}"#;
+    let out = cargo::parse(err, "rustc.json");
+    assert!(out.rejected.is_empty(), "{:?}", out.rejected);
+    let summary: Vec<(String, Severity, &str)> = out
+        .findings
+        .iter()
+        .map(|f| (f.id.to_string(), f.severity, f.dimension_or_general()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "E0308@src/main.rs:2:5".to_owned(),
+                Severity::High,
+                "correctness"
+            ),
+            (
+                "clippy::vec_init_then_push@src/a.rs:1:1".to_owned(),
+                Severity::Medium,
+                "performance"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn sarif_sample_is_read() {
+    let out = sarif::parse(SARIF, "sample.sarif").unwrap();
+    insta::assert_snapshot!("sarif_findings", render(&out));
+}
+
+#[test]
+fn sarif_with_sources_fills_originals() {
+    let reader = lib_reader;
+    let options = ParseOptions {
+        sources: Some(&reader),
+    };
+    let out = sarif::parse_with(SARIF, "sample.sarif", &options).unwrap();
+    let f = out
+        .findings
+        .iter()
+        .find(|f| f.category.as_deref() == Some("example/single-char-pattern"))
+        .unwrap();
+    let e = &f.suggestions[0].edits[0];
+    assert_eq!(e.original, "\",\"");
+    assert!(!is_unanchored(e));
+    assert!(
+        !out.notes.iter().any(|n| n.contains("unanchored")),
+        "{:?}",
+        out.notes
+    );
+    let patched = apply_edits(LIB_RS, &[e]).unwrap();
+    assert!(patched.contains("line.split(',')"));
+}
+
+#[test]
+fn sarif_errors_name_the_source_and_line() {
+    let err = sarif::parse("{\n  \"runs\": [\n    {,\n", "broken.sarif").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to read sarif findings from broken.sarif: invalid JSON at line 3, column 6: key must be a string at line 3 column 6"
+    );
+    let err = sarif::parse(r#"{"version":"2.1.0","runs":{}}"#, "x.sarif").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to read sarif findings from x.sarif: `runs` is a object, expected an array"
+    );
+}
+
+#[test]
+fn rdjson_sample_is_read() {
+    let out = rdjson::parse(RDJSON, "sample.rdjson").unwrap();
+    insta::assert_snapshot!("rdjson_findings", render(&out));
+}
+
+#[test]
+fn rdjson_with_sources_resolves_byte_columns_and_line_ranges() {
+    let reader = lib_reader;
+    let options = ParseOptions {
+        sources: Some(&reader),
+    };
+    let out = rdjson::parse_with(RDJSON, "sample.rdjson", &options).unwrap();
+    let originals: Vec<Vec<&str>> = out
+        .findings
+        .iter()
+        .map(|f| {
+            f.suggestions
+                .iter()
+                .flat_map(|s| s.edits.iter().map(|e| e.original.as_str()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        originals,
+        vec![
+            vec!["words.len() == 0"],
+            vec!["push_str", "\"!\""],
+            vec![
+                "/// Sums a slice with an index loop (needless_range_loop: not machine-applicable).\n"
+            ],
+            vec![],
+        ]
+    );
+}
+
+#[test]
+fn rdjsonl_rejects_the_bad_line_and_reads_the_rest() {
+    let out = rdjson::parse_lines(RDJSONL, "sample.rdjsonl");
+    assert_eq!(out.findings.len(), 4);
+    assert_eq!(out.rejected.len(), 1);
+    assert_eq!(out.rejected[0].location, "sample.rdjsonl:3");
+    assert_eq!(out.findings[0].category.as_deref(), Some("len-zero"));
+}
+
+#[test]
+fn detection_uses_content_not_names() {
+    let check = |text: &str, expected: InputFormat| {
+        assert_eq!(detect_format(text, "findings.txt").unwrap(), expected);
+    };
+    check(CLIPPY, InputFormat::CargoJson);
+    check(SARIF, InputFormat::Sarif);
+    check(RDJSON, InputFormat::Rdjson);
+    check(RDJSONL, InputFormat::Rdjsonl);
+    check(r#"[{"id": "F1"}]"#, InputFormat::ReviewCycle);
+    check(
+        r#"{"session_id": "s", "findings": []}"#,
+        InputFormat::ReviewCycle,
+    );
+    check(CLIPPY.lines().next().unwrap(), InputFormat::CargoJson);
+    check(
+        r#"{"message":"m","spans":[],"level":"warning"}"#,
+        InputFormat::CargoJson,
+    );
+    // A stream whose first line is damaged is still recognised.
+    check(&format!("garbage\n{CLIPPY}"), InputFormat::CargoJson);
+}
+
+#[test]
+fn detection_errors_are_specific() {
+    let msg = |text: &str| detect_format(text, "in.json").unwrap_err().to_string();
+    assert_eq!(
+        msg("  \n"),
+        "failed to read findings from in.json: the input is empty"
+    );
+    assert!(msg("hello world").contains("the text is not JSON; it begins \"hello world\""));
+    assert!(msg(r#"{"a": 1, "b": 2}"#).contains("a JSON object with keys a, b"));
+    assert!(msg("42").contains("unrecognised format (a JSON number)"));
+    assert!(
+        msg("{\"runs\": [\n  {\n  oops")
+            .starts_with("failed to read sarif findings from in.json: invalid JSON at line 3")
+    );
+}
+
+#[test]
+fn detect_and_parse_reads_each_format() {
+    let count = |text: &str| detect_and_parse(text, "in").unwrap().findings.len();
+    assert_eq!(count(CLIPPY), cargo::parse(CLIPPY, "x").findings.len());
+    assert_eq!(count(SARIF), 4);
+    assert_eq!(count(RDJSON), 4);
+    assert_eq!(count(RDJSONL), 4);
+}
+
+#[test]
+fn review_cycle_exports_are_read_through_their_reader() {
+    let export = r#"{"session_id": "s1", "findings": [
+        {"id": "F1", "title": "SQL built by concatenation", "severity": "high", "dimension": "security", "file": "src/db.rs", "line": "12"},
+        {"id": "F2", "title": "SQL built by concatenation", "severity": "high", "dimension": "security", "file": "src/db.rs", "line": 12}
+    ]}"#;
+    let out = detect_and_parse(export, "export.json").unwrap();
+    assert_eq!(out.format, InputFormat::ReviewCycle);
+    let ids: Vec<&str> = out.findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["F1"]);
+    assert_eq!(
+        out.duplicates,
+        [(FindingId::from("F2"), FindingId::from("F1"))]
+    );
+    let err =
+        detect_and_parse(r#"[{"title": "no id", "severity": "low"}]"#, "bad.json").unwrap_err();
+    assert!(matches!(err, FormatError::ReviewCycle(_)), "{err}");
+    assert!(err.to_string().contains("bad.json"), "{err}");
+}
+
+#[test]
+fn uris_become_paths() {
+    assert_eq!(sarif::uri_to_path("src/lib.rs"), "src/lib.rs");
+    assert_eq!(
+        sarif::uri_to_path("file:///home/a%20b/x.rs"),
+        "/home/a b/x.rs"
+    );
+    assert_eq!(sarif::uri_to_path("file://host/share/x.rs"), "/share/x.rs");
+    assert_eq!(sarif::uri_to_path("bad%zzescape"), "bad%zzescape");
+}
+
+/// Every reader, on any text.
+fn all_readers(text: &str) {
+    let reader = |_: &str| Some("fn main() {}\nlet x = 1;\n".to_owned());
+    let options = ParseOptions {
+        sources: Some(&reader),
+    };
+    let _ = cargo::parse(text, "p");
+    let _ = sarif::parse_with(text, "p", &options);
+    let _ = sarif::parse(text, "p");
+    let _ = rdjson::parse_with(text, "p", &options);
+    let _ = rdjson::parse_lines_with(text, "p", &options);
+    let _ = detect_and_parse_with(text, "p", &options);
+}
+
+/// Replaces the byte range `at..at+len` of `base` (snapped to char
+/// boundaries) with `insert`.
+fn mutate(base: &str, at: usize, len: usize, insert: &str) -> String {
+    let mut start = at % (base.len() + 1);
+    while !base.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (start + len).min(base.len());
+    while !base.is_char_boundary(end) {
+        end += 1;
+    }
+    format!("{}{}{}", &base[..start], insert, &base[end..])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn readers_never_panic_on_arbitrary_text(text in "\\PC{0,300}") {
+        all_readers(&text);
+    }
+
+    #[test]
+    fn readers_never_panic_on_mutated_fixtures(
+        which in 0usize..4,
+        at in 0usize..100_000,
+        len in 0usize..40,
+        insert in prop::sample::select(vec![
+            "", "0", "-1", "null", "\"\"", "{}", "[]", "99999999999", "\u{e9}", "\n", ",", "\"x\":",
+        ]),
+    ) {
+        let base = [CLIPPY, SARIF, RDJSON, RDJSONL][which];
+        all_readers(&mutate(base, at, len, insert));
+    }
+
+    #[test]
+    fn numeric_fields_at_extremes_never_panic(
+        line in prop::sample::select(vec![0u64, 1, 46, 77, 4_294_967_295, 4_294_967_296]),
+        column in prop::sample::select(vec![0u64, 1, 8, 24, 4_294_967_295, 18_446_744_073_709_551_615]),
+    ) {
+        let d = format!(
+            r#"{{"message":"m","location":{{"path":"src/lib.rs","range":{{"start":{{"line":{line},"column":{column}}}}}}},"suggestions":[{{"range":{{"start":{{"line":{line},"column":{column}}},"end":{{"line":{line},"column":{column}}}}},"text":"x"}}]}}"#
+        );
+        all_readers(&d);
+        let reader = lib_reader;
+        let options = ParseOptions { sources: Some(&reader) };
+        let _ = rdjson::parse_lines_with(&d, "p", &options);
+    }
+}
+
+#[test]
+fn source_cache_reads_each_file_once() {
+    let calls = std::cell::RefCell::new(HashMap::<String, u32>::new());
+    let reader = |p: &str| {
+        *calls.borrow_mut().entry(p.to_owned()).or_default() += 1;
+        lib_reader(p)
+    };
+    let options = ParseOptions {
+        sources: Some(&reader),
+    };
+    let _ = rdjson::parse_with(RDJSON, "sample.rdjson", &options).unwrap();
+    assert_eq!(calls.borrow().get("src/lib.rs"), Some(&1));
+}
