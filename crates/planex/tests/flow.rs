@@ -986,3 +986,144 @@ async fn bad_csvs_are_errors_naming_line_and_column() {
         "no session for bad input"
     );
 }
+
+#[tokio::test]
+async fn overlapping_scopes_never_run_at_once_and_bad_discoveries_are_counted() {
+    let repo = tempfile::tempdir().unwrap();
+    let csv = write_csv(
+        repo.path(),
+        "tasks.csv",
+        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n\
+         T1,a,a,,,src/a/**,,echo T1,,,\n\
+         T2,b,b,,,src/a/x.rs,,echo T2,,,\n\
+         T3,c,c,,,src/b/**,,echo T3,,,\n",
+    );
+    let runner = Arc::new(
+        ScriptedCommands::new()
+            .on("echo T1", 0, "1")
+            .on("echo T2", 0, "2")
+            .on("echo T3", 0, "3"),
+    );
+    let (p, sink) = shell_planex(repo.path(), runner);
+    // Run once to get the session folder, then break its discovery board.
+    let outcome = p.run_tasks_file(&csv).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    let events = sink.events();
+    let pos = |f: &dyn Fn(&Event) -> bool| events.iter().position(f).unwrap();
+    let t1_start = pos(&|e| matches!(e, Event::JobStarted { id, .. } if id == "T1"));
+    let t1_end = pos(&|e| matches!(e, Event::JobFinished { id, .. } if id == "T1"));
+    let t2_start = pos(&|e| matches!(e, Event::JobStarted { id, .. } if id == "T2"));
+    let t2_end = pos(&|e| matches!(e, Event::JobFinished { id, .. } if id == "T2"));
+    let t3_start = pos(&|e| matches!(e, Event::JobStarted { id, .. } if id == "T3"));
+    assert!(t1_end < t2_start || t2_end < t1_start, "{events:?}");
+    assert!(t3_start < t1_end.max(t2_end), "T3 has its own scope: {events:?}");
+
+    let dir = outcome.summary.session_dir.clone();
+    std::fs::write(
+        dir.join("discoveries.ndjson"),
+        "{\"ts\":\"t\",\"worker\":\"T1\",\"type\":\"convention\",\"data\":{}}\nnot json\n{\"ts\":\"t\",\"worker\":\"T2\",\"type\":\"gossip\"}\n",
+    )
+    .unwrap();
+    let outcome = p.resume(Some(outcome.session_id())).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert!(
+        outcome.warnings.iter().any(|w| w.contains("skipped 2 malformed lines") && w.contains("(lines 2, 3)")),
+        "{:?}",
+        outcome.warnings
+    );
+}
+
+/// A command runner for `sleep <seconds>` lines that sleeps on the tokio
+/// clock, so that a paused clock measures makespans exactly.
+#[derive(Debug)]
+struct VirtualSleep;
+
+#[async_trait::async_trait]
+impl orchestrator_core::command::CommandRunner for VirtualSleep {
+    async fn run(
+        &self,
+        spec: orchestrator_core::command::CommandSpec,
+    ) -> Result<CommandOutput, orchestrator_core::command::CommandError> {
+        let secs: u64 = spec.args[1].trim_start_matches("sleep ").parse().unwrap();
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        Ok(CommandOutput { exit_code: Some(0), ..CommandOutput::default() })
+    }
+}
+
+/// A seeded random DAG of `sleep` tasks: (csv text, durations, deps).
+fn sleep_dag(n: usize, seed: u64) -> (String, Vec<u64>, Vec<Vec<usize>>) {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    let mut csv = String::from("id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n");
+    let mut durations = Vec::new();
+    let mut deps_of = Vec::new();
+    for i in 0..n {
+        let secs = 1 + (next() % 30) as u64;
+        let mut deps: Vec<usize> = Vec::new();
+        if i > 0 {
+            for _ in 0..(next() % 3) {
+                let d = next() % i;
+                if !deps.contains(&d) {
+                    deps.push(d);
+                }
+            }
+        }
+        let dep_ids: Vec<String> = deps.iter().map(|d| format!("T{}", d + 1)).collect();
+        csv.push_str(&format!("T{},t,d,,,,,sleep {secs},{},,\n", i + 1, dep_ids.join(";")));
+        durations.push(secs);
+        deps_of.push(deps);
+    }
+    (csv, durations, deps_of)
+}
+
+/// Eager scheduling against the seed's waves on a 40-task DAG at -c 4, on a
+/// paused (virtual) clock: eager must beat waves by 20% and stay within 20%
+/// of the lower bound max(critical path, total work / 4).
+#[tokio::test(start_paused = true)]
+async fn eager_beats_waves_on_a_sleep_dag() {
+    let repo = tempfile::tempdir().unwrap();
+    let mut eager_total = 0.0;
+    let mut waves_total = 0.0;
+    let mut bound_total = 0.0;
+    for seed in [1u64, 2, 3, 4, 5] {
+        let (text, durations, deps) = sleep_dag(40, seed);
+        let csv = write_csv(repo.path(), &format!("dag{seed}.csv"), &text);
+        let mut finish = vec![0u64; durations.len()];
+        for i in 0..durations.len() {
+            finish[i] = deps[i].iter().map(|&d| finish[d]).max().unwrap_or(0) + durations[i];
+        }
+        let critical = *finish.iter().max().unwrap() as f64;
+        let work = durations.iter().sum::<u64>() as f64 / 4.0;
+        let bound = critical.max(work);
+        let mut makespan = |mode: Mode| {
+            let csv = csv.clone();
+            let repo = repo.path().to_path_buf();
+            async move {
+                let mut o = options(true);
+                o.execution = ExecutionPolicy::shell();
+                o.schedule = mode;
+                o.task_time_limit = Duration::from_secs(3600);
+                let agent: Arc<dyn Agent> = Arc::new(ShellTaskAgent::new(Arc::new(VirtualSleep)));
+                let (p, _) = planex(&repo, agent, Arc::new(AutoYes), o);
+                let start = tokio::time::Instant::now();
+                let outcome = p.run_tasks_file(&csv).await.unwrap();
+                assert_eq!(outcome.status, OutcomeStatus::Completed);
+                start.elapsed().as_secs_f64()
+            }
+        };
+        let eager = makespan(Mode::Eager).await;
+        let waves = makespan(Mode::Waves).await;
+        eprintln!("seed {seed}: eager {eager:.0}s, waves {waves:.0}s, lower bound {bound:.0}s");
+        eager_total += eager;
+        waves_total += waves;
+        bound_total += bound;
+    }
+    let vs_waves = eager_total / waves_total;
+    let vs_bound = eager_total / bound_total;
+    eprintln!("eager/waves = {vs_waves:.2}, eager/bound = {vs_bound:.2}, waves/bound = {:.2}", waves_total / bound_total);
+    assert!(vs_waves <= 0.8, "eager/waves = {vs_waves:.2}");
+    assert!(vs_bound <= 1.2, "eager/bound = {vs_bound:.2}");
+}
