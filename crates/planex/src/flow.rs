@@ -156,11 +156,14 @@ impl Planex {
             warnings: Vec::new(),
         };
         self.phase_started("plan-explore");
-        let explore = self.plan_angles(&run.session).await?;
+        let explore = match self.interruptible(self.plan_angles(&run.session)).await {
+            Some(result) => result?,
+            None => return self.stopped(run, Stop::Interrupted),
+        };
         write_explore_csv(run.session.explore_csv(), &explore)?;
         run.state.explore = Some(explore);
         self.phase_finished("plan-explore");
-        if let Some(stop) = self.confirm(GatePoint::ExplorePlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExplorePlan, &run).await {
             return self.stopped(run, stop);
         }
         self.explore_onwards(run).await
@@ -247,7 +250,7 @@ impl Planex {
             warnings: Vec::new(),
         };
         run.session.checkpoint(&run.state)?;
-        if let Some(stop) = self.confirm(GatePoint::ExecutionPlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
             return self.stopped(run, stop);
         }
         self.execute(run).await
@@ -315,11 +318,14 @@ impl Planex {
 
         // Phase 3.
         self.phase_started("plan-tasks");
-        let tasks = self.plan_tasks(&mut run).await?;
+        let tasks = match self.interruptible(self.plan_tasks(&mut run)).await {
+            Some(result) => result?,
+            None => return self.stopped(run, Stop::Interrupted),
+        };
         run.state.tasks = Some(tasks);
         run.session.checkpoint(&run.state)?;
         self.phase_finished("plan-tasks");
-        if let Some(stop) = self.confirm(GatePoint::ExecutionPlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
             return self.stopped(run, stop);
         }
         self.execute(run).await
@@ -448,6 +454,22 @@ impl Planex {
             summary,
             warnings: run.warnings,
         })
+    }
+
+    /// Runs `future` unless the cancel handle fires first (then `None`).
+    async fn interruptible<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => None,
+            output = future => Some(output),
+        }
+    }
+
+    /// [`Self::confirm`], interruptible.
+    async fn gate(&self, point: GatePoint, run: &Run) -> Option<Stop> {
+        self.interruptible(self.confirm(point, run))
+            .await
+            .unwrap_or(Some(Stop::Interrupted))
     }
 
     /// Asks the gate at `point`; `None` means go on.

@@ -1016,7 +1016,10 @@ async fn overlapping_scopes_never_run_at_once_and_bad_discoveries_are_counted() 
     let t2_end = pos(&|e| matches!(e, Event::JobFinished { id, .. } if id == "T2"));
     let t3_start = pos(&|e| matches!(e, Event::JobStarted { id, .. } if id == "T3"));
     assert!(t1_end < t2_start || t2_end < t1_start, "{events:?}");
-    assert!(t3_start < t1_end.max(t2_end), "T3 has its own scope: {events:?}");
+    assert!(
+        t3_start < t1_end.max(t2_end),
+        "T3 has its own scope: {events:?}"
+    );
 
     let dir = outcome.summary.session_dir.clone();
     std::fs::write(
@@ -1027,7 +1030,10 @@ async fn overlapping_scopes_never_run_at_once_and_bad_discoveries_are_counted() 
     let outcome = p.resume(Some(outcome.session_id())).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     assert!(
-        outcome.warnings.iter().any(|w| w.contains("skipped 2 malformed lines") && w.contains("(lines 2, 3)")),
+        outcome
+            .warnings
+            .iter()
+            .any(|w| w.contains("skipped 2 malformed lines") && w.contains("(lines 2, 3)")),
         "{:?}",
         outcome.warnings
     );
@@ -1046,7 +1052,10 @@ impl orchestrator_core::command::CommandRunner for VirtualSleep {
     ) -> Result<CommandOutput, orchestrator_core::command::CommandError> {
         let secs: u64 = spec.args[1].trim_start_matches("sleep ").parse().unwrap();
         tokio::time::sleep(Duration::from_secs(secs)).await;
-        Ok(CommandOutput { exit_code: Some(0), ..CommandOutput::default() })
+        Ok(CommandOutput {
+            exit_code: Some(0),
+            ..CommandOutput::default()
+        })
     }
 }
 
@@ -1054,10 +1063,14 @@ impl orchestrator_core::command::CommandRunner for VirtualSleep {
 fn sleep_dag(n: usize, seed: u64) -> (String, Vec<u64>, Vec<Vec<usize>>) {
     let mut state = seed;
     let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (state >> 33) as usize
     };
-    let mut csv = String::from("id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n");
+    let mut csv = String::from(
+        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n",
+    );
     let mut durations = Vec::new();
     let mut deps_of = Vec::new();
     for i in 0..n {
@@ -1072,7 +1085,11 @@ fn sleep_dag(n: usize, seed: u64) -> (String, Vec<u64>, Vec<Vec<usize>>) {
             }
         }
         let dep_ids: Vec<String> = deps.iter().map(|d| format!("T{}", d + 1)).collect();
-        csv.push_str(&format!("T{},t,d,,,,,sleep {secs},{},,\n", i + 1, dep_ids.join(";")));
+        csv.push_str(&format!(
+            "T{},t,d,,,,,sleep {secs},{},,\n",
+            i + 1,
+            dep_ids.join(";")
+        ));
         durations.push(secs);
         deps_of.push(deps);
     }
@@ -1098,7 +1115,7 @@ async fn eager_beats_waves_on_a_sleep_dag() {
         let critical = *finish.iter().max().unwrap() as f64;
         let work = durations.iter().sum::<u64>() as f64 / 4.0;
         let bound = critical.max(work);
-        let mut makespan = |mode: Mode| {
+        let makespan = |mode: Mode| {
             let csv = csv.clone();
             let repo = repo.path().to_path_buf();
             async move {
@@ -1123,7 +1140,33 @@ async fn eager_beats_waves_on_a_sleep_dag() {
     }
     let vs_waves = eager_total / waves_total;
     let vs_bound = eager_total / bound_total;
-    eprintln!("eager/waves = {vs_waves:.2}, eager/bound = {vs_bound:.2}, waves/bound = {:.2}", waves_total / bound_total);
+    eprintln!(
+        "eager/waves = {vs_waves:.2}, eager/bound = {vs_bound:.2}, waves/bound = {:.2}",
+        waves_total / bound_total
+    );
     assert!(vs_waves <= 0.8, "eager/waves = {vs_waves:.2}");
     assert!(vs_bound <= 1.2, "eager/bound = {vs_bound:.2}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_during_a_planner_call_stops_resumably() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent_with(vec![("plan-tasks", Reply::Hang)]));
+    let cancel = CancelHandle::new();
+    let (p, _) = planex(repo.path(), agent, Arc::new(AutoYes), options(true));
+    let p = p.with_cancel(cancel.clone());
+    let trigger = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cancel.cancel();
+    });
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    trigger.await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Stopped(Stop::Interrupted));
+    // Explorations are done and kept; the resume goes straight to planning.
+    let agent = Arc::new(happy_agent());
+    let (p, _) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert_eq!(agent.calls_for("E1") + agent.calls_for("E2"), 0);
+    assert_eq!(agent.calls_for("plan-tasks"), 1);
 }
