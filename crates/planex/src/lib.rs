@@ -46,6 +46,27 @@
 //! skipped, 3 stopped at a gate or for a human) or a [`PlanexError`] (exit
 //! code 2). [`Outcome::summary`] is what the terminal prints.
 //!
+//! ## Wiring it up (what the CLI does)
+//!
+//! ```text
+//! let options = PlanexOptions { auto_yes, concurrency, schedule, execution, .. };
+//! // `--agent shell`: ExecutionPolicy::shell() and
+//! //   Agents { executor: Arc::new(ShellTaskAgent::new(process_runner)), .. }
+//! // `--max-rounds N`: options.execution.max_rounds = N
+//! let planex = Planex::new(repo, agents, gate, event_sink, options).with_cancel(ctrl_c);
+//! let outcome = planex.run_tasks_file(path).await?;   // or plan / resume / retry_failed
+//! print!("{}", outcome.summary); if let Some(h) = outcome.resume_hint() { println!("{h}") }
+//! exit(outcome.exit_code())                            // an Err: exit(PlanexError::EXIT_CODE)
+//! ```
+//!
+//! The futures must run inside a tokio runtime with the time driver enabled
+//! (rows run as spawned tasks). Progress comes as [`Event`]s: phases,
+//! `WaveStarted` (waves mode), `JobStarted` / `JobFinished` per row (skips
+//! with the reason `Dependency failed or skipped`), retry attempts, gate
+//! questions, escalations and warnings.
+//!
+//! [`Event`]: orchestrator_core::event::Event
+//!
 //! ## Invariants
 //! - A row that finished is in the fsynced journal before anything else
 //!   happens; the CSVs are rewritten from memory at each wave's end, each
@@ -282,5 +303,59 @@ impl Outcome {
             }
             Stop::Interrupted => format!("Interrupted. Resume: {resume}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(status: OutcomeStatus) -> Outcome {
+        Outcome {
+            status,
+            summary: Summary {
+                session_id: "wpp-20260228-auth".into(),
+                session_dir: PathBuf::from("/r/.workflow/.lite-plan/wpp-20260228-auth"),
+                ..Summary::default()
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn exit_codes_and_hints() {
+        assert_eq!(outcome(OutcomeStatus::Completed).exit_code(), 0);
+        assert_eq!(outcome(OutcomeStatus::Completed).resume_hint(), None);
+        assert_eq!(outcome(OutcomeStatus::Incomplete).exit_code(), 1);
+        let modify = outcome(OutcomeStatus::Stopped(Stop::Modify {
+            gate: GatePoint::ExecutionPlan,
+            file: PathBuf::from("/r/s/tasks.csv"),
+        }));
+        assert_eq!(modify.exit_code(), 3);
+        assert_eq!(
+            modify.resume_hint().unwrap(),
+            "Edit: /r/s/tasks.csv\nResume: orchestrator planex --continue wpp-20260228-auth"
+        );
+        let human = outcome(OutcomeStatus::Stopped(Stop::NeedsHuman {
+            tasks: vec![("T2".into(), "round limit reached".into())],
+        }));
+        assert_eq!(
+            human.resume_hint().unwrap(),
+            "Tasks need a human:\n  - T2: round limit reached\nAct on them, then resume: orchestrator planex --continue wpp-20260228-auth"
+        );
+    }
+
+    #[test]
+    fn outcomes_serialize_for_json_output() {
+        let o = outcome(OutcomeStatus::Stopped(Stop::Cancelled {
+            gate: GatePoint::ExplorePlan,
+        }));
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["status"]["status"], "stopped");
+        assert_eq!(v["status"]["reason"], "cancelled");
+        assert_eq!(v["status"]["gate"], "explore_plan");
+        assert_eq!(v["summary"]["session_id"], "wpp-20260228-auth");
+        let back: Outcome = serde_json::from_value(v).unwrap();
+        assert_eq!(back, o);
     }
 }
