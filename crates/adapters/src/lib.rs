@@ -42,6 +42,7 @@
 pub mod agents;
 pub mod builtin;
 pub mod config;
+pub mod factory;
 pub mod git;
 pub mod openai;
 pub mod process;
