@@ -144,6 +144,12 @@ pub enum VerifyError {
         /// The run the result was recorded for.
         run: RunId,
     },
+    /// [`Verifier::resume`] got more outcomes than the session asked for.
+    #[error("cannot resume verification: outcome {index} was recorded after every fix was decided")]
+    ResumePastEnd {
+        /// 0-based index of the first extra outcome.
+        index: usize,
+    },
     /// A result was recorded for another run than the outstanding one.
     #[error("the outstanding test run is {expected}, but a result for {got} was recorded")]
     WrongRun {
@@ -323,7 +329,8 @@ pub enum Step {
 }
 
 /// The outcome of a test run, as the driver reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum RunOutcome {
     /// The tests passed.
     Pass,
@@ -529,6 +536,26 @@ impl<F> Verifier<F> {
         })
     }
 
+    /// Rebuilds a verifier after a restart: the machine is deterministic, so
+    /// feeding it the outcomes recorded so far (in run order) brings it back
+    /// to the same state. Persist the outcomes as they come (they serialize
+    /// as `{"outcome": "pass"}` / `{"outcome": "fail", "log_ref": …}`); the
+    /// fixes and configuration must be the same as in the first session.
+    pub fn resume(
+        fixes: Vec<F>,
+        config: VerifyConfig,
+        outcomes: impl IntoIterator<Item = RunOutcome>,
+    ) -> Result<Self, VerifyError> {
+        let mut verifier = Self::new(fixes, config)?;
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match verifier.next_step() {
+                Step::Test(trial) => verifier.record(trial.run, outcome)?,
+                Step::Done => return Err(VerifyError::ResumePastEnd { index }),
+            }
+        }
+        Ok(verifier)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &VerifyConfig {
         &self.config
@@ -549,7 +576,8 @@ impl<F> Verifier<F> {
         &self.fixes[self.next..]
     }
 
-    /// Whether every fix is decided.
+    /// Whether every fix is decided (settled right after each
+    /// [`record`](Self::record)).
     pub fn is_done(&self) -> bool {
         self.next >= self.fixes.len()
     }
@@ -596,31 +624,36 @@ impl<F> Verifier<F> {
         if let Some(trial) = &self.pending {
             return Step::Test(trial.clone());
         }
-        loop {
-            if self.is_done() {
-                return Step::Done;
-            }
-            let (len, confirm) = match &self.bound {
-                Some(bound) if bound.len == 1 => {
-                    if bound.reruns < self.config.flaky_reruns {
-                        (1, Some(bound.run))
-                    } else {
-                        self.drop_first();
-                        continue;
-                    }
-                }
-                Some(bound) => (self.batch_size(Some(bound.len)), None),
-                None => (self.batch_size(None), None),
-            };
-            self.runs += 1;
-            let trial = Trial {
-                run: RunId(self.runs),
-                landed: self.landed.len(),
-                candidates: self.next..self.next + len,
-                rerun_of: confirm,
-            };
-            self.pending = Some(trial.clone());
-            return Step::Test(trial);
+        // `record` settles every decision it can; this is a no-op safeguard.
+        self.settle();
+        if self.is_done() {
+            return Step::Done;
+        }
+        let (len, confirm) = match &self.bound {
+            // Settled: a bound of one still has re-runs to go.
+            Some(bound) if bound.len == 1 => (1, Some(bound.run)),
+            Some(bound) => (self.batch_size(Some(bound.len)), None),
+            None => (self.batch_size(None), None),
+        };
+        self.runs += 1;
+        let trial = Trial {
+            run: RunId(self.runs),
+            landed: self.landed.len(),
+            candidates: self.next..self.next + len,
+            rerun_of: confirm,
+        };
+        self.pending = Some(trial.clone());
+        Step::Test(trial)
+    }
+
+    /// Drops the first undecided fix when a failing run's tree is "landed +
+    /// that fix" and every re-run of it failed too.
+    fn settle(&mut self) {
+        if let Some(bound) = &self.bound
+            && bound.len == 1
+            && bound.reruns >= self.config.flaky_reruns
+        {
+            self.drop_first();
         }
     }
 
@@ -677,6 +710,7 @@ impl<F> Verifier<F> {
                 });
             }
         }
+        self.settle();
         Ok(())
     }
 

@@ -240,6 +240,61 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// Stopping after any number of runs and resuming from the persisted
+    /// outcomes ends in the same report as an uninterrupted session.
+    #[test]
+    fn resuming_from_recorded_outcomes_continues_the_same_session(
+        breaks in proptest::collection::vec(proptest::bool::weighted(0.25), 0..40),
+        config in config_strategy(),
+        stop_after in 0usize..60,
+    ) {
+        let fixes: Vec<usize> = (0..breaks.len()).collect();
+        let oracle = |tree: Tree<'_, usize>| {
+            if tree.candidates().iter().any(|&f| breaks[f]) {
+                RunOutcome::fail("log")
+            } else {
+                RunOutcome::Pass
+            }
+        };
+        let whole = verify_with(fixes.clone(), config.clone(), |_, tree| oracle(tree)).unwrap();
+
+        let mut first = Verifier::new(fixes.clone(), config.clone()).unwrap();
+        let mut persisted = Vec::new();
+        while persisted.len() < stop_after {
+            let Step::Test(trial) = first.next_step() else { break };
+            let outcome = oracle(first.tree(&trial));
+            persisted.push(serde_json::to_string(&outcome).unwrap());
+            first.record(trial.run, outcome).unwrap();
+        }
+        let outcomes = persisted.iter().map(|line| serde_json::from_str::<RunOutcome>(line).unwrap());
+        let mut resumed = Verifier::resume(fixes, config, outcomes).unwrap();
+        prop_assert_eq!(resumed.trace(), first.trace());
+        while let Step::Test(trial) = resumed.next_step() {
+            let outcome = oracle(resumed.tree(&trial));
+            resumed.record(trial.run, outcome).unwrap();
+        }
+        prop_assert_eq!(resumed.report(), whole);
+    }
+}
+
+#[test]
+fn resuming_with_too_many_outcomes_is_refused() {
+    let outcomes = vec![RunOutcome::Pass, RunOutcome::Pass];
+    let err =
+        Verifier::resume(vec!["a"], VerifyConfig::new(VerifyMode::Each), outcomes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot resume verification: outcome 1 was recorded after every fix was decided"
+    );
+    assert_eq!(
+        serde_json::to_string(&RunOutcome::fail("logs/3.txt")).unwrap(),
+        r#"{"outcome":"fail","log_ref":"logs/3.txt"}"#
+    );
+}
+
 /// A failure on the very first run that passes on the identical re-run.
 fn first_run_flaky(mode: VerifyMode) -> VerifyReport<&'static str> {
     let fixes = vec!["a", "b", "c", "d"];
