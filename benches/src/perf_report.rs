@@ -10,14 +10,15 @@
 
 use std::time::Instant;
 
-use orchestrator_benches::{clustering, dag};
+use orchestrator_benches::{clustering, dag, verify};
 
 type Collector = fn() -> Vec<(String, f64)>;
 
 fn main() {
-    let collectors: [(&str, Collector); 2] = [
+    let collectors: [(&str, Collector); 3] = [
         ("clustering", clustering::perf_figures),
         ("scheduling", dag::perf_figures),
+        ("verification", verify::perf_figures),
     ];
     let started = Instant::now();
     let mut figures = serde_json::Map::new();
