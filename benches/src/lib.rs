@@ -6,3 +6,4 @@
 
 pub mod clustering;
 pub mod dag;
+pub mod verify;

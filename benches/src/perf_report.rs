@@ -1,2 +1,49 @@
-//! perf-report
-fn main() {}
+//! `perf-report`: measures the engine's hot paths and prints the figures.
+//!
+//! Each workload module (`clustering`, `dag`, …) contributes named figures;
+//! ratios are always taken against a baseline measured in the same run (a
+//! naive reference, the seed's wave barriers, a lower bound), never against a
+//! number from another machine. Progress goes to stderr; the last line on
+//! stdout is one single-line JSON object with every figure.
+//!
+//! Run it in release: `cargo run --release -p orchestrator-benches --bin perf-report`.
+
+use std::time::Instant;
+
+use orchestrator_benches::{clustering, dag, verify};
+
+type Collector = fn() -> Vec<(String, f64)>;
+
+fn main() {
+    let collectors: [(&str, Collector); 3] = [
+        ("clustering", clustering::perf_figures),
+        ("scheduling", dag::perf_figures),
+        ("verification", verify::perf_figures),
+    ];
+    let started = Instant::now();
+    let mut figures = serde_json::Map::new();
+    for (name, collect) in collectors {
+        let t = Instant::now();
+        eprintln!("perf-report: measuring {name}…");
+        for (key, value) in collect() {
+            eprintln!("  {key} = {value:.4}");
+            figures.insert(key, round(value).into());
+        }
+        eprintln!("  ({name} took {:.1} s)", t.elapsed().as_secs_f64());
+    }
+    figures.insert(
+        "perf_report_total_s".into(),
+        round(started.elapsed().as_secs_f64()).into(),
+    );
+    println!("{}", serde_json::Value::Object(figures));
+}
+
+/// Six significant digits are plenty for a report and keep the line short.
+fn round(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let digits = 6 - x.abs().log10().ceil() as i32;
+    let factor = 10f64.powi(digits);
+    (x * factor).round() / factor
+}

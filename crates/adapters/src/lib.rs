@@ -42,8 +42,10 @@
 pub mod agents;
 pub mod builtin;
 pub mod config;
+pub mod factory;
 pub mod git;
 pub mod openai;
 pub mod process;
+pub mod terminal_gate;
 pub mod test_runner;
 pub mod wrappers;

@@ -1,1 +1,48 @@
-//! orchestrator ci-autofix (placeholder, see the issue tracker).
+//! # orchestrator-ci-autofix
+//!
+//! The ci-autofix flow: a required CI check failed; read its log, classify
+//! the failure, and follow the cadence matrix — confirm and apply a
+//! mechanical patch, apply a trivial one silently from the second iteration,
+//! escalate semantic and unknown failures with a diagnosis and no patch, and
+//! stop for a human after the last iteration.
+//!
+//! ## Data flow
+//!
+//! ```text
+//! watcher handoff (handoff::Handoff) ─┐       CiProvider (gh CLI / local checks,
+//!                                     ├──────  over a core CommandRunner)
+//! provider::watch ────────────────────┘           │ failed logs
+//!                                                 ▼
+//!            classify::classify_many ── most severe class wins, with evidence
+//!                                                 ▼
+//!            core cadence::decide (iteration × class × previous class)
+//!                                                 ▼
+//!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report)
+//!      patch = the agent's write-set since a Vcs checkpoint, protected paths
+//!      refused, commit `fix(ci): auto-fix <class> failure (iter N)`, push (never
+//!      forced), wait for the checks, next iteration
+//!                                                 ▼
+//!   state::StateFile (.moai/state/ci-autofix-<PR>.json, locked, atomic)
+//!   report (append-only audit log, escalation report)
+//! ```
+//!
+//! ## Invariants
+//! - No process is spawned here: `gh` and check commands go through
+//!   `orchestrator_core::command::CommandRunner`.
+//! - Semantic and unknown failures are never patched; iteration 1 always asks.
+//! - No code path can force-push or amend (a test scans the sources).
+pub mod classify;
+pub mod fix_loop;
+pub mod handoff;
+pub mod provider;
+pub mod report;
+pub mod state;
+
+pub use classify::{ClassificationReport, Evidence, classify, classify_many};
+pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
+pub use handoff::{FailedCheck, Handoff, HandoffError};
+pub use provider::{
+    CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
+    ProviderError, WatchOutcome, watch,
+};
+pub use state::Target;

@@ -9,7 +9,9 @@
 //! Data flow: `argv → Cli (clap) → command function → library call → output
 //! (text or JSON on stdout, diagnostics on stderr) → exit code`.
 
-mod commands;
+pub mod commands;
+pub mod render;
+pub mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,39 +46,15 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Explore, plan and execute a requirement in dependency waves (lite-planex).
-    Planex(PlanexArgs),
+    Planex(commands::planex::PlanexArgs),
     /// Fix code-review findings, one verified commit per fix.
-    ReviewFix(ReviewFixArgs),
+    ReviewFix(commands::review_fix::ReviewFixArgs),
     /// Classify a failed CI check and fix it under the cadence matrix.
-    CiAutofix(CiAutofixArgs),
+    CiAutofix(commands::ci_autofix::CiAutofixArgs),
     /// Group review findings into planning batches (inspect the batcher).
     Batch(BatchArgs),
     /// Compute the dependency waves of a tasks.csv (inspect the planner).
     Waves(WavesArgs),
-}
-
-/// Arguments of `orchestrator planex`.
-#[derive(Debug, clap::Args)]
-pub struct PlanexArgs {
-    /// Arguments for the flow (not available in this build yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
-}
-
-/// Arguments of `orchestrator review-fix`.
-#[derive(Debug, clap::Args)]
-pub struct ReviewFixArgs {
-    /// Arguments for the flow (not available in this build yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
-}
-
-/// Arguments of `orchestrator ci-autofix`.
-#[derive(Debug, clap::Args)]
-pub struct CiAutofixArgs {
-    /// Arguments for the flow (not available in this build yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
 }
 
 /// Arguments of `orchestrator batch`.

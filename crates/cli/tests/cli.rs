@@ -121,3 +121,69 @@ fn flows_not_built_yet_say_so() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not available in this build yet"));
 }
+
+fn write_csv(dir: &Path, name: &str, rows: &str) -> String {
+    let path = dir.join(name);
+    let header = "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n";
+    std::fs::write(&path, format!("{header}{rows}")).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn waves_prints_the_example_plan() {
+    let o = orchestrator(&["waves", "examples/data/tasks.csv"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("waves_text", stdout(&o));
+    let o = orchestrator(&["waves", "examples/data/tasks.csv", "--json"]);
+    assert_eq!(
+        stdout(&o).trim(),
+        r#"{"waves":{"T1":1,"T2":2,"T3":2,"T4":3,"T5":4},"max_wave":4}"#
+    );
+}
+
+#[test]
+fn waves_names_cycles_unknown_ids_and_bad_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let cyc = write_csv(
+        dir.path(),
+        "cycle.csv",
+        "T1,a,,,,,,,T3,,\nT2,b,,,,,,,T1,,\nT3,c,,,,,,,T2,,\n",
+    );
+    let o = orchestrator(&["waves", &cyc]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("dependency cycle: T1 → T3 → T2 → T1"),
+        "{}",
+        stderr(&o)
+    );
+
+    let unknown = write_csv(
+        dir.path(),
+        "unknown.csv",
+        "T1,a,,,,,,,T9,,\nT2,b,,,,,,,T1,,\n",
+    );
+    let o = orchestrator(&["waves", &unknown]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("T9"), "{}", stderr(&o));
+    let o = orchestrator(&["waves", &unknown, "--lenient", "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "lenient keeps the seed's ignore-and-warn"
+    );
+    assert!(stderr(&o).contains("warning") && stderr(&o).contains("T9"));
+    assert_eq!(
+        stdout(&o).trim(),
+        r#"{"waves":{"T1":1,"T2":2},"max_wave":2}"#
+    );
+
+    let bad = write_csv(
+        dir.path(),
+        "bad.csv",
+        "T1,a,,,,,,,,,\nT2,\"unclosed,,,,,,,,,\n",
+    );
+    let o = orchestrator(&["waves", &bad]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("bad.csv") && err.contains("line 3"), "{err}");
+}

@@ -4,7 +4,7 @@
 //! commands, a task's shell directive) describe the command as data
 //! ([`CommandSpec`]) and hand it to a runner. The real runner in
 //! `orchestrator-adapters` runs the child in its own process group with a
-//! time limit and bounded capture; [`crate::fakes::ScriptedCommands`] answers
+//! time limit and bounded capture; `fakes::ScriptedCommands` (feature `test-support`) answers
 //! from a script. Arguments are always an argv — a shell is used only when
 //! the spec's program is a shell, chosen explicitly by the caller.
 

@@ -70,6 +70,7 @@ pub mod schema;
 pub mod state;
 pub mod test_runner;
 pub mod vcs;
+pub mod verify;
 pub mod waves;
 
 #[cfg(feature = "test-support")]

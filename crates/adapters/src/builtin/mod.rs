@@ -21,12 +21,14 @@
 //! [`crate::process::ProcessRunner`] (own process group, time limit with
 //! SIGTERM → grace → SIGKILL, bounded capture).
 
+mod ci;
 mod files;
 mod formatter;
 mod linter;
 mod run;
 mod suggestion;
 
+pub use ci::{CiFixAgent, NO_DIAGNOSIS};
 pub use files::{WorkdirSnapshot, resolve_in_workdir};
 pub use formatter::{Formatter, FormatterAgent, choose_formatters};
 pub use linter::{LinterFix, LinterFixAgent, choose_linter_fix};

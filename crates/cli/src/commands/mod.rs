@@ -2,6 +2,10 @@
 //! and an [`Exit`] code. Errors are printed to stderr, results to stdout.
 
 mod batch;
+pub mod ci_autofix;
+pub mod planex;
+pub mod review_fix;
+mod waves;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,16 +29,16 @@ pub enum Exit {
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let exit = match cli.command {
-        Command::Planex(_) => unavailable("planex", 7),
-        Command::ReviewFix(_) => unavailable("review-fix", 5),
-        Command::CiAutofix(_) => unavailable("ci-autofix", 8),
+        Command::Planex(args) => planex::run(&args),
+        Command::ReviewFix(args) => review_fix::run(&args),
+        Command::CiAutofix(args) => ci_autofix::run(&args),
         Command::Batch(args) => batch::run(&args),
-        Command::Waves(_) => unavailable("waves", 3),
+        Command::Waves(args) => waves::run(&args),
     };
     exit.into()
 }
 
-fn unavailable(what: &str, issue: u32) -> Exit {
+pub(crate) fn unavailable(what: &str, issue: u32) -> Exit {
     eprintln!(
         "error: `orchestrator {what}` is not available in this build yet (tracked in issue #{issue})"
     );

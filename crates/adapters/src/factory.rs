@@ -1,0 +1,143 @@
+//! Builds the agent an [`orchestrator.toml`](crate::config) (or the CLI's
+//! `--agent` flag, applied with [`Config::apply_agent_spec`]) selects.
+//!
+//! The builtin agents are not built here: which builtin agent fits depends on
+//! the flow (review-fix applies suggestions, ci-autofix runs formatters and
+//! linter fixers, planex runs shell directives), so [`build_agent`] returns
+//! [`AgentChoice::Builtin`] and the flow picks its own.
+
+use std::sync::Arc;
+
+use orchestrator_core::Agent;
+
+use crate::agents::{Dialect, InstructionInput as ProcessInput, ProcessAgent};
+use crate::config::{
+    AgentKind, CliAgentSection, CommandLine, Config, ConfigError, InstructionInput, OutputFormat,
+};
+use crate::openai::{OpenAiAgent, OpenAiConfig, OpenAiError};
+
+/// What the configuration selects.
+#[derive(Debug, Clone)]
+pub enum AgentChoice {
+    /// The flow's own builtin (no-LLM) agent.
+    Builtin,
+    /// A configured agent.
+    Agent(Arc<dyn Agent>),
+}
+
+/// Why the agent could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// The configuration is incomplete or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The OpenAI section cannot make an agent.
+    #[error("invalid [agent.openai] configuration: {0}")]
+    OpenAi(#[from] OpenAiError),
+}
+
+/// Builds the agent `config` selects.
+pub fn build_agent(config: &Config) -> Result<AgentChoice, FactoryError> {
+    let section = &config.agent;
+    let agent: Arc<dyn Agent> = match section.kind {
+        AgentKind::Builtin => return Ok(AgentChoice::Builtin),
+        AgentKind::Claude => Arc::new(cli_preset(ProcessAgent::claude(), section.claude.as_ref())),
+        AgentKind::Codex => Arc::new(cli_preset(ProcessAgent::codex(), section.codex.as_ref())),
+        AgentKind::Gemini => Arc::new(cli_preset(ProcessAgent::gemini(), section.gemini.as_ref())),
+        AgentKind::Openai => {
+            let openai = section.openai.clone().unwrap_or_default();
+            Arc::new(OpenAiAgent::new(OpenAiConfig::from_section(&openai)?)?)
+        }
+        AgentKind::Command => {
+            let cmd = section.command.clone().unwrap_or_default();
+            let (program, args) = match cmd.command_line()? {
+                CommandLine::Argv(mut argv) => {
+                    if argv.is_empty() {
+                        return Err(ConfigError::Command {
+                            field: "[agent.command] argv".into(),
+                            message: "is empty".into(),
+                        }
+                        .into());
+                    }
+                    let program = argv.remove(0);
+                    (program, argv)
+                }
+                CommandLine::Shell(script) => ("sh".to_owned(), vec!["-c".to_owned(), script]),
+            };
+            let mut agent = ProcessAgent::new("command", program, args);
+            if let Some(input) = cmd.input {
+                agent = agent.instruction_input(match input {
+                    InstructionInput::Stdin => ProcessInput::Stdin,
+                    InstructionInput::Arg => ProcessInput::Argument,
+                });
+            }
+            if let Some(output) = cmd.output {
+                agent = agent.dialect(match output {
+                    OutputFormat::Text => Dialect::Text,
+                    OutputFormat::Json => Dialect::Json,
+                });
+            }
+            if let Some(limit) = cmd.timeout() {
+                agent = agent.time_limit(limit);
+            }
+            Arc::new(agent)
+        }
+    };
+    Ok(AgentChoice::Agent(agent))
+}
+
+fn cli_preset(mut agent: ProcessAgent, section: Option<&CliAgentSection>) -> ProcessAgent {
+    let Some(section) = section else {
+        return agent;
+    };
+    if let Some(bin) = &section.bin {
+        agent = agent.program(bin);
+    }
+    if let Some(model) = &section.model {
+        agent = agent.arg("--model").arg(model.clone());
+    }
+    for arg in &section.args {
+        agent = agent.arg(arg.clone());
+    }
+    if let Some(limit) = section.timeout() {
+        agent = agent.time_limit(limit);
+    }
+    agent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AgentSpec;
+
+    fn choose(spec: &str) -> AgentChoice {
+        let mut config = Config::parse_str("version = 1\n[agent.openai]\nmodel = \"m\"\n").unwrap();
+        config.apply_agent_spec(&AgentSpec::parse(spec).unwrap());
+        build_agent(&config).unwrap()
+    }
+
+    #[test]
+    fn every_spec_builds_the_matching_agent() {
+        assert!(matches!(choose("builtin"), AgentChoice::Builtin));
+        for (spec, name) in [
+            ("claude", "claude"),
+            ("codex", "codex"),
+            ("gemini", "gemini"),
+            ("openai", "openai"),
+            ("command:my-agent --flag", "command"),
+        ] {
+            match choose(spec) {
+                AgentChoice::Agent(a) => assert_eq!(a.name(), name, "{spec}"),
+                AgentChoice::Builtin => panic!("{spec} built the builtin agent"),
+            }
+        }
+    }
+
+    #[test]
+    fn openai_without_a_model_is_an_error() {
+        let mut config = Config::parse_str("version = 1\n").unwrap();
+        config.apply_agent_spec(&AgentSpec::OpenAi);
+        let err = build_agent(&config).unwrap_err();
+        assert!(err.to_string().contains("[agent.openai]"), "{err}");
+    }
+}

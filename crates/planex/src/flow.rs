@@ -1,0 +1,770 @@
+//! The flow: [`Planex`] and its four entry points.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
+use orchestrator_core::event::{Event, EventSink};
+use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
+use orchestrator_core::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
+use orchestrator_core::scheduler::{CancelHandle, Scheduler};
+use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files};
+use serde_json::Value;
+
+use crate::error::PlanexError;
+use crate::exec::{
+    ExploreHost, JobEnv, TaskHost, drive, explore_specs, scheduler_config, task_specs,
+};
+use crate::journal::{JOURNAL_FILE, JournalEntry};
+use crate::plan::{RowSource, angles_from_answer, tasks_from_answer, validate_tasks_from};
+use crate::protocol::{
+    CONTEXT_VERSION, PLAN_ANGLES_ID, PLAN_TASKS_ID, PlanexContext, angles_schema,
+    plan_angles_instruction, plan_tasks_instruction, tasks_schema,
+};
+use crate::report::{
+    ReportHeader, Summary, render_context_md, render_execution_plan, render_explore_plan,
+    synthesize,
+};
+use crate::session::{
+    EXPLORE_CSV, META_FILE, ResumePhase, Session, SessionSource, SessionState, SessionStatus,
+    TASKS_CSV, session_timestamp,
+};
+use crate::{
+    EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions, Stop,
+};
+
+/// How many times the planner is asked before its answer counts as unusable.
+const PLANNER_ATTEMPTS: u32 = 2;
+
+/// The agents of a run. Often one agent plays every part ([`Agents::all`]).
+#[derive(Debug, Clone)]
+pub struct Agents {
+    /// Picks exploration angles and decomposes tasks ([`Role::Plan`]).
+    pub planner: Arc<dyn Agent>,
+    /// Explores one angle ([`Role::Explore`]).
+    pub explorer: Arc<dyn Agent>,
+    /// Executes one task ([`Role::Execute`]); a
+    /// [`ShellTaskAgent`](crate::ShellTaskAgent) for `run` without an LLM.
+    pub executor: Arc<dyn Agent>,
+}
+
+impl Agents {
+    /// One agent for every part.
+    pub fn all(agent: Arc<dyn Agent>) -> Self {
+        Self {
+            planner: agent.clone(),
+            explorer: agent.clone(),
+            executor: agent,
+        }
+    }
+}
+
+/// The lite-planex flow over one repository.
+///
+/// ```no_run
+/// # async fn demo(agent: std::sync::Arc<dyn orchestrator_core::agent::Agent>) -> Result<(), orchestrator_planex::PlanexError> {
+/// use std::sync::Arc;
+/// use orchestrator_core::event::NullSink;
+/// use orchestrator_core::gate::AutoYes;
+/// use orchestrator_planex::{Agents, Planex, PlanexOptions};
+///
+/// let options = PlanexOptions { auto_yes: true, ..PlanexOptions::default() };
+/// let planex = Planex::new(".", Agents::all(agent), Arc::new(AutoYes), Arc::new(NullSink), options);
+/// let outcome = planex.plan("Add a health-check endpoint").await?;
+/// println!("{}", outcome.summary);
+/// std::process::exit(outcome.exit_code().into());
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Planex {
+    repo: PathBuf,
+    agents: Agents,
+    gate: Arc<dyn Gate>,
+    sink: Arc<dyn EventSink>,
+    options: PlanexOptions,
+    cancel: CancelHandle,
+}
+
+/// Per-run bookkeeping.
+struct Run {
+    session: Session,
+    state: SessionState,
+    warnings: Vec<String>,
+}
+
+impl Planex {
+    /// A flow over `repo` (sessions go to `<repo>/.workflow/.lite-plan/`).
+    pub fn new(
+        repo: impl Into<PathBuf>,
+        agents: Agents,
+        gate: Arc<dyn Gate>,
+        sink: Arc<dyn EventSink>,
+        options: PlanexOptions,
+    ) -> Self {
+        Self {
+            repo: repo.into(),
+            agents,
+            gate,
+            sink,
+            options,
+            cancel: CancelHandle::new(),
+        }
+    }
+
+    /// Builder: stop the run when `cancel` fires (Ctrl-C). Running rows are
+    /// abandoned and stay pending; the outcome is [`Stop::Interrupted`].
+    pub fn with_cancel(mut self, cancel: CancelHandle) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The handle that interrupts this flow.
+    pub fn cancel_handle(&self) -> &CancelHandle {
+        &self.cancel
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &PlanexOptions {
+        &self.options
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The whole flow for `requirement`, in a new session: phase 1 (angles,
+    /// gate), phase 2 (explore), phase 3 (tasks, gate), phase 4 (execute),
+    /// phase 5 (results.csv, context.md).
+    pub async fn plan(&self, requirement: &str) -> Result<Outcome, PlanexError> {
+        self.check_options()?;
+        if requirement.trim().is_empty() {
+            return Err(PlanexError::InvalidOption(
+                "the requirement is empty".to_owned(),
+            ));
+        }
+        let session = Session::create(
+            &self.repo,
+            requirement,
+            SessionSource::Plan,
+            Timestamp::now(),
+        )?;
+        let mut run = Run {
+            session,
+            state: SessionState::default(),
+            warnings: Vec::new(),
+        };
+        self.phase_started("plan-explore");
+        let explore = match self.interruptible(self.plan_angles(&run.session)).await {
+            Some(result) => result?,
+            None => return self.stopped(run, Stop::Interrupted),
+        };
+        write_explore_csv(run.session.explore_csv(), &explore)?;
+        run.state.explore = Some(explore);
+        self.phase_finished("plan-explore");
+        if let Some(stop) = self.gate(GatePoint::ExplorePlan, &run).await {
+            return self.stopped(run, stop);
+        }
+        self.explore_onwards(run).await
+    }
+
+    /// Continues the newest resumable session (or the one named): at phase 4
+    /// when it has a tasks.csv, else at phase 2. Completed rows are never
+    /// run again; rows paused for a human resume from their saved state.
+    pub async fn resume(&self, session_id: Option<&str>) -> Result<Outcome, PlanexError> {
+        self.check_options()?;
+        let run = self.reopen(session_id)?;
+        match run.session.resume_phase() {
+            ResumePhase::Execute => self.execute(run).await,
+            ResumePhase::Explore => self.explore_onwards(run).await,
+            ResumePhase::Nothing => Err(PlanexError::NothingToResume {
+                dir: run.session.dir().to_path_buf(),
+            }),
+        }
+    }
+
+    /// Resets the failed and skipped tasks of a session (the newest, or the
+    /// one named) to pending and executes them again (phases 4–5).
+    pub async fn retry_failed(&self, session_id: Option<&str>) -> Result<Outcome, PlanexError> {
+        self.check_options()?;
+        let mut run = self.reopen(session_id)?;
+        if run.state.tasks.is_none() {
+            return Err(PlanexError::NothingToResume {
+                dir: run.session.dir().to_path_buf(),
+            });
+        }
+        let ids: Vec<String> = run
+            .state
+            .task_rows()
+            .iter()
+            .filter(|t| matches!(t.status, RowStatus::Failed | RowStatus::Skipped))
+            .map(|t| t.id.clone())
+            .collect();
+        if !ids.is_empty() {
+            let entry = JournalEntry::Reset { ids };
+            run.session.record(entry.clone())?;
+            run.state.apply(&entry);
+            run.session.checkpoint(&run.state)?;
+        }
+        self.execute(run).await
+    }
+
+    /// Executes a person-written tasks.csv (phases 4–5) in a new session.
+    ///
+    /// The file is checked before any session is created: a malformed CSV is
+    /// an error naming the line and column, an invalid plan one naming the
+    /// line and id. It is copied in as the session's `tasks.csv` with waves
+    /// computed; unknown columns are kept; rows already `completed` are not
+    /// run.
+    pub async fn run_tasks_file(&self, tasks_csv: &Path) -> Result<Outcome, PlanexError> {
+        self.check_options()?;
+        let (mut rows, lines) = read_tasks_with_lines(tasks_csv)?;
+        let name = tasks_csv.display().to_string();
+        validate_tasks_from(
+            &mut rows,
+            None,
+            RowSource {
+                name: &name,
+                lines: Some(&lines),
+            },
+        )?;
+        let file_name = tasks_csv
+            .file_name()
+            .map_or_else(|| name.clone(), |n| n.to_string_lossy().into_owned());
+        let session = Session::create(
+            &self.repo,
+            &format!("run {file_name}"),
+            SessionSource::Run {
+                tasks_csv: name.clone(),
+            },
+            Timestamp::now(),
+        )?;
+        let mut run = Run {
+            session,
+            state: SessionState {
+                explore: None,
+                tasks: Some(rows),
+                paused: Default::default(),
+            },
+            warnings: Vec::new(),
+        };
+        run.session.checkpoint(&run.state)?;
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
+            return self.stopped(run, stop);
+        }
+        self.execute(run).await
+    }
+
+    fn check_options(&self) -> Result<(), PlanexError> {
+        if self.options.concurrency == 0 {
+            return Err(PlanexError::InvalidOption(
+                "concurrency must be at least 1, got 0".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Opens and locks a session, replays its journal, cleans leftovers of
+    /// an interrupted run and checkpoints.
+    fn reopen(&self, session_id: Option<&str>) -> Result<Run, PlanexError> {
+        let mut session = Session::open(&self.repo, session_id)?;
+        let (state, warning) = session.load()?;
+        let mut warnings = Vec::new();
+        if let Some(w) = warning {
+            self.warn(&mut warnings, w);
+        }
+        for name in [EXPLORE_CSV, TASKS_CSV, JOURNAL_FILE, META_FILE] {
+            remove_stale_temp_files(session.dir().join(name))?;
+        }
+        remove_wave_files(&session)?;
+        session.checkpoint(&state)?;
+        session.set_status(SessionStatus::Active, None)?;
+        Ok(Run {
+            session,
+            state,
+            warnings,
+        })
+    }
+
+    /// Phases 2, 3 and what follows.
+    async fn explore_onwards(&self, mut run: Run) -> Result<Outcome, PlanexError> {
+        // Phase 2.
+        if run
+            .state
+            .explore_rows()
+            .iter()
+            .any(|r| r.status == RowStatus::Pending)
+        {
+            self.phase_started("explore");
+            let specs = explore_specs(&run.state);
+            let mut sched =
+                Scheduler::new(specs, scheduler_config(&self.options)).map_err(|e| {
+                    PlanexError::InvalidExplorePlan {
+                        source_name: run.session.explore_csv().display().to_string(),
+                        problems: vec![e.to_string()],
+                    }
+                })?;
+            let env = self.env(self.agents.explorer.clone());
+            let mut host = ExploreHost::new(&mut run.session, &mut run.state, env, &sched);
+            let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
+            host.finish()?;
+            self.check_discoveries(&run.session, &mut run.warnings);
+            self.phase_finished("explore");
+            if end.interrupted {
+                return self.stopped(run, Stop::Interrupted);
+            }
+        }
+
+        // Phase 3.
+        self.phase_started("plan-tasks");
+        let tasks = match self.interruptible(self.plan_tasks(&mut run)).await {
+            Some(result) => result?,
+            None => return self.stopped(run, Stop::Interrupted),
+        };
+        run.state.tasks = Some(tasks);
+        run.session.checkpoint(&run.state)?;
+        self.phase_finished("plan-tasks");
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
+            return self.stopped(run, stop);
+        }
+        self.execute(run).await
+    }
+
+    /// Phases 4 and 5.
+    async fn execute(&self, mut run: Run) -> Result<Outcome, PlanexError> {
+        let tasks_path = run.session.tasks_csv();
+        let lines = read_csv(&tasks_path)
+            .map(|t| t.rows.iter().map(|r| r.line).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let name = tasks_path.display().to_string();
+        let explore = run.state.explore.clone();
+        let plan = match run.state.tasks.as_mut() {
+            Some(rows) => {
+                let lines = (lines.len() == rows.len()).then_some(lines.as_slice());
+                validate_tasks_from(rows, explore.as_deref(), RowSource { name: &name, lines })?
+            }
+            None => {
+                return Err(PlanexError::NothingToResume {
+                    dir: run.session.dir().to_path_buf(),
+                });
+            }
+        };
+        for w in plan.warnings {
+            self.warn(&mut run.warnings, w);
+        }
+        run.session.checkpoint(&run.state)?;
+
+        // Phase 4.
+        self.phase_started("execute");
+        let specs = task_specs(&run.state);
+        let mut sched = Scheduler::new(specs, scheduler_config(&self.options)).map_err(|e| {
+            PlanexError::InvalidPlan {
+                source_name: name.clone(),
+                problems: vec![e.to_string()],
+            }
+        })?;
+        let env = self.env(self.agents.executor.clone());
+        let mut host = TaskHost::new(&mut run.session, &mut run.state, env, &sched);
+        let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
+        let paused = host.finish()?;
+        self.phase_finished("execute");
+        if end.interrupted {
+            return self.stopped(run, Stop::Interrupted);
+        }
+        if !paused.is_empty() || !run.state.paused.is_empty() {
+            let mut tasks = paused;
+            for (id, p) in &run.state.paused {
+                if !tasks.iter().any(|(t, _)| t == id) {
+                    tasks.push((id.clone(), p.reason.clone()));
+                }
+            }
+            return self.stopped(run, Stop::NeedsHuman { tasks });
+        }
+
+        // Phase 5.
+        self.phase_started("aggregate");
+        let summary = self.aggregate(&mut run)?;
+        self.phase_finished("aggregate");
+        let status = if summary.all_completed() {
+            OutcomeStatus::Completed
+        } else {
+            OutcomeStatus::Incomplete
+        };
+        Ok(Outcome {
+            status,
+            summary,
+            warnings: run.warnings,
+        })
+    }
+
+    /// Phase 5: results.csv, context.md, the summary.
+    fn aggregate(&self, run: &mut Run) -> Result<Summary, PlanexError> {
+        let tasks = run.state.task_rows();
+        orchestrator_core::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
+        let completed_at = session_timestamp(Timestamp::now());
+        let meta = run.session.meta();
+        let markdown = render_context_md(
+            &ReportHeader {
+                session_id: &meta.id,
+                requirement: &meta.requirement,
+                completed_at: &completed_at,
+                concurrency: self.options.concurrency,
+            },
+            run.state.explore_rows(),
+            tasks,
+        );
+        orchestrator_core::state::write_atomic(run.session.context_md(), markdown.as_bytes())?;
+        self.check_discoveries(&run.session, &mut run.warnings);
+        run.session.set_status(SessionStatus::Finished, None)?;
+        Ok(self.summary(run))
+    }
+
+    fn summary(&self, run: &Run) -> Summary {
+        Summary::new(
+            run.session.id(),
+            run.session.dir().to_path_buf(),
+            run.state.explore_rows(),
+            run.state.task_rows(),
+        )
+    }
+
+    /// Ends a run before phase 5: checkpoint, metadata, outcome.
+    fn stopped(&self, mut run: Run, stop: Stop) -> Result<Outcome, PlanexError> {
+        run.session.checkpoint(&run.state)?;
+        let status = match stop {
+            Stop::Cancelled { .. } => SessionStatus::Cancelled,
+            _ => SessionStatus::Stopped,
+        };
+        let reason = serde_json::to_value(&stop)
+            .ok()
+            .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
+        run.session.set_status(status, reason)?;
+        if let Stop::NeedsHuman { tasks } = &stop {
+            for (id, reason) in tasks {
+                self.sink.emit(&Event::Escalated {
+                    id: Some(id.clone()),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        let summary = self.summary(&run);
+        Ok(Outcome {
+            status: OutcomeStatus::Stopped(stop),
+            summary,
+            warnings: run.warnings,
+        })
+    }
+
+    /// Runs `future` unless the cancel handle fires first (then `None`).
+    async fn interruptible<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => None,
+            output = future => Some(output),
+        }
+    }
+
+    /// [`Self::confirm`], interruptible.
+    async fn gate(&self, point: GatePoint, run: &Run) -> Option<Stop> {
+        self.interruptible(self.confirm(point, run))
+            .await
+            .unwrap_or(Some(Stop::Interrupted))
+    }
+
+    /// Asks the gate at `point`; `None` means go on.
+    async fn confirm(&self, point: GatePoint, run: &Run) -> Option<Stop> {
+        if self.options.auto_yes {
+            return None;
+        }
+        let (question, file) = match point {
+            GatePoint::ExplorePlan => {
+                let file = run.session.explore_csv();
+                let q = Question::new(
+                    EXPLORE_GATE_ID,
+                    "Approve exploration angles?",
+                    vec![
+                        GateOption::new("Approve", "Proceed with wave exploration"),
+                        GateOption::new(
+                            "Modify",
+                            format!("Edit {} manually, then --continue", file.display()),
+                        ),
+                        GateOption::new("Cancel", "Abort"),
+                    ],
+                )
+                .with_details(render_explore_plan(run.state.explore_rows()));
+                (q, file)
+            }
+            GatePoint::ExecutionPlan => {
+                let file = run.session.tasks_csv();
+                let tasks = run.state.task_rows();
+                let waves = tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0);
+                let q = Question::new(
+                    EXECUTE_GATE_ID,
+                    format!("Proceed with {} tasks across {waves} waves?", tasks.len()),
+                    vec![
+                        GateOption::new("Execute", "Proceed with wave execution"),
+                        GateOption::new(
+                            "Modify",
+                            format!("Edit {} then --continue", file.display()),
+                        ),
+                        GateOption::new("Cancel", "Abort"),
+                    ],
+                )
+                .with_details(render_execution_plan(run.state.explore_rows(), tasks));
+                (q, file)
+            }
+        };
+        self.sink.emit(&Event::GateAsked {
+            question: question.id.clone(),
+            prompt: question.prompt.clone(),
+        });
+        let answer = match self
+            .gate
+            .ask(&question)
+            .await
+            .and_then(|a| check_answer(&question, a))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                self.sink.emit(&Event::Warning {
+                    message: e.to_string(),
+                });
+                Answer::Deferred
+            }
+        };
+        self.sink.emit(&Event::GateAnswered {
+            question: question.id.clone(),
+            choice: answer
+                .index()
+                .and_then(|i| question.label(i))
+                .map(str::to_owned),
+        });
+        match answer {
+            Answer::Chosen { index: 0, .. } => None,
+            Answer::Chosen { index: 1, .. } => Some(Stop::Modify { gate: point, file }),
+            Answer::Chosen { .. } => Some(Stop::Cancelled { gate: point }),
+            Answer::Deferred => Some(Stop::Deferred { gate: point }),
+        }
+    }
+
+    /// Phase 1: the planner's angles.
+    async fn plan_angles(
+        &self,
+        session: &Session,
+    ) -> Result<Vec<orchestrator_core::rows::ExploreRow>, PlanexError> {
+        let requirement = &session.meta().requirement;
+        let context = PlanexContext::PlanAngles {
+            version: CONTEXT_VERSION,
+            requirement: requirement.clone(),
+        };
+        self.ask_planner(
+            PLAN_ANGLES_ID,
+            "selecting exploration angles",
+            plan_angles_instruction(requirement),
+            angles_schema(),
+            context,
+            |value| {
+                let rows = angles_from_answer(value);
+                if rows.is_empty() {
+                    Err(vec!["the answer has no exploration angles".to_owned()])
+                } else {
+                    Ok(rows)
+                }
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            PlanexError::InvalidPlan { problems, .. } => PlanexError::InvalidExplorePlan {
+                source_name: "planner answer".to_owned(),
+                problems,
+            },
+            other => other,
+        })
+    }
+
+    /// Phase 3: synthesis and the planner's tasks, validated, with waves.
+    async fn plan_tasks(&self, run: &mut Run) -> Result<Vec<TaskRow>, PlanexError> {
+        let synthesis = synthesize(run.state.explore_rows());
+        let without_exploration = synthesis.completed == 0;
+        if without_exploration {
+            self.warn(
+                &mut run.warnings,
+                "every exploration failed; planning from the requirement alone".to_owned(),
+            );
+        }
+        let requirement = run.session.meta().requirement.clone();
+        let context = PlanexContext::PlanTasks {
+            version: CONTEXT_VERSION,
+            requirement: requirement.clone(),
+            findings: synthesis.findings.clone(),
+            shared_files: synthesis.shared_files.clone(),
+            without_exploration,
+        };
+        let instruction = plan_tasks_instruction(
+            &requirement,
+            &synthesis.findings,
+            &synthesis.shared_files_text(),
+            without_exploration,
+        );
+        let explore = run.state.explore.clone();
+        self.ask_planner(
+            PLAN_TASKS_ID,
+            "planning tasks",
+            instruction,
+            tasks_schema(),
+            context,
+            |value| {
+                let mut rows = tasks_from_answer(value);
+                match validate_tasks_from(
+                    &mut rows,
+                    explore.as_deref(),
+                    RowSource {
+                        name: "planner answer",
+                        lines: None,
+                    },
+                ) {
+                    Ok(_) => Ok(rows),
+                    Err(PlanexError::InvalidPlan { problems, .. }) => Err(problems),
+                    Err(other) => Err(vec![other.to_string()]),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Asks the planner, feeding back a schema violation or an invalid plan
+    /// once before giving up.
+    async fn ask_planner<T>(
+        &self,
+        id: &str,
+        step: &'static str,
+        instruction: String,
+        schema: Value,
+        context: PlanexContext,
+        parse: impl Fn(&Value) -> Result<T, Vec<String>>,
+    ) -> Result<T, PlanexError> {
+        let limit = self.options.planner_time_limit;
+        let context = serde_json::to_value(&context).unwrap_or(Value::Null);
+        let mut feedback: Option<String> = None;
+        let mut last_error: Option<AgentError> = None;
+        let mut last_problems: Vec<String> = Vec::new();
+        for _ in 0..PLANNER_ATTEMPTS {
+            let text = match &feedback {
+                Some(f) => format!(
+                    "{instruction}\n\nYour previous answer was rejected: {f}\nAnswer again with corrected JSON."
+                ),
+                None => instruction.clone(),
+            };
+            let request = AgentRequest::new(id, Role::Plan, text, self.repo.clone())
+                .with_schema(schema.clone())
+                .with_time_limit(limit)
+                .with_context(context.clone());
+            let answer =
+                match tokio::time::timeout(limit, self.agents.planner.run_validated(request)).await
+                {
+                    Err(_) => Err(AgentError::Timeout {
+                        seconds: limit.as_secs_f64(),
+                    }),
+                    Ok(r) => r,
+                };
+            match answer {
+                Ok(response) => {
+                    let value = response.structured.unwrap_or(Value::Null);
+                    match parse(&value) {
+                        Ok(t) => return Ok(t),
+                        Err(problems) => {
+                            feedback = Some(problems.join("; "));
+                            last_problems = problems;
+                            last_error = None;
+                        }
+                    }
+                }
+                Err(e @ (AgentError::SchemaViolation { .. } | AgentError::Garbage { .. })) => {
+                    feedback = Some(e.to_string());
+                    last_error = Some(e);
+                }
+                Err(e @ (AgentError::Timeout { .. } | AgentError::Failed { .. })) => {
+                    feedback = None;
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(PlanexError::Planner { step, source: e }),
+            }
+        }
+        match last_error {
+            Some(source) => Err(PlanexError::Planner { step, source }),
+            None => Err(PlanexError::InvalidPlan {
+                source_name: "planner answer".to_owned(),
+                problems: last_problems,
+            }),
+        }
+    }
+
+    fn env(&self, agent: Arc<dyn Agent>) -> JobEnv {
+        JobEnv {
+            agent,
+            gate: self.gate.clone(),
+            sink: self.sink.clone(),
+            workdir: self.repo.clone(),
+            options: self.options.clone(),
+        }
+    }
+
+    /// Warns about malformed lines of the discovery board.
+    fn check_discoveries(&self, session: &Session, warnings: &mut Vec<String>) {
+        match read_ndjson::<Discovery>(session.discoveries()) {
+            Ok(read) => {
+                if let Some(w) = read.warning() {
+                    self.warn(warnings, w);
+                }
+            }
+            Err(e) => self.warn(warnings, e.to_string()),
+        }
+    }
+
+    fn warn(&self, warnings: &mut Vec<String>, message: String) {
+        self.sink.emit(&Event::Warning {
+            message: message.clone(),
+        });
+        warnings.push(message);
+    }
+
+    fn phase_started(&self, phase: &str) {
+        self.sink.emit(&Event::PhaseStarted {
+            flow: FLOW.to_owned(),
+            phase: phase.to_owned(),
+        });
+    }
+
+    fn phase_finished(&self, phase: &str) {
+        self.sink.emit(&Event::PhaseFinished {
+            flow: FLOW.to_owned(),
+            phase: phase.to_owned(),
+        });
+    }
+}
+
+/// Reads a tasks.csv with the line of each row.
+fn read_tasks_with_lines(path: &Path) -> Result<(Vec<TaskRow>, Vec<u64>), PlanexError> {
+    let table: CsvTable = read_csv(path)?;
+    let rows = TaskRow::from_table(path, &table)?;
+    let lines = table.rows.iter().map(|r| r.line).collect();
+    Ok((rows, lines))
+}
+
+/// Removes the temporary wave CSVs an interrupted run left behind.
+fn remove_wave_files(session: &Session) -> Result<(), PlanexError> {
+    let dir = session.dir();
+    let entries = std::fs::read_dir(dir).map_err(|e| PlanexError::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| PlanexError::io("list", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if (name.starts_with("explore-wave-") || name.starts_with("task-wave-"))
+            && name.ends_with(".csv")
+        {
+            session.remove_file(&entry.path())?;
+        }
+    }
+    Ok(())
+}
