@@ -322,7 +322,12 @@ impl FixStep<'_> {
     }
 
     fn fail(&self, error: AgentError, error_type: &str) -> Result<AgentResponse, AgentError> {
-        let message = error.to_string();
+        // The plain message for a failure of ours (tests, write-set); the
+        // agent's own errors keep their kind.
+        let message = match &error {
+            AgentError::Failed { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
         self.progress
             .error(self.finding.id.as_str(), error_type, &message);
         self.with(|s| s.last_error = Some(message));

@@ -236,6 +236,17 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
         second.instruction
     );
     assert_eq!(second.context["finding"]["id"], "F3");
+    let snapshot = serde_json::to_value(&p).unwrap();
+    insta::assert_json_snapshot!("progress_of_a_group_with_a_rollback", snapshot, {
+        ".last_update" => "[time]",
+        ".started_at" => "[time]",
+        ".findings[].started_at" => "[time]",
+        ".findings[].completed_at" => "[time]",
+        ".findings[].commit_hash" => insta::dynamic_redaction(|value, _| {
+            if value.is_nil() { value } else { "[commit]".into() }
+        }),
+        ".errors[].timestamp" => "[time]",
+    });
     // Completion files.
     assert!(!session.join("active-fix-session.json").exists());
     let summary = std::fs::read_to_string(session.join("fix-summary.md")).unwrap();
