@@ -1,16 +1,840 @@
-//! `orchestrator review-fix` (not wired yet; see issue #5).
+//! `orchestrator review-fix`: fix code-review findings, one verified commit
+//! per fix.
+//!
+//! This file only wires: it resolves the options (flags over
+//! `orchestrator.toml` over the flow's defaults), picks the agent, the test
+//! command and the gate, and hands everything to
+//! [`orchestrator_review_fix::run`]. What it prints:
+//!
+//! - progress on stderr (or `--json` event lines on stdout);
+//! - a closing summary on stdout: the counts, the commits, the failures and
+//!   the path of `fix-summary.md` (with `--json`: one last line
+//!   `{"event": "summary", …}`);
+//! - with `--dry-run`, the plan.
+//!
+//! Exit codes come from the library: 0 every finding fixed (or a dry run),
+//! 1 some failed, were not fixable or were rejected, 2 unreadable input or
+//! wrong usage, 3 a gate needs a human or the run was interrupted (the
+//! session is resumable with `--resume`).
 
-use super::{Exit, unavailable};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use orchestrator_adapters::builtin::SuggestionAgent;
+use orchestrator_adapters::config::{CommandLine, Config, split_command};
+use orchestrator_adapters::factory::{AgentChoice, build_agent};
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
+use orchestrator_core::agent::Agent;
+use orchestrator_core::event::{Event, EventSink};
+use orchestrator_core::state::SessionLock;
+use orchestrator_core::test_runner::TestRunner;
+use orchestrator_review_fix::{
+    FixPlan, Isolation, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
+    TestRunnerFactory, TreeEnv, infer_test_command,
+};
+use serde_json::json;
+
+use super::{Exit, out};
+use crate::setup;
+
+/// Where `--isolation` runs groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationArg {
+    /// Each group of a parallel stage in its own git worktree.
+    Worktree,
+    /// Every group in the main tree, one at a time.
+    Serial,
+}
+
+impl From<IsolationArg> for Isolation {
+    fn from(arg: IsolationArg) -> Self {
+        match arg {
+            IsolationArg::Worktree => Isolation::Worktree,
+            IsolationArg::Serial => Isolation::Serial,
+        }
+    }
+}
 
 /// Arguments of `orchestrator review-fix`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = REVIEW_FIX_EXIT_CODES)]
 pub struct ReviewFixArgs {
-    /// Arguments for the flow (not available in this build yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// A findings file (review-cycle export, SARIF, rdjson/rdjsonl, or
+    /// cargo/clippy `--message-format=json`; detected from the content) or a
+    /// review directory (its newest export is used). Repeatable.
+    #[arg(long = "fix", value_name = "PATH")]
+    pub fix: Vec<PathBuf>,
+    /// The git repository to fix; commits land on its checked-out branch.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// The agent: builtin (apply machine-applicable suggestions, no LLM),
+    /// claude, codex, gemini, openai, or command:<cmd>. Default: the
+    /// `orchestrator.toml` / ORCHESTRATOR_AGENT choice, else builtin.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// The test command run after each fix (`{pattern}` becomes the group's
+    /// test pattern). Default: `[tests] command` of `orchestrator.toml`, else
+    /// inferred (Cargo.toml → cargo test, package.json → npm test, pytest
+    /// configuration → pytest, go.mod → go test ./...).
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// Fix attempts per finding [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: Option<u32>,
+    /// Findings per planning batch [default: 5].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: Option<u32>,
+    /// Planning agents at once [default: 10].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: Option<u32>,
+    /// Groups of a parallel stage at once [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel_groups: Option<u32>,
+    /// Where groups run: `worktree` (parallel groups in their own git
+    /// worktrees) or `serial` (every group in the main tree, in order).
+    #[arg(long, value_enum, default_value_t = IsolationArg::Worktree)]
+    pub isolation: IsolationArg,
+    /// Run on a dirty tree; dirty and untracked files are then never touched.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Plan only: print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Continue the newest unfinished session.
+    #[arg(long)]
+    pub resume: bool,
+    /// Approve the plan without asking.
+    #[arg(short = 'y', long = "yes")]
+    pub yes: bool,
+    /// Print events as JSON lines on stdout (the last line is the summary).
+    #[arg(long)]
+    pub json: bool,
+}
+
+const REVIEW_FIX_EXIT_CODES: &str = "\
+Exit codes:
+  0  every finding was fixed (or --dry-run)
+  1  some findings failed, were not fixable or were rejected
+  2  an input cannot be read or parsed, or wrong usage
+  3  a human must approve the plan, or the run was interrupted (--resume)";
+
+/// The test command and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTests {
+    /// What runs.
+    pub command: TestCommand,
+    /// Where it came from, for the output (`--test-cmd`, `orchestrator.toml`,
+    /// `inferred: Cargo.toml found`).
+    pub source: String,
+    /// The time limit of one run (`[tests] timeout_secs`).
+    pub time_limit: Option<Duration>,
+    /// The JUnit report the command writes (`[tests] junit_report`).
+    pub junit_report: Option<PathBuf>,
+}
+
+impl ResolvedTests {
+    /// The command as shown to the user.
+    pub fn display(&self) -> String {
+        match &self.command {
+            TestCommand::Argv(argv) => orchestrator_adapters::config::join_command(argv),
+            TestCommand::Shell(script) => script.clone(),
+        }
+    }
+}
+
+/// Picks the test command: `--test-cmd` (split into words like a shell
+/// would, without expansion), else `[tests]` of `orchestrator.toml`, else
+/// what the project implies. `Err` names what is missing or wrong.
+pub fn resolve_tests(
+    flag: Option<&str>,
+    config: &Config,
+    repo: &Path,
+) -> Result<ResolvedTests, String> {
+    if let Some(line) = flag {
+        let argv = split_command(line).map_err(|e| {
+            format!("--test-cmd {line:?}: {e} (for a shell pipeline use: --test-cmd \"sh -c '…'\")")
+        })?;
+        if argv.is_empty() {
+            return Err("--test-cmd is empty".to_owned());
+        }
+        return Ok(ResolvedTests {
+            command: TestCommand::Argv(argv),
+            source: "--test-cmd".to_owned(),
+            time_limit: None,
+            junit_report: None,
+        });
+    }
+    if let Some(section) = &config.tests {
+        let command = match section.command_line().map_err(|e| e.to_string())? {
+            CommandLine::Argv(argv) => TestCommand::Argv(argv),
+            CommandLine::Shell(script) => TestCommand::Shell(script),
+        };
+        return Ok(ResolvedTests {
+            command,
+            source: "orchestrator.toml [tests]".to_owned(),
+            time_limit: section.timeout(),
+            junit_report: section.junit_report.clone(),
+        });
+    }
+    match infer_test_command(repo) {
+        Some(inferred) => Ok(ResolvedTests {
+            command: TestCommand::Argv(inferred.argv),
+            source: format!("inferred: {}", inferred.reason),
+            time_limit: None,
+            junit_report: None,
+        }),
+        None => Err(format!(
+            "no test command for {}: pass --test-cmd CMD or set [tests] command in orchestrator.toml \
+             (nothing to infer: no Cargo.toml, package.json test script, pytest configuration or go.mod)",
+            repo.display()
+        )),
+    }
+}
+
+/// The test runner for each tree: the resolved command, with
+/// `CARGO_TARGET_DIR` set to the tree's own target directory in a worktree
+/// (trees that share one could run each other's builds). The main tree keeps
+/// the caller's environment, so a `CARGO_TARGET_DIR` set by the user is used
+/// there.
+#[derive(Debug, Clone)]
+pub struct CliTests {
+    tests: ResolvedTests,
+}
+
+impl CliTests {
+    /// A factory for `tests`.
+    pub fn new(tests: ResolvedTests) -> Self {
+        Self { tests }
+    }
+
+    /// The runner for `tree`, as a concrete type (for inspection).
+    pub fn command_runner(&self, tree: &TreeEnv) -> CommandTestRunner {
+        let mut runner = CommandTestRunner::new(self.tests.command.clone());
+        if let Some(dir) = &tree.cargo_target_dir {
+            runner = runner.env("CARGO_TARGET_DIR", dir.display().to_string());
+        }
+        if let Some(limit) = self.tests.time_limit {
+            runner = runner.time_limit(limit);
+        }
+        if let Some(report) = &self.tests.junit_report {
+            runner = runner.junit_xml(report.clone());
+        }
+        runner
+    }
+}
+
+impl TestRunnerFactory for CliTests {
+    fn runner(&self, tree: &TreeEnv) -> Arc<dyn TestRunner> {
+        Arc::new(self.command_runner(tree))
+    }
+}
+
+/// The library options for `args`: flags over `[review_fix]` of
+/// `orchestrator.toml` over the flow's defaults. `inputs` are the `--fix`
+/// paths made absolute against the current directory.
+pub fn flow_config(
+    args: &ReviewFixArgs,
+    config: &Config,
+    inputs: Vec<PathBuf>,
+    planner: PlannerMode,
+) -> ReviewFixConfig {
+    let defaults = ReviewFixConfig::default();
+    let section = &config.review_fix;
+    let usize_of = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+    ReviewFixConfig {
+        inputs,
+        max_iterations: args
+            .max_iterations
+            .or(section.max_iterations.map(|n| n.get()))
+            .unwrap_or(defaults.max_iterations),
+        batch_size: args
+            .batch_size
+            .map(usize_of)
+            .or(section.batch_size.map(|n| n.get()))
+            .unwrap_or(defaults.batch_size),
+        max_parallel: args
+            .max_parallel
+            .map(usize_of)
+            .or(section.max_parallel.map(|n| n.get()))
+            .unwrap_or(defaults.max_parallel),
+        max_parallel_groups: args
+            .max_parallel_groups
+            .map(usize_of)
+            .unwrap_or(defaults.max_parallel_groups),
+        isolation: args.isolation.into(),
+        allow_dirty: args.allow_dirty,
+        dry_run: args.dry_run,
+        resume: args.resume,
+        planner,
+        ..defaults
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {message}");
+    Exit::BadInput
+}
+
+fn exit_of(code: u8) -> Exit {
+    match code {
+        0 => Exit::Success,
+        1 => Exit::SomeFailed,
+        3 => Exit::NeedsHuman,
+        _ => Exit::BadInput,
+    }
 }
 
 /// Runs the command.
-pub fn run(_args: &ReviewFixArgs) -> Exit {
-    unavailable("review-fix", 5)
+pub fn run(args: &ReviewFixArgs) -> Exit {
+    if args.fix.is_empty() && !args.resume {
+        return fail(
+            "give at least one findings file or review directory (--fix PATH), or --resume",
+        );
+    }
+    let repo = match std::path::absolute(&args.repo) {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(format!(
+                "cannot resolve --repo {}: {e}",
+                args.repo.display()
+            ));
+        }
+    };
+    if !repo.is_dir() {
+        return fail(format!("--repo {}: no such directory", args.repo.display()));
+    }
+    let config = match setup::config(&repo, args.agent.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let tests = match resolve_tests(args.test_cmd.as_deref(), &config, &repo) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let (agent, planner, agent_name): (Arc<dyn Agent>, PlannerMode, String) =
+        match build_agent(&config) {
+            Ok(AgentChoice::Builtin) => (
+                Arc::new(SuggestionAgent::new()),
+                PlannerMode::Deterministic,
+                "builtin (machine-applicable suggestions; deterministic plan)".to_owned(),
+            ),
+            Ok(AgentChoice::Agent(agent)) => {
+                let name = agent.name().to_owned();
+                (agent, PlannerMode::Agent, name)
+            }
+            Err(e) => return fail(format!("--agent: {e}")),
+        };
+    // `--fix` paths are relative to where the user typed them, not to --repo.
+    let mut inputs = Vec::new();
+    for p in &args.fix {
+        match std::path::absolute(p) {
+            Ok(abs) => inputs.push(abs),
+            Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
+        }
+    }
+    eprintln!("review-fix: agent {agent_name}");
+    eprintln!(
+        "review-fix: test command `{}` ({})",
+        tests.display(),
+        tests.source
+    );
+    let flow = flow_config(args, &config, inputs, planner);
+    let runtime = match setup::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::SomeFailed;
+        }
+    };
+    let started = Instant::now();
+    let json_mode = args.json;
+    let yes = args.yes;
+    let test_display = tests.display();
+    let test_source = tests.source.clone();
+    let (sink, human) = setup::reporter(json_mode);
+    // Failure details carry the tail of the test output: the terminal gets
+    // their first line (fix-summary.md and --json keep them whole).
+    let sink: Arc<dyn EventSink> = if json_mode {
+        sink
+    } else {
+        Arc::new(FirstLines(sink))
+    };
+    let exit = runtime.block_on(async move {
+        let vcs = match GitVcs::open(&repo).await {
+            Ok(v) => v,
+            Err(e) => return fail(format!("--repo {}: {e}", repo.display())),
+        };
+        let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
+        // One run per repository at a time: sessions share the checked-out
+        // branch, whatever directory their files live in. The kernel drops
+        // the lock when the process dies, so a kill leaves nothing stale.
+        let _repo_lock = match repo_lock(&root) {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
+        let services = Services {
+            agent,
+            vcs: Arc::new(vcs),
+            tests: Arc::new(CliTests::new(tests)),
+            gate: setup::gate(yes),
+            sink,
+        };
+        let result = tokio::select! {
+            r = orchestrator_review_fix::run(flow, services) => r,
+            _ = tokio::signal::ctrl_c() => {
+                if let Some(h) = &human {
+                    h.finish();
+                }
+                eprintln!(
+                    "\ninterrupted: running fixes were stopped and their files restored on resume; \
+                     continue with `orchestrator review-fix --resume --repo {}`",
+                    root.display()
+                );
+                return Exit::NeedsHuman;
+            }
+        };
+        if let Some(h) = &human {
+            h.finish();
+        }
+        match result {
+            Ok(report) => {
+                let context = SummaryContext {
+                    test_command: test_display,
+                    test_source,
+                    wall: started.elapsed(),
+                };
+                if json_mode {
+                    out(&format!("{}\n", summary_json(&report, &context)));
+                } else {
+                    out(&render_summary(&report, &context));
+                }
+                exit_of(report.outcome.exit_code())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit_of(e.exit_code())
+            }
+        }
+    });
+    // Stop whatever an interrupted run left (its child processes are killed
+    // when their tasks are dropped) without waiting on it for long.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    exit
+}
+
+/// Forwards events with multi-line messages cut to their first line.
+#[derive(Debug)]
+struct FirstLines(Arc<dyn EventSink>);
+
+/// The first line of `text`, without the "Test output (tail):" lead-in that
+/// announces the lines cut.
+pub fn first_line(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    line.strip_suffix("Test output (tail):")
+        .map_or(line, str::trim_end)
+}
+
+impl EventSink for FirstLines {
+    fn emit(&self, event: &Event) {
+        let cut = |s: &String| first_line(s).to_owned();
+        let short = match event {
+            Event::AttemptFailed {
+                id,
+                round,
+                attempt,
+                error,
+            } => Event::AttemptFailed {
+                id: id.clone(),
+                round: *round,
+                attempt: *attempt,
+                error: cut(error),
+            },
+            Event::JobFinished { id, status, detail } => Event::JobFinished {
+                id: id.clone(),
+                status: *status,
+                detail: detail.as_ref().map(cut),
+            },
+            Event::Escalated { id, reason } => Event::Escalated {
+                id: id.clone(),
+                reason: cut(reason),
+            },
+            Event::Warning { message } => Event::Warning {
+                message: cut(message),
+            },
+            other => other.clone(),
+        };
+        self.0.emit(&short);
+    }
+}
+
+/// The repository-wide lock file's directory (`{repo}/.review/`).
+fn repo_lock(root: &Path) -> Result<SessionLock, String> {
+    let dir = root.join(".review");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    SessionLock::acquire(&dir).map_err(|e| {
+        format!(
+            "another review-fix run is in progress on {} ({e}); wait for it to finish, or stop it and continue with --resume",
+            root.display()
+        )
+    })
+}
+
+/// What the summary shows besides the report.
+#[derive(Debug, Clone)]
+pub struct SummaryContext {
+    /// The test command as shown.
+    pub test_command: String,
+    /// Where it came from.
+    pub test_source: String,
+    /// Wall time of the run.
+    pub wall: Duration,
+}
+
+fn outcome_line(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::AllFixed => "every finding fixed".to_owned(),
+        Outcome::SomeFailed => "some findings were not fixed".to_owned(),
+        Outcome::DryRun => "dry run: plan written, nothing changed".to_owned(),
+        Outcome::Stopped => "stopped at the plan; continue with --resume".to_owned(),
+        Outcome::NeedsHuman { reason } => {
+            format!("waiting for a human: {reason} (approve with -y, or run in a terminal)")
+        }
+    }
+}
+
+/// The plan as text: stages, their groups, each group's findings.
+pub fn render_plan(plan: &FixPlan, titles: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Plan {}: {} findings in {} groups over {} stages ({} isolation)",
+        plan.fix_session_id,
+        plan.metadata.total_findings,
+        plan.groups.len(),
+        plan.timeline.len(),
+        plan.metadata.isolation
+    );
+    if !plan.metadata.fallback_batches.is_empty() {
+        let batches: Vec<String> = plan
+            .metadata
+            .fallback_batches
+            .iter()
+            .map(u32::to_string)
+            .collect();
+        let _ = writeln!(
+            out,
+            "  (deterministic fallback plan for batch {})",
+            batches.join(", ")
+        );
+    }
+    for stage in &plan.timeline {
+        let mode = match stage.execution_mode {
+            orchestrator_review_fix::ExecutionMode::Parallel => "parallel",
+            orchestrator_review_fix::ExecutionMode::Serial => "serial",
+        };
+        let _ = writeln!(
+            out,
+            "Stage {} ({mode}): {}",
+            stage.stage,
+            stage.groups.join(", ")
+        );
+        for gid in &stage.groups {
+            let Some(g) = plan.group(gid) else { continue };
+            let _ = writeln!(
+                out,
+                "  {} {} [{}] risk {}",
+                g.group_id,
+                g.group_name,
+                g.files.join(", "),
+                g.risk_assessment.level
+            );
+            for f in &g.findings {
+                match titles(f) {
+                    Some(t) => {
+                        let _ = writeln!(out, "    {f}  {t}");
+                    }
+                    None => {
+                        let _ = writeln!(out, "    {f}");
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The closing summary printed on stdout.
+pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
+    let mut out = String::new();
+    if report.outcome == Outcome::DryRun
+        && let Some(plan) = &report.plan
+    {
+        let titles = |id: &str| {
+            report
+                .findings
+                .iter()
+                .find(|f| f.id == id)
+                .map(|f| f.title.clone())
+        };
+        out.push_str(&render_plan(plan, &titles));
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "review-fix {}: {}",
+        report.fix_session_id,
+        outcome_line(&report.outcome)
+    );
+    for note in &report.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    if report.outcome != Outcome::DryRun {
+        let _ = writeln!(
+            out,
+            "  findings: {} ({} fixed, {} failed, {} rejected)",
+            report.findings.len(),
+            report.count("fixed"),
+            report.count("failed"),
+            report.count("rejected"),
+        );
+        let _ = writeln!(
+            out,
+            "  commits: {}; test runs: {} (`{}`, {}); wall time {:.1}s",
+            report.commits.len(),
+            report.test_runs,
+            context.test_command,
+            context.test_source,
+            context.wall.as_secs_f64()
+        );
+        for c in &report.commits {
+            let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
+            let subject = c.message.lines().next().unwrap_or_default();
+            let _ = writeln!(out, "    {short} {subject}");
+        }
+        let not_fixed: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|f| f.result != "fixed")
+            .collect();
+        if !not_fixed.is_empty() {
+            let _ = writeln!(out, "  not fixed:");
+            for f in not_fixed {
+                let why = f.error.as_deref().map(first_line).unwrap_or_default();
+                let attempts = if f.attempts > 0 {
+                    format!(" after {} attempts", f.attempts)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "    {} {}{attempts}: {why}", f.id, f.result);
+            }
+        }
+    }
+    let summary = report
+        .session_dir
+        .join(orchestrator_review_fix::session::SUMMARY_FILE);
+    if summary.is_file() {
+        let _ = writeln!(out, "  summary: {}", summary.display());
+    } else {
+        let _ = writeln!(out, "  session: {}", report.session_dir.display());
+    }
+    out
+}
+
+/// The closing summary as one JSON object (`--json`).
+pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json::Value {
+    let summary = report
+        .session_dir
+        .join(orchestrator_review_fix::session::SUMMARY_FILE);
+    json!({
+        "event": "summary",
+        "flow": orchestrator_review_fix::FLOW,
+        "fix_session_id": report.fix_session_id,
+        "session_dir": report.session_dir,
+        "summary_file": summary.is_file().then_some(summary),
+        "outcome": report.outcome.as_str(),
+        "exit_code": report.outcome.exit_code(),
+        "findings": report.findings.iter().map(|f| json!({
+            "id": f.id,
+            "title": f.title,
+            "result": f.result,
+            "attempts": f.attempts,
+            "commit": f.commit,
+            "error": f.error,
+        })).collect::<Vec<_>>(),
+        "counts": {
+            "total": report.findings.len(),
+            "fixed": report.count("fixed"),
+            "failed": report.count("failed"),
+            "rejected": report.count("rejected"),
+        },
+        "commits": report.commits.iter().map(|c| json!({
+            "id": c.id.as_str(),
+            "message": c.message.lines().next().unwrap_or_default(),
+        })).collect::<Vec<_>>(),
+        "test_runs": report.test_runs,
+        "test_command": context.test_command,
+        "test_command_source": context.test_source,
+        "wall_time_s": context.wall.as_secs_f64(),
+        "plan": report.plan,
+        "notes": report.notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> ReviewFixArgs {
+        let mut argv = vec!["orchestrator", "review-fix"];
+        argv.extend_from_slice(args);
+        match crate::Cli::try_parse_from(argv).unwrap().command {
+            crate::Command::ReviewFix(a) => a,
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_parse_and_override_the_config_file() {
+        let args = parse(&[
+            "--fix",
+            "a.json",
+            "--fix",
+            "b.sarif",
+            "--max-iterations",
+            "5",
+            "--max-parallel-groups",
+            "2",
+            "--isolation",
+            "serial",
+            "-y",
+            "--json",
+        ]);
+        assert_eq!(
+            args.fix,
+            [PathBuf::from("a.json"), PathBuf::from("b.sarif")]
+        );
+        assert!(args.yes && args.json && !args.dry_run);
+        let config =
+            Config::parse_str("version = 1\n[review_fix]\nbatch_size = 7\nmax_iterations = 9\n")
+                .unwrap();
+        let flow = flow_config(&args, &config, vec![], PlannerMode::Deterministic);
+        assert_eq!(flow.max_iterations, 5, "the flag wins over the file");
+        assert_eq!(flow.batch_size, 7, "the file wins over the default");
+        assert_eq!(flow.max_parallel, 10, "the default");
+        assert_eq!(flow.max_parallel_groups, 2);
+        assert_eq!(flow.isolation, Isolation::Serial);
+        assert_eq!(flow.planner, PlannerMode::Deterministic);
+    }
+
+    #[test]
+    fn zero_counts_and_unknown_isolation_are_usage_errors() {
+        let bad = |args: &[&str]| {
+            let mut argv = vec!["orchestrator", "review-fix"];
+            argv.extend_from_slice(args);
+            crate::Cli::try_parse_from(argv).unwrap_err().kind()
+        };
+        assert_eq!(
+            bad(&["--fix", "x", "--batch-size", "0"]),
+            clap::error::ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            bad(&["--fix", "x", "--isolation", "docker"]),
+            clap::error::ErrorKind::InvalidValue
+        );
+    }
+
+    #[test]
+    fn the_test_command_comes_from_the_flag_the_file_or_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = Config::default();
+        let err = resolve_tests(None, &none, dir.path()).unwrap_err();
+        assert!(err.contains("--test-cmd"), "{err}");
+
+        std::fs::write(dir.path().join("go.mod"), "module x\n").unwrap();
+        let inferred = resolve_tests(None, &none, dir.path()).unwrap();
+        assert_eq!(inferred.display(), "go test ./...");
+        assert_eq!(inferred.source, "inferred: go.mod found");
+
+        let file = Config::parse_str(
+            "version = 1\n[tests]\ncommand = \"make check\"\ntimeout_secs = 60\n",
+        )
+        .unwrap();
+        let from_file = resolve_tests(None, &file, dir.path()).unwrap();
+        assert_eq!(
+            from_file.command,
+            TestCommand::Argv(vec!["make".into(), "check".into()])
+        );
+        assert_eq!(from_file.time_limit, Some(Duration::from_secs(60)));
+
+        let flag = resolve_tests(Some("cargo test -q 'a b'"), &file, dir.path()).unwrap();
+        assert_eq!(
+            flag.command,
+            TestCommand::Argv(vec![
+                "cargo".into(),
+                "test".into(),
+                "-q".into(),
+                "a b".into()
+            ])
+        );
+        assert_eq!(flag.source, "--test-cmd");
+        let piped = resolve_tests(Some("cargo test | tee log"), &file, dir.path()).unwrap_err();
+        assert!(piped.contains("sh -c"), "{piped}");
+    }
+
+    #[test]
+    fn terminal_lines_keep_the_first_line_of_a_failure() {
+        assert_eq!(
+            first_line(
+                "the tests failed (failing: a::b); the fix was rolled back. Test output (tail):\nrunning 5 tests\n"
+            ),
+            "the tests failed (failing: a::b); the fix was rolled back."
+        );
+        assert_eq!(first_line("one line"), "one line");
+        assert_eq!(first_line(""), "");
+        let seen = Arc::new(orchestrator_core::event::CollectingSink::default());
+        let sink = FirstLines(seen.clone());
+        sink.emit(&Event::Warning {
+            message: "first\nsecond".into(),
+        });
+        assert_eq!(
+            seen.events(),
+            [Event::Warning {
+                message: "first".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn worktrees_get_their_own_cargo_target_dir_and_the_main_tree_inherits() {
+        let tests = CliTests::new(ResolvedTests {
+            command: TestCommand::Argv(vec!["cargo".into(), "test".into()]),
+            source: "--test-cmd".into(),
+            time_limit: None,
+            junit_report: None,
+        });
+        let main = tests.command_runner(&TreeEnv {
+            root: "/repo".into(),
+            worktree_slot: None,
+            cargo_target_dir: None,
+        });
+        let wt = tests.command_runner(&TreeEnv {
+            root: "/repo/.review/wt".into(),
+            worktree_slot: Some(1),
+            cargo_target_dir: Some("/s/targets/wt1".into()),
+        });
+        assert_eq!(
+            main,
+            CommandTestRunner::argv(["cargo", "test"]),
+            "the main tree runs with the caller's environment"
+        );
+        assert_eq!(
+            wt,
+            CommandTestRunner::argv(["cargo", "test"]).env("CARGO_TARGET_DIR", "/s/targets/wt1")
+        );
+    }
 }
