@@ -116,10 +116,18 @@ fn bad_inputs_exit_2_and_name_the_problem() {
 }
 
 #[test]
-fn flows_not_built_yet_say_so() {
-    let o = orchestrator(&["review-fix", "--fix", "x.json"]);
+fn review_fix_without_a_readable_input_is_a_usage_error() {
+    // Both are refused before the repository is touched.
+    let o = orchestrator(&["review-fix"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not available in this build yet"));
+    assert!(stderr(&o).contains("--fix"), "{}", stderr(&o));
+    let o = orchestrator(&["review-fix", "--fix", "no-such-findings.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no-such-findings.json"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 fn write_csv(dir: &Path, name: &str, rows: &str) -> String {

@@ -327,13 +327,19 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             }
             Err(e) => return fail(format!("--agent: {e}")),
         };
-    // `--fix` paths are relative to where the user typed them, not to --repo.
+    // `--fix` paths are relative to where the user typed them, not to
+    // --repo; one that cannot be read stops the run before anything is
+    // touched.
     let mut inputs = Vec::new();
     for p in &args.fix {
-        match std::path::absolute(p) {
-            Ok(abs) => inputs.push(abs),
+        let abs = match std::path::absolute(p) {
+            Ok(abs) => abs,
             Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
+        };
+        if let Err(e) = orchestrator_review_fix::input::resolve_input(&abs) {
+            return fail(e);
         }
+        inputs.push(abs);
     }
     eprintln!("review-fix: agent {agent_name}");
     eprintln!(
