@@ -185,6 +185,17 @@ fn stderr(o: &Output) -> String {
 }
 
 #[test]
+fn help_documents_the_contract() {
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args(["review-fix", "--help"])
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!("review_fix_help", stdout(&o));
+}
+
+#[test]
 fn builtin_commits_each_good_fix_rolls_back_the_breaking_one_and_leaves_user_files_alone() {
     let fx = fixture();
     // The user's own work: an untracked file and a modified tracked file.
