@@ -25,6 +25,19 @@
 //! It prints the figures as one JSON line (`acceptance: {...}`) and asserts
 //! the acceptance criteria: no more machine-applicable warnings left than
 //! `cargo clippy --fix` leaves, and every commit passes the crate's tests.
+//!
+//! Review-fix runs in rounds (at most three, until clippy reports no
+//! machine-applicable warning or a round commits nothing), as `cargo clippy
+//! --fix` re-lints and applies again: a fix can leave an import unused, or
+//! rewrite the text an overlapping suggestion was to replace.
+//!
+//! Measured on smallvec 1.16.6 (2-core machine shared with other builds):
+//! 94 findings, 49 of them machine-applicable; round 1 fixed 48 with 48
+//! commits and 48 test runs in 174 s and left 6 machine-applicable warnings
+//! (one overlapping suggestion gone stale, five new ones the fixes caused);
+//! round 2 fixed those 6 (6 commits, 6 test runs, 43 s) and left none.
+//! `cargo clippy --fix` left 2 (`unused_mut`). All 54 commits pass
+//! `cargo test`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -206,6 +219,18 @@ fn review_fix(repo: &Path, findings: &Path, target: &Path) -> (Value, f64, Optio
 
 #[test]
 fn builtin_review_fix_on_a_real_crate_matches_cargo_clippy_fix() {
+    // The counter agrees with the quickstart's committed clippy output
+    // (seven warnings, each with a machine-applicable suggestion).
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart");
+    let counted =
+        machine_applicable(&std::fs::read_to_string(quickstart.join("clippy.json")).unwrap());
+    assert_eq!(counted.len(), 7, "{counted:?}");
+    assert!(counted.contains(&(
+        "clippy::len_zero".to_owned(),
+        "src/ring.rs".to_owned(),
+        42,
+        12
+    )));
     if std::env::var("ORCH_RF_ACCEPT").as_deref() != Ok("1") {
         eprintln!("acceptance measurement not run: set ORCH_RF_ACCEPT=1");
         return;

@@ -345,8 +345,12 @@ fn a_second_concurrent_run_on_the_same_repository_is_refused() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("--resume"), "{}", stderr(&out));
     assert!(fx.commits().is_empty());
-    // Only the first run made a session.
+    // Only the first run made a session, and it resumes to the end.
     assert!(fx.session_dir().join("active-fix-session.json").is_file());
+    let o = fx.run(&["--resume", "-y", "--agent", "builtin"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(fx.commits(), GOOD_FIXES);
+    assert!(!fx.session_dir().join("active-fix-session.json").exists());
 }
 
 #[test]
