@@ -15,7 +15,8 @@ use orchestrator_core::command::CommandRunner;
 
 use super::{FormatterAgent, LinterFixAgent};
 
-/// The builtin ci-autofix agent; see the [module docs](self).
+/// The builtin ci-autofix agent: formatter for mechanical-trivial failures,
+/// linter fixer for mechanical non-trivial ones, declines the rest.
 #[derive(Debug)]
 pub struct CiFixAgent {
     formatter: FormatterAgent,

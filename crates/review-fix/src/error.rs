@@ -1,0 +1,129 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+use orchestrator_core::state::StateError;
+use orchestrator_core::vcs::VcsError;
+
+/// Why a review-fix session could not run (as opposed to findings that
+/// failed, which are a successful run with an [`crate::Outcome`] of
+/// `SomeFailed`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReviewFixError {
+    /// An input file could not be read.
+    #[error("failed to read findings input {}: {message}", path.display())]
+    InputRead {
+        /// The input.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// An input file could not be parsed.
+    #[error("failed to parse findings input {}: {message}", path.display())]
+    InputParse {
+        /// The input.
+        path: PathBuf,
+        /// What the reader said.
+        message: String,
+    },
+    /// The options make no sense.
+    #[error("invalid review-fix usage: {0}")]
+    Usage(String),
+    /// The working tree has uncommitted changes and `allow_dirty` is off.
+    #[error(
+        "refusing to run on a dirty working tree ({} dirty or untracked: {}); commit or stash them, or pass --allow-dirty (those files are then never touched)",
+        paths.len(),
+        paths.join(", ")
+    )]
+    DirtyTree {
+        /// The dirty and untracked paths.
+        paths: Vec<String>,
+    },
+    /// Another engine holds the session.
+    #[error("fix session {} is in use: {source}", dir.display())]
+    Locked {
+        /// The session directory.
+        dir: PathBuf,
+        /// The lock error.
+        #[source]
+        source: Box<StateError>,
+    },
+    /// `--resume` found nothing to resume.
+    #[error("no unfinished fix session to resume under {}", dir.display())]
+    NothingToResume {
+        /// Where sessions were looked for.
+        dir: PathBuf,
+    },
+    /// A state file could not be read or written.
+    #[error(transparent)]
+    State(Box<StateError>),
+    /// A version-control operation failed outside a single fix.
+    #[error("version control failed while {action}: {source}")]
+    Vcs {
+        /// What was being done.
+        action: String,
+        /// The VCS error.
+        #[source]
+        source: VcsError,
+    },
+    /// A state file has a version this build does not read.
+    #[error("{} has format version {found}, this build reads version {expected}", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+        /// The supported one.
+        expected: u32,
+    },
+    /// Any other I/O failure on the session directory.
+    #[error("failed to {action} {}: {message}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+}
+
+impl From<StateError> for ReviewFixError {
+    fn from(e: StateError) -> Self {
+        ReviewFixError::State(Box::new(e))
+    }
+}
+
+impl ReviewFixError {
+    /// The process exit code the CLI uses for this error: 2 for unreadable
+    /// inputs and wrong usage (including a dirty tree, a locked session and
+    /// nothing to resume), 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReviewFixError::InputRead { .. }
+            | ReviewFixError::InputParse { .. }
+            | ReviewFixError::Usage(_)
+            | ReviewFixError::DirtyTree { .. }
+            | ReviewFixError::Locked { .. }
+            | ReviewFixError::NothingToResume { .. }
+            | ReviewFixError::Version { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn vcs(action: impl Into<String>, source: VcsError) -> Self {
+        ReviewFixError::Vcs {
+            action: action.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, e: std::io::Error) -> Self {
+        ReviewFixError::Io {
+            action,
+            path: path.into(),
+            message: e.to_string(),
+        }
+    }
+}

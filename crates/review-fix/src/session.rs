@@ -1,0 +1,227 @@
+//! Session layout: where a fix session lives, its file names, and the lock.
+//!
+//! A session lives in `{review-dir}/fixes/fix-{timestamp}/` when the first
+//! input sits inside a `.review/` directory, otherwise in
+//! `{repo}/.review/fixes/fix-{timestamp}/`. While a run holds the session it
+//! holds an OS lock on the directory ([`SessionLock`], released by the kernel
+//! when the process dies) and `active-fix-session.json` marks the session as
+//! unfinished; a second run on the same session is refused.
+
+use std::path::{Component, Path, PathBuf};
+
+use orchestrator_core::state::{SessionLock, read_json_if_exists, write_json_atomic};
+
+use crate::error::ReviewFixError;
+use crate::files::{ACTIVE_SESSION_VERSION, ActiveSession};
+
+/// `active-fix-session.json`.
+pub const ACTIVE_FILE: &str = "active-fix-session.json";
+/// `fix-plan.json`.
+pub const PLAN_FILE: &str = "fix-plan.json";
+/// `fix-summary.md`.
+pub const SUMMARY_FILE: &str = "fix-summary.md";
+/// `fix-history.json`.
+pub const HISTORY_FILE: &str = "fix-history.json";
+/// `findings.json` (ours): the normalised findings.
+pub const FINDINGS_FILE: &str = "findings.json";
+
+/// The folder holding sessions for these inputs: `{review-dir}/fixes` when
+/// the first input is inside a `.review` directory, else `{repo}/.review/fixes`.
+pub fn fixes_root(repo: &Path, first_input: Option<&Path>) -> PathBuf {
+    if let Some(input) = first_input {
+        let mut acc = PathBuf::new();
+        let mut review_dir = None;
+        for comp in input.components() {
+            acc.push(comp);
+            if matches!(comp, Component::Normal(name) if name == ".review") {
+                review_dir = Some(acc.clone());
+            }
+        }
+        if let Some(dir) = review_dir {
+            return dir.join("fixes");
+        }
+    }
+    repo.join(".review").join("fixes")
+}
+
+/// The paths of one session's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPaths {
+    /// The session directory.
+    pub dir: PathBuf,
+}
+
+impl SessionPaths {
+    /// Paths inside `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+    /// The session id (the directory name).
+    pub fn id(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+    /// `partial-plan-N.json`.
+    pub fn partial_plan(&self, batch: u32) -> PathBuf {
+        self.dir.join(format!("partial-plan-{batch}.json"))
+    }
+    /// `fix-progress-N.json`.
+    pub fn progress(&self, n: usize) -> PathBuf {
+        self.dir.join(format!("fix-progress-{n}.json"))
+    }
+    /// `fix-plan.json`.
+    pub fn plan(&self) -> PathBuf {
+        self.dir.join(PLAN_FILE)
+    }
+    /// `fix-summary.md`.
+    pub fn summary(&self) -> PathBuf {
+        self.dir.join(SUMMARY_FILE)
+    }
+    /// `fix-history.json`.
+    pub fn history(&self) -> PathBuf {
+        self.dir.join(HISTORY_FILE)
+    }
+    /// `active-fix-session.json`.
+    pub fn active(&self) -> PathBuf {
+        self.dir.join(ACTIVE_FILE)
+    }
+    /// `findings.json`.
+    pub fn findings(&self) -> PathBuf {
+        self.dir.join(FINDINGS_FILE)
+    }
+    /// Worktree of a group in a run.
+    pub fn worktree(&self, run: u32, group_id: &str) -> PathBuf {
+        self.dir
+            .join("worktrees")
+            .join(format!("r{run}-{group_id}"))
+    }
+    /// Cargo target directory of a worktree slot.
+    pub fn target_dir(&self, slot: usize) -> PathBuf {
+        self.dir.join("targets").join(format!("wt{slot}"))
+    }
+}
+
+/// A fresh session id: `fix-{unix milliseconds}`, bumped past any existing
+/// directory under `root`.
+pub fn new_session_dir(root: &Path) -> PathBuf {
+    let mut millis = jiff::Timestamp::now().as_millisecond();
+    loop {
+        let dir = root.join(format!("fix-{millis}"));
+        if !dir.exists() {
+            return dir;
+        }
+        millis += 1;
+    }
+}
+
+/// Unfinished sessions under `root` (those with an
+/// `active-fix-session.json`), newest first.
+pub fn unfinished_sessions(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(i64, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(ACTIVE_FILE).is_file())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_owned();
+            let stamp = name.strip_prefix("fix-")?.parse::<i64>().ok()?;
+            Some((stamp, p))
+        })
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Locks a session directory (creating it), refusing when another run holds it.
+pub fn lock_session(dir: &Path) -> Result<SessionLock, ReviewFixError> {
+    std::fs::create_dir_all(dir).map_err(|e| ReviewFixError::io("create", dir, e))?;
+    SessionLock::acquire(dir).map_err(|source| ReviewFixError::Locked {
+        dir: dir.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// Reads `active-fix-session.json`, checking its version.
+pub fn read_active(paths: &SessionPaths) -> Result<Option<ActiveSession>, ReviewFixError> {
+    let path = paths.active();
+    let value: Option<serde_json::Value> = read_json_if_exists(&path)?;
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let version = value
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0) as u32;
+    if version != ACTIVE_SESSION_VERSION {
+        return Err(ReviewFixError::Version {
+            path,
+            found: version,
+            expected: ACTIVE_SESSION_VERSION,
+        });
+    }
+    Ok(Some(orchestrator_core::state::read_json(&path)?))
+}
+
+/// Writes `active-fix-session.json` atomically.
+pub fn write_active(paths: &SessionPaths, active: &ActiveSession) -> Result<(), ReviewFixError> {
+    Ok(write_json_atomic(paths.active(), active)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixes_root_follows_the_review_dir() {
+        let repo = Path::new("/repo");
+        assert_eq!(
+            fixes_root(repo, Some(Path::new("/w/WFS-1/.review/fix-export-1.json"))),
+            PathBuf::from("/w/WFS-1/.review/fixes")
+        );
+        assert_eq!(
+            fixes_root(repo, Some(Path::new("/w/WFS-1/.review"))),
+            PathBuf::from("/w/WFS-1/.review/fixes")
+        );
+        assert_eq!(
+            fixes_root(repo, Some(Path::new("/tmp/clippy.json"))),
+            PathBuf::from("/repo/.review/fixes")
+        );
+        assert_eq!(fixes_root(repo, None), PathBuf::from("/repo/.review/fixes"));
+    }
+
+    #[test]
+    fn unfinished_sessions_are_listed_newest_first() {
+        let root = tempfile::tempdir().unwrap();
+        for (name, active) in [
+            ("fix-10", true),
+            ("fix-30", false),
+            ("fix-20", true),
+            ("other", true),
+        ] {
+            let d = root.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            if active {
+                std::fs::write(d.join(ACTIVE_FILE), "{}").unwrap();
+            }
+        }
+        let names: Vec<_> = unfinished_sessions(root.path())
+            .into_iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["fix-20", "fix-10"]);
+    }
+
+    #[test]
+    fn a_second_lock_on_a_session_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("fix-1");
+        let _held = lock_session(&dir).unwrap();
+        let err = lock_session(&dir).unwrap_err();
+        assert!(matches!(err, ReviewFixError::Locked { .. }), "{err}");
+        assert!(err.to_string().contains("is in use"), "{err}");
+    }
+}

@@ -1,0 +1,157 @@
+//! `fix-summary.md`: the closing report of a run.
+
+use std::fmt::Write as _;
+
+use crate::files::{FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION};
+
+/// What the summary is rendered from.
+#[derive(Debug, Clone)]
+pub struct SummaryInput<'a> {
+    /// The session id.
+    pub fix_session_id: &'a str,
+    /// The run number.
+    pub run: u32,
+    /// When the session started.
+    pub started_at: &'a str,
+    /// When the run finished.
+    pub finished_at: &'a str,
+    /// The plan, when planning happened.
+    pub plan: Option<&'a FixPlan>,
+    /// Every group's progress, in group order.
+    pub progress: &'a [FixProgress],
+    /// Findings rejected before planning.
+    pub rejected: &'a [RejectedFinding],
+    /// Test runs in this run.
+    pub test_runs: u32,
+    /// The outcome, as in `fix-history.json`.
+    pub outcome: &'a str,
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Renders `fix-summary.md` (format version [`SUMMARY_VERSION`]).
+pub fn render_summary(input: &SummaryInput<'_>) -> String {
+    let mut out = String::new();
+    let findings: Vec<(&str, &crate::files::ProgressFinding)> = input
+        .progress
+        .iter()
+        .flat_map(|p| p.findings.iter().map(move |f| (p.group_id.as_str(), f)))
+        .collect();
+    let fixed = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::Fixed))
+        .count();
+    let failed = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::Failed))
+        .count();
+    let open = findings.len() - fixed - failed;
+    let commits = findings
+        .iter()
+        .filter(|(_, f)| f.commit_hash.is_some())
+        .count();
+    let _ = writeln!(out, "<!-- fix-summary version {SUMMARY_VERSION} -->");
+    let _ = writeln!(out, "# Fix summary: {}\n", input.fix_session_id);
+    let _ = writeln!(out, "- Outcome: **{}** (run {})", input.outcome, input.run);
+    let _ = writeln!(
+        out,
+        "- Findings: {} ({} fixed, {} failed, {} rejected{})",
+        findings.len() + input.rejected.len(),
+        fixed,
+        failed,
+        input.rejected.len(),
+        if open > 0 {
+            format!(", {open} not finished")
+        } else {
+            String::new()
+        }
+    );
+    if let Some(plan) = input.plan {
+        let _ = writeln!(
+            out,
+            "- Plan: {} groups in {} stages ({}, isolation {})",
+            plan.groups.len(),
+            plan.timeline.len(),
+            plan.execution_strategy.approach,
+            plan.metadata.isolation
+        );
+    }
+    let _ = writeln!(out, "- Commits: {commits}");
+    let _ = writeln!(out, "- Test runs: {}", input.test_runs);
+    let _ = writeln!(
+        out,
+        "- Started: {}; finished: {}",
+        input.started_at, input.finished_at
+    );
+    if !findings.is_empty() {
+        let _ = writeln!(out, "\n## Findings\n");
+        let _ = writeln!(
+            out,
+            "| Finding | Title | Location | Group | Result | Attempts | Commit |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        for (group, f) in &findings {
+            let location = match f.line {
+                Some(l) => format!("{}:{l}", f.file),
+                None => f.file.clone(),
+            };
+            let result = match f.result {
+                Some(FixResult::Fixed) => "fixed",
+                Some(FixResult::Failed) => "failed",
+                None => "not finished",
+            };
+            let commit = f
+                .commit_hash
+                .as_deref()
+                .map(|c| c.chars().take(7).collect::<String>())
+                .unwrap_or_else(|| "-".to_owned());
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                cell(&f.finding_id),
+                cell(&f.finding_title),
+                cell(&location),
+                group,
+                result,
+                f.attempts,
+                commit
+            );
+        }
+    }
+    let failures: Vec<_> = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::Failed))
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\n## Failures");
+        for (_, f) in failures {
+            let _ = writeln!(
+                out,
+                "\n### {}: {}\n\nAttempts: {}. Last error:\n\n```text\n{}\n```",
+                f.finding_id,
+                f.finding_title,
+                f.attempts,
+                f.error_message
+                    .as_deref()
+                    .unwrap_or("(none recorded)")
+                    .trim()
+            );
+        }
+    }
+    if !input.rejected.is_empty() {
+        let _ = writeln!(out, "\n## Rejected\n");
+        for r in input.rejected {
+            match &r.file {
+                Some(file) => {
+                    let _ = writeln!(out, "- {} (`{}`): {}", r.finding_id, file, r.reason);
+                }
+                None => {
+                    let _ = writeln!(out, "- {}: {}", r.finding_id, r.reason);
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,408 @@
+//! End to end with real git ([`GitVcs`]), a real `cargo test`
+//! ([`CommandTestRunner`]) and the builtin [`SuggestionAgent`] on a temporary
+//! git copy of `examples/quickstart` and its committed clippy JSON.
+//!
+//! The quickstart has seven machine-applicable clippy findings: six are
+//! good, and one (`len_zero` in `src/ring.rs`) would break a test, because
+//! `Ring::is_empty` means "capacity zero", not "no samples".
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use orchestrator_adapters::builtin::SuggestionAgent;
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::test_runner::CommandTestRunner;
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
+use orchestrator_core::event::NullSink;
+use orchestrator_core::gate::AutoYes;
+use orchestrator_core::test_runner::TestRunner;
+use orchestrator_review_fix::{
+    FixResult, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, TestRunnerFactory,
+    TreeEnv, run,
+};
+
+fn quickstart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A git repository holding a copy of the quickstart crate (without its
+/// clippy JSON, which is returned as an input path outside the repository).
+fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
+    let repo = parent.join("repo");
+    for rel in [
+        "Cargo.toml",
+        "Cargo.lock",
+        ".gitignore",
+        "README.md",
+        "src/lib.rs",
+        "src/ring.rs",
+    ] {
+        let to = repo.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(quickstart().join(rel), &to).unwrap();
+    }
+    let input = parent.join("clippy.json");
+    std::fs::copy(quickstart().join("clippy.json"), &input).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "quickstart"]);
+    (repo, input)
+}
+
+/// Plans with garbage (so the deterministic fallback is used) and fixes
+/// with the builtin suggestion agent.
+#[derive(Debug)]
+struct GarbagePlanner;
+
+#[async_trait::async_trait]
+impl Agent for GarbagePlanner {
+    fn name(&self) -> &str {
+        "garbage-planner+suggestion"
+    }
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        match request.role {
+            Role::Plan => Ok(AgentResponse::text(
+                "Sure! Here is my plan: fix everything.",
+            )),
+            _ => SuggestionAgent::new().run(request).await,
+        }
+    }
+}
+
+/// `cargo test` with one target directory for the main tree and the
+/// session's per-slot directories for worktrees; records the trees.
+#[derive(Debug)]
+struct CargoTests {
+    target: PathBuf,
+    seen: Arc<Mutex<Vec<TreeEnv>>>,
+}
+
+impl TestRunnerFactory for CargoTests {
+    fn runner(&self, env: &TreeEnv) -> Arc<dyn TestRunner> {
+        self.seen.lock().unwrap().push(env.clone());
+        // Worktrees must not share the main tree's target directory: cargo
+        // names a root package's artifacts the same in every checkout and
+        // would run another tree's build.
+        let target = env.cargo_target_dir.as_ref().unwrap_or(&self.target);
+        Arc::new(
+            CommandTestRunner::argv(["cargo", "test", "--quiet", "--offline"])
+                .env("CARGO_TARGET_DIR", target.display().to_string())
+                .env("RUST_BACKTRACE", "0")
+                .time_limit(Duration::from_secs(300)),
+        )
+    }
+}
+
+async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) -> Services {
+    Services {
+        agent: Arc::new(GarbagePlanner),
+        vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
+        tests: Arc::new(CargoTests {
+            target: target.to_path_buf(),
+            seen,
+        }),
+        gate: Arc::new(AutoYes),
+        sink: Arc::new(NullSink),
+    }
+}
+
+fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
+    ReviewFixConfig {
+        inputs,
+        planner: PlannerMode::Agent,
+        allow_dirty: true,
+        ..ReviewFixConfig::default()
+    }
+}
+
+/// (message, tree) of every commit since `base`.
+fn commits_since(repo: &Path, base: &str) -> Vec<(String, String)> {
+    git(
+        repo,
+        &[
+            "log",
+            "--reverse",
+            "--format=%T %s",
+            &format!("{base}..HEAD"),
+        ],
+    )
+    .lines()
+    .map(|l| {
+        let (tree, msg) = l.split_once(' ').unwrap();
+        (msg.to_owned(), tree.to_owned())
+    })
+    .collect()
+}
+
+/// The summary with run-specific values replaced.
+fn redact_summary(text: &str, report: &RunReport) -> String {
+    let mut out = text.replace(&report.fix_session_id, "fix-<session>");
+    for (i, c) in report.commits.iter().enumerate() {
+        out = out.replace(&c.id.as_str()[..7], &format!("<c{}>", i + 1));
+    }
+    // Test output (thread ids, timings, the order of parallel test lines)
+    // differs between runs: keep the first line of each error block.
+    let mut lines = Vec::new();
+    let mut in_block = 0;
+    for l in out.lines() {
+        if l.starts_with("- Started:") {
+            lines.push("- Started: <time>; finished: <time>".to_owned());
+        } else if l == "```text" {
+            in_block = 1;
+            lines.push(l.to_owned());
+        } else if l == "```" {
+            if in_block > 1 {
+                lines.push("<test output>".to_owned());
+            }
+            in_block = 0;
+            lines.push(l.to_owned());
+        } else if in_block == 1 {
+            in_block = 2;
+            lines.push(l.to_owned());
+        } else if in_block == 0 {
+            lines.push(l.to_owned());
+        }
+    }
+    lines.join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, clippy) = copy_quickstart(tmp.path());
+    let target = tmp.path().join("target");
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    // The user's own work: an untracked file and a modified tracked file.
+    std::fs::write(repo.join("notes.txt"), "my notes\n").unwrap();
+    let readme = format!(
+        "{}\nlocal edit\n",
+        std::fs::read_to_string(repo.join("README.md")).unwrap()
+    );
+    std::fs::write(repo.join("README.md"), &readme).unwrap();
+    // A finding that points outside the repository.
+    let evil = tmp.path().join("evil.json");
+    std::fs::write(
+        &evil,
+        r#"[{"id": "EVIL-1", "title": "Read the password file", "severity": "high", "dimension": "security", "file": "../../../../etc/passwd", "line": 1, "description": "x"}]"#,
+    )
+    .unwrap();
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let report = run(
+        config(vec![clippy, evil]),
+        services(&repo, &target, Arc::clone(&seen)).await,
+    )
+    .await
+    .unwrap();
+    let wall = started.elapsed();
+    eprintln!(
+        "quickstart: {} findings, {} fixed, {} commits, {} test runs, {:.1}s",
+        report.findings.len(),
+        report.count("fixed"),
+        report.commits.len(),
+        report.test_runs,
+        wall.as_secs_f64()
+    );
+
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(report.count("fixed"), 6, "{:#?}", report.findings);
+    assert_eq!(report.count("failed"), 1);
+    assert_eq!(report.count("rejected"), 1);
+    let evil = report.findings.iter().find(|f| f.id == "EVIL-1").unwrap();
+    assert!(
+        evil.error
+            .as_ref()
+            .unwrap()
+            .contains("outside the repository")
+    );
+
+    // One commit per good fix, each touching exactly its file, on main.
+    let commits = commits_since(&repo, &base);
+    assert_eq!(commits.len(), 6, "{commits:#?}");
+    assert_eq!(git(&repo, &["branch", "--show-current"]).trim(), "main");
+    for (msg, _) in &commits {
+        assert!(msg.starts_with("fix("), "{msg}");
+        assert!(msg.ends_with(']'), "{msg}");
+    }
+    let ids = git(&repo, &["log", "--format=%H", &format!("{base}..HEAD")]);
+    for id in ids.lines() {
+        let files = git(&repo, &["show", "--format=", "--name-only", id]);
+        assert_eq!(files.lines().count(), 1, "{id}: {files}");
+    }
+    // The breaking suggestion was rolled back, retried and reported.
+    let ring = report
+        .findings
+        .iter()
+        .find(|f| f.result == "failed")
+        .unwrap();
+    assert_eq!(ring.attempts, 3);
+    let error = ring.error.as_ref().unwrap();
+    assert!(error.contains("ring_labels"), "{error}");
+    assert!(
+        std::fs::read_to_string(repo.join("src/ring.rs"))
+            .unwrap()
+            .contains("self.len() == 0")
+    );
+    // The user's files are byte-identical; nothing else is dirty.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).unwrap(),
+        "my notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README.md")).unwrap(),
+        readme
+    );
+    let status = git(&repo, &["status", "--porcelain"]);
+    assert_eq!(status, " M README.md\n?? notes.txt\n");
+    // The fixed crate passes its tests, and the worktrees are gone.
+    let after = CommandTestRunner::argv(["cargo", "test", "--quiet", "--offline"])
+        .env("CARGO_TARGET_DIR", target.display().to_string())
+        .run(orchestrator_core::test_runner::TestRequest::all(&repo))
+        .await
+        .unwrap();
+    assert!(after.is_pass(), "{}", after.log);
+    assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1);
+    assert!(!git(&repo, &["branch", "--list"]).contains("review-fix/"));
+    // Worktrees got their own Cargo target directory under the session.
+    let envs = seen.lock().unwrap().clone();
+    let wt: Vec<&TreeEnv> = envs.iter().filter(|e| e.worktree_slot.is_some()).collect();
+    assert!(!wt.is_empty(), "a parallel stage ran in worktrees");
+    assert!(wt.iter().all(|e| {
+        e.cargo_target_dir
+            .as_ref()
+            .is_some_and(|d| d.starts_with(&report.session_dir))
+    }));
+
+    // Snapshots of the plan and the summary, run-specific values redacted.
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.session_dir.join("fix-plan.json")).unwrap())
+            .unwrap();
+    insta::assert_json_snapshot!("quickstart_fix_plan", plan, {
+        ".fix_session_id" => "[session]",
+        ".metadata.created_at" => "[time]",
+    });
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    insta::assert_snapshot!("quickstart_fix_summary", redact_summary(&summary, &report));
+    let progress: orchestrator_review_fix::FixProgress = serde_json::from_slice(
+        &std::fs::read(report.session_dir.join("fix-progress-1.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        progress
+            .findings
+            .iter()
+            .all(|f| f.result == Some(FixResult::Fixed))
+    );
+    let landed: Vec<String> = report.commits.iter().map(|c| c.id.to_string()).collect();
+    assert!(
+        progress
+            .findings
+            .iter()
+            .all(|f| landed.contains(f.commit_hash.as_ref().unwrap()))
+    );
+}
+
+const CHILD_ENV: &str = "REVIEW_FIX_E2E_CHILD_REPO";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
+    // Child role: run the session until the parent kills this process.
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        let dir = PathBuf::from(dir);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let cfg = config(vec![dir.join("clippy.json")]);
+        let _ = run(
+            cfg,
+            services(&dir.join("repo"), &dir.join("target"), seen).await,
+        )
+        .await;
+        return;
+    }
+
+    // Reference: an uninterrupted run.
+    let reference = tempfile::tempdir().unwrap();
+    let (ref_repo, ref_input) = copy_quickstart(reference.path());
+    let ref_base = git(&ref_repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let target = reference.path().join("target");
+    run(
+        config(vec![ref_input]),
+        services(&ref_repo, &target, Arc::clone(&seen)).await,
+    )
+    .await
+    .unwrap();
+    let expected = commits_since(&ref_repo, &ref_base);
+    assert_eq!(expected.len(), 6);
+
+    // Interrupted: a child process runs the session and is SIGKILLed once the
+    // first fix commit is on the branch.
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = copy_quickstart(tmp.path());
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "e2e::kill_9_mid_run_then_resume_gives_the_same_commits",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let landed = git(&repo, &["rev-list", "--count", &format!("{base}..HEAD")]);
+        if landed.trim() != "0" {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child finished before it was killed"
+        );
+        assert!(Instant::now() < deadline, "no commit within the deadline");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = commits_since(&repo, &base).len();
+    assert!(
+        before < expected.len(),
+        "killed before the end ({before} commits)"
+    );
+
+    let mut cfg = config(vec![input]);
+    cfg.resume = true;
+    let report = run(cfg, services(&repo, &tmp.path().join("target"), seen).await)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(report.count("fixed"), 6);
+    let got = commits_since(&repo, &base);
+    assert_eq!(
+        got, expected,
+        "same commits (message and tree) as an uninterrupted run"
+    );
+    let status = git(&repo, &["status", "--porcelain"]);
+    assert_eq!(status, "", "nothing left over in the tree");
+}

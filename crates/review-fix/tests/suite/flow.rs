@@ -1,0 +1,665 @@
+//! The flow with fakes: FakeVcs over a real directory, FakeAgent edits,
+//! ScriptedTestRunner that fails while a file holds `BAD`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+use orchestrator_core::event::{CollectingSink, Event};
+use orchestrator_core::fakes::{FakeAgent, FakeVcs, Reply, ScriptedTestRunner};
+use orchestrator_core::gate::{AlwaysDefer, AutoYes, Gate};
+use orchestrator_core::test_runner::TestReport;
+use orchestrator_core::vcs::{CommitId, Vcs};
+use orchestrator_review_fix::{
+    ExecutionMode, FixPlan, FixProgress, FixResult, Outcome, PartialPlan, PlannerMode,
+    ProgressStatus, ReviewFixConfig, ReviewFixError, Services, SharedRunner, run,
+};
+use serde_json::json;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    vcs: Arc<FakeVcs>,
+    sink: Arc<CollectingSink>,
+    tests: Arc<ScriptedTestRunner>,
+}
+
+impl Fixture {
+    fn new(files: &[(&str, &str)]) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, content).unwrap();
+        }
+        let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+        let tests = Arc::new(ScriptedTestRunner::from_fn(|req| {
+            let bad = ["src/a.rs", "src/b.rs", "src/c.rs"].iter().any(|f| {
+                std::fs::read_to_string(req.workdir.join(f)).is_ok_and(|t| t.contains("BAD"))
+            });
+            if bad {
+                TestReport::failing(
+                    vec!["tests::it_works".into()],
+                    "assertion failed: BAD found",
+                )
+            } else {
+                TestReport::passing(3)
+            }
+        }));
+        Fixture {
+            dir,
+            vcs,
+            sink: Arc::new(CollectingSink::new()),
+            tests,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a review-cycle export into `.review/` (engine-owned, excluded).
+    fn export(&self, findings: serde_json::Value) -> PathBuf {
+        let dir = self.root().join(".review");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("fix-export-1.json");
+        std::fs::write(
+            &path,
+            json!({"session_id": "WFS-1", "findings": findings}).to_string(),
+        )
+        .unwrap();
+        path
+    }
+
+    fn services(&self, agent: Arc<dyn Agent>, gate: Arc<dyn Gate>) -> Services {
+        Services {
+            agent,
+            vcs: self.vcs.clone(),
+            tests: Arc::new(SharedRunner(self.tests.clone())),
+            gate,
+            sink: self.sink.clone(),
+        }
+    }
+
+    async fn messages(&self, base: &CommitId) -> Vec<String> {
+        self.vcs
+            .log_since(base)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.message)
+            .collect()
+    }
+}
+
+fn finding(id: &str, file: &str, line: u32, title: &str) -> serde_json::Value {
+    json!({"id": id, "title": title, "severity": "medium", "dimension": "quality",
+           "file": file, "line": line, "description": format!("{title} at {file}:{line}"),
+           "recommendations": ["fix it"]})
+}
+
+fn edit(file: &str, content: &str) -> Reply {
+    Reply::Edit {
+        files: vec![(file.to_owned(), Some(content.to_owned()))],
+        response: AgentResponse::text("done"),
+    }
+}
+
+fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
+    ReviewFixConfig {
+        inputs,
+        planner: PlannerMode::Deterministic,
+        ..ReviewFixConfig::default()
+    }
+}
+
+fn read_progress(session: &Path, n: usize) -> FixProgress {
+    serde_json::from_slice(&std::fs::read(session.join(format!("fix-progress-{n}.json"))).unwrap())
+        .unwrap()
+}
+
+const FILES: &[(&str, &str)] = &[
+    ("src/a.rs", "a1\na2\na3\n"),
+    ("src/b.rs", "b1\nb2\n"),
+    ("src/c.rs", "c1\n"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/b.rs", 1, "Rename b1"),
+        finding("F3", "src/a.rs", 2, "Break a2"),
+    ]));
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/b.rs", "B1\nb2\n"))
+            .on("F3", edit("src/a.rs", "A1\nBAD\na3\n")),
+    );
+    let report = run(
+        config(vec![input]),
+        fx.services(agent.clone(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(report.outcome.exit_code(), 1);
+    assert_eq!(fx.messages(&base).await.len(), 2, "one commit per good fix");
+    let mut messages = fx.messages(&base).await;
+    messages.sort();
+    assert_eq!(
+        messages,
+        [
+            "fix(quality): Rename a1 [F1]",
+            "fix(quality): Rename b1 [F2]"
+        ]
+    );
+    // Files: the good fixes are in, the bad one rolled back.
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/a.rs")).unwrap(),
+        "A1\na2\na3\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/b.rs")).unwrap(),
+        "B1\nb2\n"
+    );
+    assert!(fx.vcs.status().await.unwrap().is_clean());
+    // F3 was tried three times; the identical change was tested only once.
+    assert_eq!(agent.calls_for("F3"), 3);
+    assert_eq!(fx.tests.runs(), 3, "F1, F2 and F3's first attempt");
+    // Parallel stage: two groups on different files, in worktrees.
+    let plan = report.plan.clone().unwrap();
+    assert_eq!(plan.timeline.len(), 1);
+    assert_eq!(plan.timeline[0].execution_mode, ExecutionMode::Parallel);
+    // Progress files carry the seed's fields and results.
+    let session = report.session_dir.clone();
+    assert!(session.starts_with(fx.root().join(".review/fixes")));
+    let g_a = plan
+        .groups
+        .iter()
+        .position(|g| g.files == ["src/a.rs"])
+        .unwrap()
+        + 1;
+    let p = read_progress(&session, g_a);
+    assert_eq!(p.status, ProgressStatus::Completed);
+    assert_eq!(p.phase, "done");
+    assert_eq!(p.summary.fixed, 1);
+    assert_eq!(p.summary.failed, 1);
+    assert_eq!(p.summary.percent_complete, 100.0);
+    let f1 = p.findings.iter().find(|f| f.finding_id == "F1").unwrap();
+    assert_eq!(f1.result, Some(FixResult::Fixed));
+    assert_eq!(f1.attempts, 1);
+    assert_eq!(f1.test_passed, Some(true));
+    let landed: Vec<String> = fx
+        .vcs
+        .log_since(&base)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    assert!(
+        landed.contains(f1.commit_hash.as_ref().unwrap()),
+        "commit_hash is the landed commit"
+    );
+    let f3 = p.findings.iter().find(|f| f.finding_id == "F3").unwrap();
+    assert_eq!(f3.result, Some(FixResult::Failed));
+    assert_eq!(f3.attempts, 3);
+    assert_eq!(f3.commit_hash, None);
+    assert!(
+        f3.error_message
+            .as_ref()
+            .unwrap()
+            .contains("max iterations reached (3)")
+    );
+    assert!(f3.error_message.as_ref().unwrap().contains("BAD found"));
+    assert_eq!(
+        p.errors
+            .iter()
+            .filter(|e| e.error_type == "test_failure")
+            .count(),
+        3
+    );
+    // The second attempt's prompt carried the failing output.
+    let second = agent
+        .calls()
+        .into_iter()
+        .filter(|c| c.id == "F3")
+        .nth(1)
+        .unwrap();
+    assert!(
+        second.instruction.contains("BAD found"),
+        "{}",
+        second.instruction
+    );
+    assert_eq!(second.context["finding"]["id"], "F3");
+    let snapshot = serde_json::to_value(&p).unwrap();
+    insta::assert_json_snapshot!("progress_of_a_group_with_a_rollback", snapshot, {
+        ".last_update" => "[time]",
+        ".started_at" => "[time]",
+        ".findings[].started_at" => "[time]",
+        ".findings[].completed_at" => "[time]",
+        ".findings[].commit_hash" => insta::dynamic_redaction(|value, _| {
+            if value.is_nil() { value } else { "[commit]".into() }
+        }),
+        ".errors[].timestamp" => "[time]",
+    });
+    // Completion files.
+    assert!(!session.join("active-fix-session.json").exists());
+    let summary = std::fs::read_to_string(session.join("fix-summary.md")).unwrap();
+    assert!(
+        summary.contains("| F3 | Break a2 | src/a.rs:2 |"),
+        "{summary}"
+    );
+    let history: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(session.join("fix-history.json")).unwrap()).unwrap();
+    assert_eq!(history["version"], 1);
+    assert_eq!(history["entries"][0]["fixed"], 2);
+    assert_eq!(history["entries"][0]["failed"], 1);
+    // Worktrees are gone.
+    assert!(
+        std::fs::read_dir(session.join("worktrees"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    );
+    // Events: commits and test runs are reported.
+    let events = fx.sink.events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::CommitMade { .. }))
+            .count(),
+        2
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::TestsRan { passed: false, .. }))
+    );
+    assert!(!events.iter().any(|e| matches!(e, Event::Escalated { .. })));
+}
+
+#[tokio::test]
+async fn serial_isolation_runs_every_group_in_the_main_tree() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/b.rs", 1, "Rename b1"),
+    ]));
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/b.rs", "B1\nb2\n")),
+    );
+    let mut cfg = config(vec![input]);
+    cfg.isolation = orchestrator_review_fix::Isolation::Serial;
+    let report = run(cfg, fx.services(agent, Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+    let plan = report.plan.unwrap();
+    assert_eq!(plan.timeline.len(), 2);
+    assert!(
+        plan.timeline
+            .iter()
+            .all(|s| s.execution_mode == ExecutionMode::Serial)
+    );
+    assert_eq!(plan.execution_strategy.approach, "serial");
+    assert_eq!(fx.messages(&base).await.len(), 2);
+    assert!(fx.tests.requests().iter().all(|r| r.workdir == fx.root()));
+}
+
+#[tokio::test]
+async fn a_planning_agent_that_answers_garbage_falls_back_after_one_retry() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on(
+                "plan-batch-1",
+                Reply::text("I think we should refactor everything!"),
+            )
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n")),
+    );
+    let mut cfg = config(vec![input]);
+    cfg.planner = PlannerMode::Agent;
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+    assert_eq!(agent.calls_for("plan-batch-1"), 2);
+    let retry = agent
+        .calls()
+        .into_iter()
+        .filter(|c| c.id == "plan-batch-1")
+        .nth(1)
+        .unwrap();
+    assert!(
+        retry
+            .instruction
+            .contains("Your previous answer was rejected")
+    );
+    let partial: PartialPlan = serde_json::from_slice(
+        &std::fs::read(report.session_dir.join("partial-plan-1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(partial.metadata.planner.as_deref(), Some("deterministic"));
+    assert!(partial.metadata.fallback_reason.unwrap().contains("JSON"));
+    let plan: FixPlan =
+        serde_json::from_slice(&std::fs::read(report.session_dir.join("fix-plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(plan.metadata.fallback_batches, [1]);
+}
+
+#[tokio::test]
+async fn a_valid_agent_plan_is_used_and_aggregated() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/a.rs", 2, "Rename a2"),
+    ]));
+    let partial = json!({
+        "batch_id": 1,
+        "groups": [
+            {"group_id": "G1", "group_name": "first", "findings": ["F1"],
+             "fix_strategy": {"approach": "rename", "test_pattern": "a_tests"},
+             "risk_assessment": {"level": "low"}},
+            {"group_id": "G2", "group_name": "second", "findings": ["F2"],
+             "fix_strategy": {"approach": "rename"},
+             "risk_assessment": {"level": "low"}}
+        ],
+        "timeline": [
+            {"stage": 1, "groups": ["G1"], "execution_mode": "serial"},
+            {"stage": 2, "groups": ["G2"], "execution_mode": "serial", "depends_on": [1]}
+        ]
+    });
+    let agent = Arc::new(
+        FakeAgent::new("planner")
+            .on("plan-batch-1", Reply::json(partial))
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/a.rs", "A1\nA2\na3\n")),
+    );
+    let mut cfg = config(vec![input]);
+    cfg.planner = PlannerMode::Agent;
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+    let plan = report.plan.unwrap();
+    assert_eq!(plan.groups.len(), 2);
+    assert_eq!(plan.groups[0].group_name, "first");
+    assert_eq!(plan.timeline[1].depends_on, [1]);
+    assert!(plan.metadata.fallback_batches.is_empty());
+    // The group's test pattern reaches the test runner.
+    let patterns: Vec<_> = fx.tests.requests().into_iter().map(|r| r.pattern).collect();
+    assert_eq!(patterns, [Some("a_tests".to_owned()), None]);
+}
+
+#[tokio::test]
+async fn a_dirty_tree_is_refused_and_with_allow_dirty_its_files_are_untouched() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/b.rs", 1, "Rename b1"),
+    ]));
+    std::fs::write(fx.root().join("src/b.rs"), "b1 local edit\nb2\n").unwrap();
+    std::fs::write(fx.root().join("notes.txt"), "mine").unwrap();
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/b.rs", "B1\nb2\n")),
+    );
+    let err = run(
+        config(vec![input.clone()]),
+        fx.services(agent.clone(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ReviewFixError::DirtyTree { .. }), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("src/b.rs"), "{err}");
+
+    let mut cfg = config(vec![input]);
+    cfg.allow_dirty = true;
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(report.count("fixed"), 1);
+    assert_eq!(report.count("rejected"), 1);
+    assert_eq!(agent.calls_for("F2"), 0);
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/b.rs")).unwrap(),
+        "b1 local edit\nb2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[tokio::test]
+async fn a_path_traversal_finding_is_rejected_and_the_rest_goes_on() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("EVIL", "../../../../etc/passwd", 1, "Steal"),
+    ]));
+    let agent = Arc::new(FakeAgent::new("fake").on("F1", edit("src/a.rs", "A1\na2\na3\n")));
+    let report = run(
+        config(vec![input]),
+        fx.services(agent.clone(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.outcome.exit_code(), 1);
+    let evil = report.findings.iter().find(|f| f.id == "EVIL").unwrap();
+    assert_eq!(evil.result, "rejected");
+    assert!(
+        evil.error
+            .as_ref()
+            .unwrap()
+            .contains("outside the repository")
+    );
+    assert_eq!(agent.calls_for("EVIL"), 0);
+    assert_eq!(report.count("fixed"), 1);
+}
+
+#[tokio::test]
+async fn an_unsupported_finding_is_reported_failed_without_retries() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(FakeAgent::new("fake").on(
+        "F1",
+        Reply::Fail(AgentError::Unsupported {
+            reason: "no suggestion".into(),
+        }),
+    ));
+    let report = run(
+        config(vec![input]),
+        fx.services(agent.clone(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(agent.calls_for("F1"), 1, "a refusal is not retried");
+    assert_eq!(fx.tests.runs(), 0);
+    let f = &report.findings[0];
+    assert!(f.error.as_ref().unwrap().contains("no suggestion"), "{f:?}");
+}
+
+#[tokio::test]
+async fn dry_run_writes_the_plan_and_changes_nothing() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(FakeAgent::new("fake"));
+    let mut cfg = config(vec![input]);
+    cfg.dry_run = true;
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::DryRun);
+    assert_eq!(report.outcome.exit_code(), 0);
+    assert!(agent.calls().is_empty());
+    assert!(report.session_dir.join("fix-plan.json").is_file());
+    assert!(report.session_dir.join("fix-progress-1.json").is_file());
+    assert_eq!(fx.vcs.head().await.unwrap(), base);
+}
+
+#[tokio::test]
+async fn a_deferred_gate_needs_a_human_and_resume_finishes_the_session() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(FakeAgent::new("fake").on("F1", edit("src/a.rs", "A1\na2\na3\n")));
+    let report = run(
+        config(vec![input.clone()]),
+        fx.services(agent.clone(), Arc::new(AlwaysDefer)),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(report.outcome, Outcome::NeedsHuman { .. }));
+    assert_eq!(report.outcome.exit_code(), 3);
+    assert!(report.session_dir.join("active-fix-session.json").is_file());
+    assert!(agent.calls().is_empty());
+
+    let mut cfg = config(vec![input]);
+    cfg.resume = true;
+    let resumed = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(resumed.session_dir, report.session_dir);
+    assert_eq!(resumed.outcome, Outcome::AllFixed);
+    assert_eq!(fx.messages(&base).await, ["fix(quality): Rename a1 [F1]"]);
+    let history: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(resumed.session_dir.join("fix-history.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(history["entries"][0]["run"], 2);
+    assert_eq!(history["entries"][0]["resumed"], true);
+}
+
+#[tokio::test]
+async fn resume_with_nothing_to_resume_is_a_usage_error() {
+    let fx = Fixture::new(FILES);
+    let cfg = ReviewFixConfig {
+        resume: true,
+        ..ReviewFixConfig::default()
+    };
+    let err = run(
+        cfg,
+        fx.services(Arc::new(FakeAgent::new("x")), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ReviewFixError::NothingToResume { .. }),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 2);
+}
+
+/// An agent that edits like a fake, but on one finding hangs after editing
+/// (the run is then dropped mid-fix, as if killed).
+#[derive(Debug)]
+struct HangsOn {
+    inner: FakeAgent,
+    hang_on: String,
+}
+
+#[async_trait::async_trait]
+impl Agent for HangsOn {
+    fn name(&self) -> &str {
+        "hangs"
+    }
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let id = request.id.clone();
+        let r = self.inner.run(request).await;
+        if id == self.hang_on {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        r
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() {
+    let findings = json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/a.rs", 2, "Rename a2"),
+        finding("F3", "src/a.rs", 3, "Rename a3"),
+    ]);
+    let fake = || {
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/a.rs", "A1\nA2\na3\n"))
+            .on("F3", edit("src/a.rs", "A1\nA2\nA3\n"))
+    };
+    // Uninterrupted reference run.
+    let reference = Fixture::new(FILES);
+    let ref_base = reference.vcs.head().await.unwrap();
+    let input = reference.export(findings.clone());
+    run(
+        config(vec![input]),
+        reference.services(Arc::new(fake()), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    let expected: Vec<(String, String)> = reference
+        .vcs
+        .log_since(&ref_base)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.message, c.tree))
+        .collect();
+    assert_eq!(expected.len(), 3);
+
+    // Interrupted run: F2's edit is on disk when the run is dropped.
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(findings);
+    let hanging = Arc::new(HangsOn {
+        inner: fake(),
+        hang_on: "F2".into(),
+    });
+    let services = fx.services(hanging, Arc::new(AutoYes));
+    let cfg = config(vec![input.clone()]);
+    let handle = tokio::spawn(async move { run(cfg, services).await });
+    let root = fx.root().to_path_buf();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while std::fs::read_to_string(root.join("src/a.rs")).unwrap() != "A1\nA2\na3\n" {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    handle.abort();
+    let _ = handle.await;
+    assert_eq!(fx.messages(&base).await, ["fix(quality): Rename a1 [F1]"]);
+
+    // A second engine while the first still "holds" nothing: resume works.
+    let agent = Arc::new(fake());
+    let mut cfg = config(vec![input]);
+    cfg.resume = true;
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+    assert_eq!(agent.calls_for("F1"), 0, "a fixed finding is not re-run");
+    assert_eq!(agent.calls_for("F2"), 1);
+    let got: Vec<(String, String)> = fx
+        .vcs
+        .log_since(&base)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.message, c.tree))
+        .collect();
+    assert_eq!(got, expected);
+}
