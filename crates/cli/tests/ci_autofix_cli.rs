@@ -673,6 +673,50 @@ fn local_loop_with_a_fake_claude_agent() {
     assert_eq!(f.status(), "");
 }
 
+/// `--agent claude` whose answer is a unified diff (it edits nothing): the
+/// loop applies the diff strictly, commits it, and the check turns green.
+#[test]
+fn local_loop_with_a_fake_claude_that_answers_with_a_diff() {
+    let f = Fixture::new(UNFORMATTED);
+    let bin = f.tmp.path().join("bin");
+    let answer = f.tmp.path().join("answer.json");
+    let text = "The function is not formatted. Patch:\n\n```diff\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1,3 @@\n-pub fn add(a:i32,b:i32)->i32{a+b}\n+pub fn add(a: i32, b: i32) -> i32 {\n+    a + b\n+}\n```\n";
+    write(
+        &answer,
+        &serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false,
+            "result": text, "session_id": "s-2", "num_turns": 1,
+        })
+        .to_string(),
+    );
+    write_script(
+        &bin.join("claude"),
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", answer.display()),
+    );
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "cargo fmt --check",
+            "--agent",
+            "claude",
+            "-y",
+        ])
+        .path_first(&bin)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
+    );
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(f.status(), "");
+}
+
 // ----------------------------------------------------------- GitHub loop
 
 const PR: &str = "7";
@@ -716,7 +760,9 @@ case "$1 $2" in
     if grep -q '"fail"' "$f"; then exit 1; fi
     exit 0;;
   "run view") cat "$d/run-$3.log"; exit 0;;
-  "pr diff") cat "$d/pr.diff"; exit 0;;
+  "pr diff")
+    if [ -f "$d/diff-fails" ]; then echo "HTTP 502: Bad Gateway" >&2; exit 1; fi
+    cat "$d/pr.diff"; exit 0;;
 esac
 echo "fake gh: unexpected arguments: $*" >&2
 exit 4
@@ -798,6 +844,7 @@ fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
         calls.contains(&format!("run view {RUN_ID} --log-failed")),
         "{calls:?}"
     );
+    assert!(calls.contains(&"pr diff 7".to_owned()), "{calls:?}");
     assert_eq!(
         calls.last().map(String::as_str),
         Some(CHECKS_CALL),
@@ -828,6 +875,7 @@ fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
 fn github_handoff_from_stdin_and_bad_handoffs() {
     let (f, gh, remote) = pr_fixture();
     gh.checks(None, "pass", "SUCCESS");
+    write(&gh.data.join("diff-fails"), "");
     let handoff = format!(
         r#"{{"prNumber": 7, "branch": "feat",
             "failedChecks": [{{"name": "rustfmt", "logUrl": "https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818284", "conclusionDetail": ""}}],
@@ -854,6 +902,15 @@ fn github_handoff_from_stdin_and_bad_handoffs() {
         calls.first().map(String::as_str),
         Some(format!("run view {RUN_ID} --log-failed").as_str()),
         "the handoff's failures are fetched first, no initial watch: {calls:?}"
+    );
+    // The PR diff could not be fetched: a warning, not a failure.
+    let warning = ev
+        .iter()
+        .find(|e| e["event"] == "warning")
+        .unwrap_or_else(|| panic!("no warning in {ev:?}"));
+    assert!(
+        warning["message"].as_str().unwrap().contains("Bad Gateway"),
+        "{warning}"
     );
     assert_eq!(git(&remote, &["rev-parse", "feat"]).trim(), f.head());
 
