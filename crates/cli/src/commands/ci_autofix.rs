@@ -149,7 +149,7 @@ pub struct FixArgs {
     /// Local mode: time limit of one check run, in seconds.
     #[arg(long, value_name = "S", requires = "local", value_parser = parse_seconds)]
     pub check_timeout: Option<Duration>,
-    /// The agent: builtin, claude, codex, gemini, openai or command:<cmd>
+    /// The agent: builtin, claude, codex, gemini, openai or `command:<cmd>`
     /// (default: orchestrator.toml, else builtin — formatters and linter fixers).
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
