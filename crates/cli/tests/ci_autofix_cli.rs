@@ -625,6 +625,56 @@ fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
     assert!(!f.repo().join(".moai/state").exists());
 }
 
+/// Ctrl-C (SIGINT) while a check runs: the check's process group is killed,
+/// the run stops resumably (exit 3) and keeps its state file.
+#[test]
+fn interrupting_a_run_stops_it_resumably() {
+    let f = Fixture::new(UNFORMATTED);
+    let marker = f.tmp.path().join("check-started");
+    let survived = f.tmp.path().join("check-survived");
+    let check = format!(
+        "touch '{}'; sleep 3; touch '{}'",
+        marker.display(),
+        survived.display()
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    cmd.args(["ci-autofix", "--local", "--check", &check, "-y"])
+        .current_dir(f.repo())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed().as_secs() < 20, "the check never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed_at = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        killed_at.elapsed() < std::time::Duration::from_millis(2500),
+        "the run did not stop at once"
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(
+        stdout(&o).starts_with("ci-autofix: interrupted on branch main (local); state kept in "),
+        "{}",
+        show(&o)
+    );
+    assert!(f.local_state_file().is_file());
+    assert_eq!(f.status(), "");
+    // The check's whole process group was killed: its shell never goes on.
+    let wait_until = killed_at + std::time::Duration::from_millis(3500);
+    std::thread::sleep(wait_until.saturating_duration_since(std::time::Instant::now()));
+    assert!(!survived.exists(), "the check outlived the interrupted run");
+}
+
 /// `--agent claude` with a fake `claude` on PATH that formats the crate
 /// itself and answers in `claude -p --output-format json`'s shape.
 #[test]
