@@ -116,17 +116,6 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn last_lines_keeps_the_tail_without_blank_lines() {
-        assert_eq!(last_lines("a\n\nb\nc\n", 2), "b\nc");
-        assert_eq!(last_lines("", 3), "");
-    }
-}
-
 /// Runs `tools` for `request` (in its working directory, within its time
 /// limit) and answers with a one-line summary and the changed files.
 pub(crate) async fn run_tools_for(
@@ -156,4 +145,15 @@ pub(crate) async fn run_tools_for(
         }
     );
     Ok(AgentResponse::text(text).with_files_changed(outcome.changed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_lines_keeps_the_tail_without_blank_lines() {
+        assert_eq!(last_lines("a\n\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("", 3), "");
+    }
 }
