@@ -150,6 +150,14 @@ fn seed(test: &str) -> u64 {
 
 // ---------------------------------------------------------------- run
 
+#[test]
+fn help_shows_the_forms_flags_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = orchestrator(dir.path(), &["planex", "--help"]);
+    assert_exit(&o, 0);
+    insta::assert_snapshot!("planex_help", stdout(&o));
+}
+
 /// T1 → (T2, T3) → T4. Every task writes a file; each dependent writes the
 /// `ORCH_PREV_CONTEXT` it was given, so the files show what it saw.
 fn diamond() -> String {
@@ -367,6 +375,65 @@ fn a_gate_without_a_terminal_stops_and_continue_y_finishes() {
     .unwrap();
     assert_eq!(meta["approvals"]["execution_plan"]["by"], "auto_yes");
     assert_eq!(meta["status"], "finished");
+}
+
+#[test]
+fn ctrl_c_stops_resumably_and_continue_finishes() {
+    use std::io::BufRead as _;
+    let repo = Repo::new();
+    repo.write(
+        "tasks.csv",
+        &tasks_csv(&[
+            (
+                "T1",
+                "Slow unless told",
+                "if [ -f fast ]; then echo fast; else sleep 5; fi",
+                "",
+                "",
+            ),
+            ("T2", "After", "echo after > t2.txt", "T1", ""),
+        ]),
+    );
+    let mut child = command(&repo.path, &["planex", "run", "tasks.csv", "-y"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut progress = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("T1") {
+        line.clear();
+        assert!(
+            progress.read_line(&mut line).unwrap() > 0,
+            "no progress line for T1"
+        );
+    }
+    let start = Instant::now();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "Ctrl-C waited for the task"
+    );
+    let text = stdout(&o);
+    assert!(text.starts_with("## Lite Planex Stopped"), "{text}");
+    assert!(
+        text.contains("Interrupted. Resume: orchestrator planex --continue wpp-"),
+        "{text}"
+    );
+    // The interrupted task stays pending, to run again.
+    let rows = read_tasks_csv(repo.session().join("tasks.csv")).unwrap();
+    assert_eq!(status_of(&rows, "T1"), RowStatus::Pending);
+
+    repo.write("fast", "");
+    let o = orchestrator(&repo.path, &["planex", "--continue"]);
+    assert_exit(&o, 0);
+    assert_eq!(repo.read("t2.txt"), "after\n");
 }
 
 #[test]
@@ -876,4 +943,46 @@ fn eager_vs_waves_on_a_sleep_dag() {
         assert!(ratio(eager, waves) <= 0.8, "eager is not ≤ 0.8× waves");
         assert!(ratio(eager, bound) <= 1.2, "eager is not ≤ 1.2× the bound");
     }
+}
+
+#[test]
+fn a_planned_session_stopped_at_a_gate_resumes_with_its_agent() {
+    let repo = Repo::new();
+    let bin = tempfile::tempdir().unwrap();
+    let calls = bin.path().join("calls.txt");
+    fake_claude(bin.path(), &calls);
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        command(&repo.path, args)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    // No -y, no terminal: the angles are planned, then the first gate defers.
+    let o = run(&["planex", "Say hello", "--agent", "claude"]);
+    assert_exit(&o, 3);
+    assert!(
+        stdout(&o).contains("Waiting for confirmation"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1);
+    // Exploring needs the LLM agent again; the shell agent cannot explore.
+    for agent in [&[][..], &["--agent", "shell"][..]] {
+        let mut args = vec!["planex", "--continue", "-y"];
+        args.extend_from_slice(agent);
+        let o = run(&args);
+        assert_exit(&o, 2);
+        assert!(stderr(&o).contains("needs an LLM agent"), "{}", stderr(&o));
+    }
+    let o = run(&["planex", "--continue", "-y", "--agent", "claude"]);
+    assert_exit(&o, 0);
+    assert_eq!(repo.read("greetings.txt"), "T1\nT2\nT3\n");
+    // The angles were not planned again.
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(calls.lines().count(), 6, "{calls}");
 }

@@ -113,6 +113,7 @@ pub struct PlanexFlags {
         short = 'c',
         long,
         global = true,
+        value_name = "N",
         default_value_t = 4,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
@@ -381,11 +382,19 @@ impl Picked {
 fn agents_for(repo: &Path, spec: Option<&str>, needs: Needs) -> Result<Picked, Failure> {
     let wants_shell = spec.is_some_and(|s| s.trim().eq_ignore_ascii_case("shell"));
     let needs_llm = || {
-        Failure::new(
-            "a requirement needs an LLM agent to explore and plan: pass --agent claude|codex|gemini|openai|command:<cmd> \
-             (or set [agent] in orchestrator.toml), or write the tasks yourself and run them with \
-             `orchestrator planex run tasks.csv` and the shell agent",
-        )
+        Failure::new(match needs {
+            Needs::Execution => {
+                "this session's tasks were planned for an LLM agent: pass --agent \
+                 claude|codex|gemini|openai|command:<cmd> (or set [agent] in orchestrator.toml), \
+                 or --agent shell to run each task's execution_directives as a shell command"
+            }
+            _ => {
+                "a requirement needs an LLM agent to explore and plan: pass --agent \
+                 claude|codex|gemini|openai|command:<cmd> (or set [agent] in orchestrator.toml), \
+                 or write the tasks yourself and run them with the shell agent: \
+                 `orchestrator planex run tasks.csv`"
+            }
+        })
     };
     if wants_shell || (spec.is_none() && needs == Needs::TasksFromFile) {
         if needs == Needs::Planning {
