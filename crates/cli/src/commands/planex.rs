@@ -125,7 +125,7 @@ pub struct PlanexFlags {
     pub schedule: Schedule,
 
     /// The agent: shell, builtin, claude, codex, gemini, openai or
-    /// command:<cmd> (default: shell for `run`, else orchestrator.toml).
+    /// `command:<cmd>` (default: shell for `run`, else orchestrator.toml).
     #[arg(long, global = true, value_name = "SPEC")]
     pub agent: Option<String>,
 
