@@ -35,6 +35,8 @@ use orchestrator_core::batching::{
 };
 use orchestrator_core::finding::{Finding, Severity};
 
+pub use crate::rng::SplitMix64;
+
 /// Seed of every generated workload.
 pub const SEED: u64 = 0x5eed_ba7c_0001;
 /// Average findings per file: the number of files is `n / FINDINGS_PER_FILE`.
@@ -409,55 +411,6 @@ const TEMPLATES: [&[Template]; 7] = [
         ),
     ],
 ];
-
-/// A tiny seeded PRNG (splitmix64): fast, good enough for workloads, no
-/// dependency.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator with the given seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform float in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A uniform integer in `[0, n)` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// A uniform element of a non-empty slice.
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-
-    /// An index drawn with the given weights (not all zero).
-    pub fn weighted(&mut self, weights: &[u32]) -> usize {
-        let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-        let mut x = self.below(total);
-        for (i, &w) in weights.iter().enumerate() {
-            if x < u64::from(w) {
-                return i;
-            }
-            x -= u64::from(w);
-        }
-        weights.len() - 1
-    }
-}
 
 fn file_name(i: usize) -> String {
     let module = MODULES[i % MODULES.len()];

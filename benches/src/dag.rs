@@ -33,49 +33,7 @@ use orchestrator_core::scheduler::{
 };
 use orchestrator_core::waves::{WaveOptions, WaveTask, compute_waves};
 
-/// A tiny seeded PRNG (splitmix64): fast, reproducible, good enough for
-/// workload generation.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator with this seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `[0, n)`; `n` must be positive.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
-        // 1 - u is in (0, 1], so the log is finite.
-        let u1 = 1.0 - self.next_f64();
-        let u2 = self.next_f64();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    /// Lognormal with the given parameters of the underlying normal.
-    pub fn lognormal(&mut self, mu: f64, sigma: f64) -> f64 {
-        (mu + sigma * self.normal()).exp()
-    }
-}
+pub use crate::rng::SplitMix64;
 
 /// A large task graph for the waves benchmark, shaped like parsed
 /// `tasks.csv` rows: each row owns its id and its `deps` cell
@@ -107,7 +65,7 @@ impl WavesWorkload {
             if i == 1 {
                 k += per;
             }
-            let cell: Vec<String> = (0..k).map(|_| format!("T{}", rng.below(i))).collect();
+            let cell: Vec<String> = (0..k).map(|_| format!("T{}", rng.index(i))).collect();
             deps.push(cell.join(";"));
         }
         Self { ids, deps }
@@ -187,7 +145,7 @@ impl JobDag {
 /// without repetition from earlier jobs), durations lognormal(0, 1) seconds,
 /// specs in shuffled order.
 pub fn random_job_dag(rng: &mut SplitMix64) -> JobDag {
-    let n = 30 + rng.below(71);
+    let n = 30 + rng.index(71);
     let mean_in = 2.0 + rng.next_f64();
     let mut specs = Vec::with_capacity(n);
     let mut durations = Vec::with_capacity(n);
@@ -196,7 +154,7 @@ pub fn random_job_dag(rng: &mut SplitMix64) -> JobDag {
         let k = (mean_in.floor() as usize + usize::from(rng.next_f64() < mean_in.fract())).min(i);
         let mut deps: Vec<usize> = Vec::with_capacity(k);
         while deps.len() < k {
-            let d = rng.below(i);
+            let d = rng.index(i);
             if !deps.contains(&d) {
                 deps.push(d);
             }
@@ -211,7 +169,7 @@ pub fn random_job_dag(rng: &mut SplitMix64) -> JobDag {
     }
     // Fisher–Yates shuffle of (spec, duration) pairs.
     for i in (1..n).rev() {
-        let j = rng.below(i + 1);
+        let j = rng.index(i + 1);
         specs.swap(i, j);
         durations.swap(i, j);
     }

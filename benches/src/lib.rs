@@ -6,4 +6,5 @@
 
 pub mod clustering;
 pub mod dag;
+pub mod rng;
 pub mod verify;

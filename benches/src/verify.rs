@@ -13,6 +13,8 @@
 
 use orchestrator_core::verify::{RunOutcome, VerifyConfig, VerifyMode, verify_with};
 
+use crate::rng::SplitMix64;
+
 /// Base seed of every trial.
 pub const SEED: u64 = 0x5EED_0006;
 
@@ -27,31 +29,6 @@ pub const TRIALS: u32 = 10_000;
 
 /// The modes compared.
 pub const MODES: [VerifyMode; 3] = [VerifyMode::Each, VerifyMode::Batch, VerifyMode::Auto];
-
-/// A tiny deterministic PRNG (SplitMix64), so the workload needs no crate.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator with the given seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform number in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1_u64 << 53) as f64
-    }
-}
 
 /// Which of `n` fixes break the tests in trial `trial` of `(n, p)`.
 pub fn draw_breaks(n: usize, p: f64, trial: u32) -> Vec<bool> {

@@ -4,8 +4,19 @@
 //!
 //! A patch is what the agent changed in the working tree (builtin agents and
 //! CLI agents edit files directly): the write-set since a [`Vcs::checkpoint`].
-//! A patch that touches a protected path ([`is_protected`]) is restored and
-//! the loop escalates. A dirty tree is refused unless `allow_dirty`; then the
+//! An agent that changed nothing but answered with a unified diff (a
+//! ` ```diff ` block or the whole answer) has the diff applied by
+//! [`crate::patch`] — strictly, all-or-nothing, protected paths refused — and
+//! the write-set is taken after that; a diff that does not apply cleanly
+//! escalates with the reason and nothing written. A patch that touches a
+//! protected path ([`is_protected`]) is restored and the loop escalates.
+//!
+//! Each iteration fetches the failed logs (a failure is an error) and the PR
+//! diff ([`CiProvider::diff`]; a failure is only a warning: an
+//! [`Event::Warning`] and a `warnings` line in the audit log). The agent's
+//! instruction carries the log tails and the first [`DIFF_CAP`] bytes of the
+//! PR diff, cut at a line end — the head, because a diff's first files and
+//! hunk headers say most about the change. A dirty tree is refused unless `allow_dirty`; then the
 //! checkpoint guarantees that files dirty before the run are never changed or
 //! committed. Fix commits are new commits (`fix(ci): auto-fix <class> failure
 //! (iter <N>)`); pushes never force — the [`Vcs`] API has no way to.
@@ -21,6 +32,7 @@ use orchestrator_core::vcs::{PushOutcome, Vcs, VcsError};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
 use crate::handoff::FailedCheck;
+use crate::patch;
 use crate::provider::{CheckRun, CiProvider, ProviderError};
 use crate::report::{
     EscalationInput, append_audit, audit_header, audit_log_path, audit_section, escalation_report,
@@ -28,6 +40,10 @@ use crate::report::{
 use crate::state::{AutofixState, HistoryEntry, MOAI_DIR, StateFile, StateFileError, Target};
 
 const FLOW: &str = "ci-autofix";
+
+/// How much of the PR diff goes into the agent's instruction: the first
+/// 50 KB, cut at a line end, with a note saying how much was left out.
+pub const DIFF_CAP: usize = 50 * 1024;
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -226,6 +242,18 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
     loop {
         let iteration = state.iteration;
         let logs = ctx.provider.failed_logs(&failures).await?;
+        let mut warnings = Vec::new();
+        let pr_diff = match ctx.provider.diff().await {
+            Ok(d) => d,
+            Err(e) => {
+                let message = format!("could not fetch the PR diff (going on without it): {e}");
+                ctx.sink.emit(&Event::Warning {
+                    message: message.clone(),
+                });
+                warnings.push(message);
+                String::new()
+            }
+        };
         let report = classify_many(logs.iter().map(|l| l.log.as_str()));
         let per_check: Vec<(String, String)> = logs
             .iter()
@@ -248,6 +276,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             patch_sha: None,
             escalation_reason: None,
             checks: check_names.clone(),
+            warnings,
             finished_at: String::new(),
         };
 
@@ -256,7 +285,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 let req = AgentRequest::new(
                     format!("ci-autofix.diagnose.iter-{iteration}"),
                     Role::Diagnose,
-                    instruction(&cfg.target, &report, &logs, false),
+                    instruction(&cfg.target, &report, &logs, &pr_diff, false),
                     root.clone(),
                 );
                 match ctx.agent.run(req).await {
@@ -295,21 +324,31 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         let req = AgentRequest::new(
             format!("ci-autofix.fix.iter-{iteration}"),
             Role::Fix,
-            instruction(&cfg.target, &report, &logs, true),
+            instruction(&cfg.target, &report, &logs, &pr_diff, true),
             root.clone(),
         )
         .with_context(fix_context(&report, &logs));
         let agent_result = ctx.agent.run(req).await;
-        let write_set = match ctx.vcs.changed_since(&checkpoint).await {
-            Ok(w) => w,
-            Err(e) => {
-                // A pre-dirty file changed: nothing can be restored safely.
-                return Err(AutofixError::Vcs(e));
+        // A pre-dirty file changed: nothing can be restored safely.
+        let mut write_set = ctx.vcs.changed_since(&checkpoint).await?;
+        let mut diff_problem = None;
+        if write_set.is_empty()
+            && let Ok(response) = &agent_result
+            && let Some(diff) = patch::extract_diff(&response.text)
+        {
+            let protected = |p: &str| is_protected(p, &cfg.protected_paths);
+            if let Err(e) = patch::parse(&diff).and_then(|p| patch::apply(&root, &p, &protected)) {
+                diff_problem = Some(format!("the agent's diff was not applied: {e}"));
             }
-        };
-        let problem = match (&agent_result, write_set.is_empty()) {
-            (Err(e), _) => Some(format!("the agent failed: {e}")),
-            (Ok(_), true) => Some("the agent proposed no patch (no file changed)".to_owned()),
+            write_set = ctx.vcs.changed_since(&checkpoint).await?;
+        }
+        let problem = match (&agent_result, diff_problem, write_set.is_empty()) {
+            (Err(e), _, _) => Some(format!("the agent failed: {e}")),
+            (Ok(_), Some(reason), _) => Some(reason),
+            (Ok(_), None, true) => Some(
+                "the agent proposed no patch (no file changed, and no unified diff in its answer changed one)"
+                    .to_owned(),
+            ),
             _ => None,
         }
         .or_else(|| {
@@ -568,7 +607,6 @@ async fn escalate(
     })
 }
 
-/// The agent's instruction: the seed's "CI Auto-Fix Context".
 /// Machine-readable context of a fix request, for builtin agents: the
 /// classification and the combined failing log (`{"classification",
 /// "sub_class", "log"}`).
@@ -584,10 +622,13 @@ fn fix_context(
     })
 }
 
+/// The agent's instruction: the seed's "CI Auto-Fix Context", with the
+/// failed logs' tails and the head of the PR diff.
 fn instruction(
     target: &Target,
     report: &ClassificationReport,
     logs: &[crate::provider::CheckLog],
+    pr_diff: &str,
     patch: bool,
 ) -> String {
     let mut s = format!(
@@ -605,14 +646,47 @@ fn instruction(
             let lines: Vec<&str> = l.log.lines().collect();
             lines[lines.len().saturating_sub(80)..].join("\n")
         };
-        s.push_str(&format!("\n### {}\n```\n{}\n```\n", l.name, tail));
+        let fence = fence_for(&tail);
+        s.push_str(&format!("\n### {}\n{fence}\n{}\n{fence}\n", l.name, tail));
+    }
+    if !pr_diff.trim().is_empty() {
+        let shown = cap_diff(pr_diff, DIFF_CAP);
+        let fence = fence_for(&shown);
+        s.push_str(&format!(
+            "\n**PR diff (the change under test):**\n{fence}diff\n{}\n{fence}\n",
+            shown.trim_end_matches('\n')
+        ));
     }
     if patch {
-        s.push_str("\n**Mode:** fix the failure by editing files in the working directory. Do not touch .env files, credentials, secrets, keys or CI workflow files. Do not commit.\n");
+        s.push_str("\n**Mode:** fix the failure by editing files in the working directory, or answer with a unified diff in a ```diff block (`--- a/<path>` / `+++ b/<path>` headers with paths relative to the repository root, `@@` hunks whose context matches the files exactly). Do not touch .env files, credentials, secrets, keys or CI workflow files. Do not commit.\n");
     } else {
         s.push_str("\n**Mode:** return a diagnosis only (markdown). Do NOT change any file.\n");
     }
     s
+}
+
+/// A backtick fence longer than any run of backticks in `text`.
+fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat((longest + 1).max(3))
+}
+
+/// The first `cap` bytes of `diff`, cut at a line end, with a note of what
+/// was left out.
+pub fn cap_diff(diff: &str, cap: usize) -> String {
+    if diff.len() <= cap {
+        return diff.to_owned();
+    }
+    let mut end = cap;
+    while !diff.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = diff[..end].rfind('\n').map_or(end, |i| i + 1);
+    format!(
+        "{}[… PR diff truncated: the first {end} of {} bytes are shown]\n",
+        &diff[..end],
+        diff.len()
+    )
 }
 
 #[cfg(test)]
@@ -644,6 +718,44 @@ mod tests {
         ] {
             assert!(!is_protected(p, &extra), "{p}");
         }
+    }
+
+    #[test]
+    fn the_instruction_carries_the_logs_and_the_pr_diff() {
+        let log =
+            "Diff in /w/src/lib.rs:1:\n-pub fn f()->u32{1}\n+pub fn f() -> u32 {\n+    1\n+}\n";
+        let report = classify(log);
+        let logs = [crate::provider::CheckLog {
+            name: "Lint".into(),
+            log: log.into(),
+        }];
+        let target = Target::Pr {
+            number: 785,
+            branch: "feat/x".into(),
+        };
+        // A diff that itself holds a fence gets a longer one.
+        let pr_diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1,3 @@\n # x\n+```sh\n+make\n";
+        insta::assert_snapshot!(
+            "fix_instruction",
+            instruction(&target, &report, &logs, pr_diff, true)
+        );
+        let diagnose = instruction(&target, &report, &logs, "", false);
+        assert!(!diagnose.contains("PR diff"));
+        assert!(diagnose.ends_with("Do NOT change any file.\n"));
+    }
+
+    #[test]
+    fn the_diff_cap_keeps_whole_lines_from_the_head() {
+        assert_eq!(cap_diff("a\nb\n", 10), "a\nb\n");
+        assert_eq!(
+            cap_diff("line one\nline two\n", 12),
+            "line one\n[… PR diff truncated: the first 9 of 18 bytes are shown]\n"
+        );
+        // A multi-byte character at the cut is never split.
+        let capped = cap_diff("ééééé", 3);
+        assert!(capped.starts_with("é["), "{capped}");
+        assert_eq!(fence_for("no ticks"), "```");
+        assert_eq!(fence_for("a ```` b"), "`````");
     }
 
     #[test]

@@ -18,8 +18,10 @@
 //!            core cadence::decide (iteration × class × previous class)
 //!                                                 ▼
 //!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report)
-//!      patch = the agent's write-set since a Vcs checkpoint, protected paths
-//!      refused, commit `fix(ci): auto-fix <class> failure (iter N)`, push (never
+//!      patch = the agent's write-set since a Vcs checkpoint, or the unified
+//!      diff of its answer (patch::apply: strict, all-or-nothing), protected
+//!      paths refused; the PR diff (capped) goes into the instruction;
+//!      commit `fix(ci): auto-fix <class> failure (iter N)`, push (never
 //!      forced), wait for the checks, next iteration
 //!                                                 ▼
 //!   state::StateFile (.moai/state/ci-autofix-<PR>.json, locked, atomic)
@@ -34,6 +36,7 @@
 pub mod classify;
 pub mod fix_loop;
 pub mod handoff;
+pub mod patch;
 pub mod provider;
 pub mod report;
 pub mod state;
@@ -41,6 +44,7 @@ pub mod state;
 pub use classify::{ClassificationReport, Evidence, classify, classify_many};
 pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
 pub use handoff::{FailedCheck, Handoff, HandoffError};
+pub use patch::{Patch, PatchError};
 pub use provider::{
     CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
     ProviderError, WatchOutcome, watch,

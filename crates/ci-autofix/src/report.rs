@@ -67,6 +67,9 @@ pub fn audit_section(entry: &HistoryEntry, report: Option<&ClassificationReport>
     if !entry.checks.is_empty() {
         let _ = writeln!(s, "- **failed_checks**: {}", entry.checks.join(", "));
     }
+    for w in &entry.warnings {
+        let _ = writeln!(s, "- **warning**: {w}");
+    }
     if let Some(report) = report {
         let deciding = report.deciding_evidence();
         if !deciding.is_empty() {
@@ -225,6 +228,7 @@ mod tests {
             patch_sha: sha.map(Into::into),
             escalation_reason: None,
             checks: vec!["Lint".into()],
+            warnings: Vec::new(),
             finished_at: "2026-05-07T10:05:00Z".into(),
         }
     }

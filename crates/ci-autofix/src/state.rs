@@ -117,6 +117,10 @@ pub struct HistoryEntry {
     /// The failed checks of this iteration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<String>,
+    /// Problems that did not stop the iteration (e.g. the PR diff could not
+    /// be fetched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// When the iteration ended (RFC 3339).
     pub finished_at: String,
 }

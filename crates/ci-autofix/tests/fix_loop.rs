@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use orchestrator_ci_autofix::fix_loop::commit_message;
+use orchestrator_ci_autofix::fix_loop::{DIFF_CAP, cap_diff, commit_message};
 use orchestrator_ci_autofix::provider::{CheckLog, CheckRun, CiProvider, ProviderError};
 use orchestrator_ci_autofix::{
     AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, FailedCheck, LocalConfig,
@@ -16,7 +16,7 @@ use orchestrator_ci_autofix::{
 };
 use orchestrator_core::agent::{AgentResponse, Role};
 use orchestrator_core::cadence::{Action, Classification, SubClass};
-use orchestrator_core::event::CollectingSink;
+use orchestrator_core::event::{CollectingSink, Event};
 use orchestrator_core::fakes::{FakeAgent, FakeVcs, Reply, ScriptedCommands, ScriptedGate};
 use orchestrator_core::gate::Answer;
 use orchestrator_core::vcs::Vcs;
@@ -32,18 +32,43 @@ struct ScriptedCi {
     runs: Mutex<VecDeque<CheckRun>>,
     logs: BTreeMap<String, String>,
     pushes: bool,
+    /// What `diff` answers.
+    diff: Result<String, ProviderError>,
+    /// Whether `failed_logs` fails.
+    logs_fail: bool,
+    /// How often `diff` was called.
+    diff_calls: Mutex<usize>,
 }
 
 impl ScriptedCi {
     fn new(runs: Vec<CheckRun>, logs: &[(&str, &str)], pushes: bool) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::build(runs, logs, pushes))
+    }
+
+    fn build(runs: Vec<CheckRun>, logs: &[(&str, &str)], pushes: bool) -> Self {
+        Self {
             runs: Mutex::new(runs.into()),
             logs: logs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             pushes,
-        })
+            diff: Ok(String::new()),
+            logs_fail: false,
+            diff_calls: Mutex::new(0),
+        }
+    }
+
+    fn diff_calls(&self) -> usize {
+        *self.diff_calls.lock().unwrap()
+    }
+}
+
+fn gh_failure(command: &str) -> ProviderError {
+    ProviderError::Command {
+        command: command.into(),
+        status: Some(1),
+        stderr: "HTTP 502: Bad Gateway".into(),
     }
 }
 
@@ -61,6 +86,9 @@ impl CiProvider for ScriptedCi {
         })
     }
     async fn failed_logs(&self, checks: &[FailedCheck]) -> Result<Vec<CheckLog>, ProviderError> {
+        if self.logs_fail {
+            return Err(gh_failure("gh run view 1 --log-failed"));
+        }
         Ok(checks
             .iter()
             .map(|c| CheckLog {
@@ -70,7 +98,8 @@ impl CiProvider for ScriptedCi {
             .collect())
     }
     async fn diff(&self) -> Result<String, ProviderError> {
-        Ok(String::new())
+        *self.diff_calls.lock().unwrap() += 1;
+        self.diff.clone()
     }
 }
 
@@ -106,6 +135,7 @@ struct Run {
     outcome: Result<AutofixOutcome, AutofixError>,
     gate: Arc<ScriptedGate>,
     agent: Arc<FakeAgent>,
+    sink: Arc<CollectingSink>,
 }
 
 async fn run(
@@ -125,18 +155,20 @@ async fn run(
     config.initial_failures = Some(vec![check(initial)]);
     config.now = Some("2026-05-07T10:00:00Z".parse().unwrap());
     tweak(&mut config);
+    let sink = Arc::new(CollectingSink::new());
     let ctx = AutofixContext {
         vcs: vcs.clone(),
         agent: agent.clone(),
         gate: gate.clone(),
         provider: ci,
-        sink: Arc::new(CollectingSink::new()),
+        sink: sink.clone(),
         config,
     };
     Run {
         outcome: run_autofix(ctx).await,
         gate,
         agent,
+        sink,
     }
 }
 
@@ -457,6 +489,216 @@ async fn local_mode_runs_the_checks_and_commits_without_pushing() {
         commit_message(Classification::Mechanical(SubClass::Trivial), 1),
         "fix(ci): auto-fix mechanical failure (iter 1)"
     );
+}
+
+/// The fix an agent answers as a unified diff instead of editing files.
+const FMT_DIFF: &str = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1,3 @@\n-pub fn f()->u32{1}\n+pub fn f() -> u32 {\n+    1\n+}\n";
+
+#[tokio::test]
+async fn a_diff_in_the_agents_answer_is_applied_confirmed_and_committed() {
+    let (dir, vcs) = repo();
+    let start = vcs.head().await.unwrap();
+    let answer = format!("The formatter wants this:\n\n```diff\n{FMT_DIFF}```\n");
+    let agent = FakeAgent::new("llm").otherwise(Reply::text(answer));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
+        panic!("not green")
+    };
+    assert_eq!(commits.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        "pub fn f() -> u32 {\n    1\n}\n"
+    );
+    let asked = r.gate.asked();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0]
+            .details
+            .as_deref()
+            .unwrap()
+            .contains("- src/lib.rs"),
+        "{:?}",
+        asked[0].details
+    );
+    let log = vcs.log_since(&start).await.unwrap();
+    assert_eq!(
+        log.iter().map(|c| c.message.as_str()).collect::<Vec<_>>(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)"]
+    );
+    assert!(vcs.status().await.unwrap().is_clean());
+    assert!(
+        r.agent.calls()[0]
+            .instruction
+            .contains("or answer with a unified diff")
+    );
+}
+
+#[tokio::test]
+async fn a_diff_that_does_not_apply_escalates_and_writes_nothing() {
+    let (dir, vcs) = repo();
+    let head = vcs.head().await.unwrap();
+    // The second file's hunk does not match: the first must not be written either.
+    let diff = format!(
+        "{FMT_DIFF}--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1 +1 @@\n-fn main(){{}}\n+fn main() {{}}\n"
+    );
+    let agent = FakeAgent::new("llm").otherwise(Reply::text(diff));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let AutofixOutcome::Escalated { action, reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert_eq!(action, Action::EscalateNoPatch);
+    assert_eq!(
+        reason,
+        "the agent's diff was not applied: `src/main.rs`: the diff changes it, but it does not exist"
+    );
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        "pub fn f()->u32{1}\n"
+    );
+    assert!(vcs.status().await.unwrap().is_clean());
+    assert!(
+        audit(dir.path())
+            .contains("- **escalation_reason**: the agent's diff was not applied: `src/main.rs`")
+    );
+
+    // A diff to a protected path is refused the same way.
+    let protected = "```diff\n--- a/.github/workflows/ci.yml\n+++ b/.github/workflows/ci.yml\n@@ -0,0 +1 @@\n+on: push\n```\n";
+    let agent = FakeAgent::new("llm").otherwise(Reply::text(protected));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    std::fs::remove_file(dir.path().join(".moai/state/ci-autofix-785.json")).unwrap();
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let AutofixOutcome::Escalated { reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert_eq!(
+        reason,
+        "the agent's diff was not applied: `.github/workflows/ci.yml` is a protected path; the patch was refused"
+    );
+    assert!(!dir.path().join(".github").exists());
+}
+
+#[tokio::test]
+async fn the_pr_diff_is_fetched_once_per_iteration_and_capped_in_the_instruction() {
+    let (_dir, vcs) = repo();
+    let agent = FakeAgent::new("fmt")
+        .on(
+            "ci-autofix.fix.iter-1",
+            edit("src/lib.rs", "pub fn f() -> u32 { 1 }\n"),
+        )
+        .on(
+            "ci-autofix.fix.iter-2",
+            edit("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n"),
+        );
+    let mut big = String::from(
+        "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,2000 +1,2000 @@\n",
+    );
+    while big.len() < DIFF_CAP + 5_000 {
+        big.push_str("+a line of the change under test\n");
+    }
+    big.push_str("+THE LAST LINE\n");
+    let mut ci = ScriptedCi::build(
+        vec![failed("Lint"), CheckRun::Green],
+        &[("Lint", FMT_LOG)],
+        true,
+    );
+    ci.diff = Ok(big.clone());
+    let ci = Arc::new(ci);
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::chose(0)],
+        ci.clone(),
+        "Lint",
+        |_| {},
+    )
+    .await;
+    assert!(matches!(r.outcome.unwrap(), AutofixOutcome::Green { .. }));
+    assert_eq!(ci.diff_calls(), 2, "one fetch per iteration");
+    let calls = r.agent.calls();
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        let text = &call.instruction;
+        assert!(text.contains(
+            "**PR diff (the change under test):**\n```diff\ndiff --git a/src/lib.rs b/src/lib.rs\n"
+        ));
+        assert!(!text.contains("THE LAST LINE"), "the diff is capped");
+        assert!(text.contains(&format!(
+            "[… PR diff truncated: the first {} of {} bytes are shown]",
+            cap_diff(&big, DIFF_CAP).split("[…").next().unwrap().len(),
+            big.len()
+        )));
+        assert!(
+            text.contains("Diff in /w/src/lib.rs:1:"),
+            "the log is there too"
+        );
+    }
+    assert!(
+        r.sink
+            .events()
+            .iter()
+            .all(|e| !matches!(e, Event::Warning { .. }))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_diff_fetch_is_a_warning_and_a_failed_log_fetch_an_error() {
+    let (dir, vcs) = repo();
+    let agent =
+        FakeAgent::new("fmt").otherwise(edit("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n"));
+    let mut ci = ScriptedCi::build(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    ci.diff = Err(gh_failure("gh pr diff 785"));
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::chose(0)],
+        Arc::new(ci),
+        "Lint",
+        |_| {},
+    )
+    .await;
+    assert!(matches!(r.outcome.unwrap(), AutofixOutcome::Green { .. }));
+    let expected = "could not fetch the PR diff (going on without it): `gh pr diff 785` failed with exit status 1: HTTP 502: Bad Gateway";
+    let warnings: Vec<String> = r
+        .sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Warning { message } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings, [expected]);
+    assert!(
+        audit(dir.path()).contains(&format!("- **warning**: {expected}\n")),
+        "{}",
+        audit(dir.path())
+    );
+    assert!(!r.agent.calls()[0].instruction.contains("**PR diff"));
+
+    let (_dir, vcs) = repo();
+    let mut ci = ScriptedCi::build(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    ci.logs_fail = true;
+    let ci = Arc::new(ci);
+    let r = run(
+        &vcs,
+        FakeAgent::new("x"),
+        vec![],
+        ci.clone(),
+        "Lint",
+        |_| {},
+    )
+    .await;
+    let err = r.outcome.unwrap_err();
+    assert!(matches!(err, AutofixError::Provider(_)));
+    assert_eq!(
+        err.to_string(),
+        "ci: `gh run view 1 --log-failed` failed with exit status 1: HTTP 502: Bad Gateway"
+    );
+    assert!(r.agent.calls().is_empty());
+    assert_eq!(ci.diff_calls(), 0);
 }
 
 /// No code path in this crate can pass a force or amend flag to git.

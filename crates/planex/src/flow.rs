@@ -27,8 +27,8 @@ use crate::report::{
     synthesize,
 };
 use crate::session::{
-    EXPLORE_CSV, META_FILE, ResumePhase, Session, SessionSource, SessionState, SessionStatus,
-    TASKS_CSV, session_timestamp,
+    ApprovedBy, EXPLORE_CSV, META_FILE, ResumePhase, Session, SessionSource, SessionState,
+    SessionStatus, TASKS_CSV, session_timestamp,
 };
 use crate::{
     EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions, Stop,
@@ -163,7 +163,7 @@ impl Planex {
         write_explore_csv(run.session.explore_csv(), &explore)?;
         run.state.explore = Some(explore);
         self.phase_finished("plan-explore");
-        if let Some(stop) = self.gate(GatePoint::ExplorePlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExplorePlan, &mut run).await? {
             return self.stopped(run, stop);
         }
         self.explore_onwards(run).await
@@ -172,12 +172,33 @@ impl Planex {
     /// Continues the newest resumable session (or the one named): at phase 4
     /// when it has a tasks.csv, else at phase 2. Completed rows are never
     /// run again; rows paused for a human resume from their saved state.
+    ///
+    /// A plan is run only once approved: when the session holds no approval
+    /// of the plan it resumes at (it stopped at that gate — Modify, deferred,
+    /// interrupted — or died before the gate was answered), the gate is asked
+    /// again; `-y` answers it.
     pub async fn resume(&self, session_id: Option<&str>) -> Result<Outcome, PlanexError> {
         self.check_options()?;
-        let run = self.reopen(session_id)?;
+        let mut run = self.reopen(session_id)?;
         match run.session.resume_phase() {
-            ResumePhase::Execute => self.execute(run).await,
-            ResumePhase::Explore => self.explore_onwards(run).await,
+            ResumePhase::Execute => {
+                if let Some(stop) = self
+                    .ensure_approved(GatePoint::ExecutionPlan, &mut run)
+                    .await?
+                {
+                    return self.stopped(run, stop);
+                }
+                self.execute(run).await
+            }
+            ResumePhase::Explore => {
+                if let Some(stop) = self
+                    .ensure_approved(GatePoint::ExplorePlan, &mut run)
+                    .await?
+                {
+                    return self.stopped(run, stop);
+                }
+                self.explore_onwards(run).await
+            }
             ResumePhase::Nothing => Err(PlanexError::NothingToResume {
                 dir: run.session.dir().to_path_buf(),
             }),
@@ -193,6 +214,12 @@ impl Planex {
             return Err(PlanexError::NothingToResume {
                 dir: run.session.dir().to_path_buf(),
             });
+        }
+        if let Some(stop) = self
+            .ensure_approved(GatePoint::ExecutionPlan, &mut run)
+            .await?
+        {
+            return self.stopped(run, stop);
         }
         let ids: Vec<String> = run
             .state
@@ -250,7 +277,7 @@ impl Planex {
             warnings: Vec::new(),
         };
         run.session.checkpoint(&run.state)?;
-        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &mut run).await? {
             return self.stopped(run, stop);
         }
         self.execute(run).await
@@ -325,7 +352,7 @@ impl Planex {
         run.state.tasks = Some(tasks);
         run.session.checkpoint(&run.state)?;
         self.phase_finished("plan-tasks");
-        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &run).await {
+        if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &mut run).await? {
             return self.stopped(run, stop);
         }
         self.execute(run).await
@@ -465,11 +492,39 @@ impl Planex {
         }
     }
 
-    /// [`Self::confirm`], interruptible.
-    async fn gate(&self, point: GatePoint, run: &Run) -> Option<Stop> {
-        self.interruptible(self.confirm(point, run))
+    /// [`Self::confirm`], interruptible; an approval is recorded in
+    /// `session.json` before the run goes on, so that a crash after it
+    /// never asks again and a crash before it never skips the question.
+    async fn gate(&self, point: GatePoint, run: &mut Run) -> Result<Option<Stop>, PlanexError> {
+        let stop = self
+            .interruptible(self.confirm(point, run))
             .await
-            .unwrap_or(Some(Stop::Interrupted))
+            .unwrap_or(Some(Stop::Interrupted));
+        match &stop {
+            None => {
+                let by = if self.options.auto_yes {
+                    ApprovedBy::AutoYes
+                } else {
+                    ApprovedBy::Gate
+                };
+                run.session.approve(point, by, Timestamp::now())?;
+            }
+            Some(Stop::Modify { .. }) => run.session.revoke(point)?,
+            Some(_) => {}
+        }
+        Ok(stop)
+    }
+
+    /// Asks the gate at `point` again when its plan was never approved.
+    async fn ensure_approved(
+        &self,
+        point: GatePoint,
+        run: &mut Run,
+    ) -> Result<Option<Stop>, PlanexError> {
+        if run.session.approval(point).is_some() {
+            return Ok(None);
+        }
+        self.gate(point, run).await
     }
 
     /// Asks the gate at `point`; `None` means go on.

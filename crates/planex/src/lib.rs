@@ -73,6 +73,10 @@
 //!   phase's end and on resume ([`journal`]). A completed row is never run
 //!   again — not after a `kill -9`, not after `--retry-failed`.
 //! - One engine per session: the session lock is held for the whole run.
+//! - A plan runs only once approved: the approval (gate answer or `-y`) is
+//!   written to `session.json` before its phase starts, and a resumed
+//!   session whose plan holds no approval asks that gate again. A crash
+//!   between writing `tasks.csv` and the answer never runs the plan.
 //! - The CSV columns are exactly the seed's; unknown columns are kept.
 //!
 //! [`Agent`]: orchestrator_core::agent::Agent

@@ -6,9 +6,10 @@
 //! ours:
 //!
 //! - `session.json` ([`SessionMeta`], versioned): the requirement, when and
-//!   how the session was created, its concurrency and schedule, and where it
-//!   stopped. Sessions created by the seed itself have none; they are read
-//!   with defaults.
+//!   how the session was created, where it stopped, and which plans were
+//!   approved at their gate ([`Approvals`]: a plan nobody approved is never
+//!   run by a resume alone). Sessions created by the seed itself have none;
+//!   they are read with defaults (nothing approved).
 //! - `journal.ndjson` (see [`crate::journal`]): every finished row, fsynced,
 //!   so that a `kill -9` at any instant loses nothing finished.
 //! - `.lock` ([`SessionLock`]): held for the whole run; a second engine on the
@@ -38,6 +39,7 @@ use orchestrator_core::rows::{
 use orchestrator_core::state::{SessionLock, StateError, read_json_if_exists, write_json_atomic};
 use serde::{Deserialize, Serialize};
 
+use crate::GatePoint;
 use crate::error::PlanexError;
 use crate::journal::{Journal, JournalEntry, PausedTask, read_journal};
 
@@ -156,6 +158,73 @@ pub struct SessionMeta {
     /// Why it stopped, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// Which plans were approved at their gate, and when. Absent in
+    /// sessions written before approvals were recorded and in seed-made
+    /// folders: those plans count as not approved, so `--continue` asks the
+    /// gate again (or takes `-y` as the approval).
+    #[serde(default, skip_serializing_if = "Approvals::is_empty")]
+    pub approvals: Approvals,
+}
+
+/// Who approved a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovedBy {
+    /// The gate's first option (Approve / Execute) was chosen.
+    Gate,
+    /// `-y`: the run was told to approve every gate.
+    AutoYes,
+}
+
+/// One recorded approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// How.
+    pub by: ApprovedBy,
+}
+
+/// The approvals of a session's two plans (`session.json` field
+/// `approvals`).
+///
+/// A plan runs only once approved: phase 2 needs the exploration plan's
+/// approval, phase 4 the execution plan's. The approval is written
+/// (atomically) before the phase starts, so after a crash at any instant a
+/// resumed session either finds it — and goes on without asking, the
+/// person having said yes — or does not, and asks the gate again. A plan
+/// that was written but never approved is therefore never run by
+/// `--continue` alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approvals {
+    /// The exploration plan (`explore.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explore_plan: Option<Approval>,
+    /// The execution plan (`tasks.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_plan: Option<Approval>,
+}
+
+impl Approvals {
+    /// Whether nothing was approved yet.
+    pub fn is_empty(&self) -> bool {
+        self.explore_plan.is_none() && self.execution_plan.is_none()
+    }
+
+    /// The approval of the plan at `gate`.
+    pub fn get(&self, gate: GatePoint) -> Option<&Approval> {
+        match gate {
+            GatePoint::ExplorePlan => self.explore_plan.as_ref(),
+            GatePoint::ExecutionPlan => self.execution_plan.as_ref(),
+        }
+    }
+
+    fn slot(&mut self, gate: GatePoint) -> &mut Option<Approval> {
+        match gate {
+            GatePoint::ExplorePlan => &mut self.explore_plan,
+            GatePoint::ExecutionPlan => &mut self.execution_plan,
+        }
+    }
 }
 
 /// What a session holds: the rows of both CSVs with the journal replayed over
@@ -319,6 +388,7 @@ fn load_meta(dir: &Path, id: &str) -> Result<SessionMeta, PlanexError> {
         source: SessionSource::Seed,
         status: SessionStatus::Active,
         stop_reason: None,
+        approvals: Approvals::default(),
     })
 }
 
@@ -369,6 +439,7 @@ impl Session {
             source,
             status: SessionStatus::Active,
             stop_reason: None,
+            approvals: Approvals::default(),
         };
         write_json_atomic(dir.join(META_FILE), &meta)?;
         // The seed's rule: the board exists from the start and is never recreated.
@@ -492,6 +563,36 @@ impl Session {
         self.meta.status = status;
         self.meta.stop_reason = reason;
         write_json_atomic(self.dir.join(META_FILE), &self.meta)?;
+        Ok(())
+    }
+
+    /// The approval of the plan at `gate`, if it was given.
+    pub fn approval(&self, gate: GatePoint) -> Option<&Approval> {
+        self.meta.approvals.get(gate)
+    }
+
+    /// Records (atomically, in `session.json`) that the plan at `gate` was
+    /// approved at `now`.
+    pub fn approve(
+        &mut self,
+        gate: GatePoint,
+        by: ApprovedBy,
+        now: Timestamp,
+    ) -> Result<(), PlanexError> {
+        *self.meta.approvals.slot(gate) = Some(Approval {
+            at: now.to_string(),
+            by,
+        });
+        write_json_atomic(self.dir.join(META_FILE), &self.meta)?;
+        Ok(())
+    }
+
+    /// Forgets the approval of the plan at `gate` (its file is about to be
+    /// edited or replaced).
+    pub fn revoke(&mut self, gate: GatePoint) -> Result<(), PlanexError> {
+        if self.meta.approvals.slot(gate).take().is_some() {
+            write_json_atomic(self.dir.join(META_FILE), &self.meta)?;
+        }
         Ok(())
     }
 

@@ -16,8 +16,8 @@ use orchestrator_core::rows::{RowStatus, TaskRow, read_explore_csv, read_tasks_c
 use orchestrator_planex::protocol::PlanexContext;
 use orchestrator_planex::session::{SessionStatus, list_sessions};
 use orchestrator_planex::{
-    Agents, CancelHandle, ExecutionPolicy, GatePoint, Mode, OutcomeStatus, Planex, PlanexError,
-    PlanexOptions, ShellTaskAgent, Stop,
+    Agents, CancelHandle, EXECUTE_GATE_ID, EXPLORE_GATE_ID, ExecutionPolicy, GatePoint, Mode,
+    OutcomeStatus, Planex, PlanexError, PlanexOptions, ShellTaskAgent, Stop,
 };
 use serde_json::json;
 
@@ -518,7 +518,8 @@ async fn gates_approve_modify_cancel() {
     let mut rows = read_explore_csv(dir.join("explore.csv")).unwrap();
     rows[1].focus = "fixtures only, \"quoted\", ünïcode".to_owned();
     orchestrator_core::rows::write_explore_csv(dir.join("explore.csv"), &rows).unwrap();
-    let gate = ScriptedGate::new(vec![Answer::chose(0)]);
+    // Modify is not an approval: the edited plan is shown at its gate again.
+    let gate = ScriptedGate::new(vec![Answer::chose(0), Answer::chose(0)]);
     let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
     let outcome = p.resume(None).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
@@ -529,10 +530,15 @@ async fn gates_approve_modify_cancel() {
         "{}",
         e2.instruction
     );
-    assert_eq!(
-        gate.asked().len(),
-        1,
-        "only the execution gate is asked on resume"
+    let asked: Vec<String> = gate.asked().iter().map(|q| q.id.clone()).collect();
+    assert_eq!(asked, ["planex.explore-plan", "planex.execution-plan"]);
+    assert!(
+        gate.asked()[0]
+            .details
+            .as_deref()
+            .unwrap_or_default()
+            .contains("fixtures only"),
+        "the gate shows the edited plan"
     );
 
     // Cancel at the second gate: nothing executes; the session is not resumable by default.
@@ -739,6 +745,158 @@ async fn resume_after_a_crash_never_reruns_finished_rows() {
         "[Task T2: Issue tokens] two\n  Modified: b.rs\n[Task T3: Check tokens] three"
     );
     assert_eq!(first.calls_for("T1"), 1);
+}
+
+/// A gate that approves the questions named in `approve` and never answers
+/// the others: the person is still reading when the process dies.
+#[derive(Debug)]
+struct Stalls {
+    approve: Vec<&'static str>,
+    asked: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+#[async_trait::async_trait]
+impl Gate for Stalls {
+    async fn ask(
+        &self,
+        question: &orchestrator_core::gate::Question,
+    ) -> Result<Answer, orchestrator_core::gate::GateError> {
+        if self.approve.contains(&question.id.as_str()) {
+            return Ok(Answer::chose(0));
+        }
+        let _ = self.asked.send(question.id.clone());
+        std::future::pending().await
+    }
+}
+
+/// Runs `future` until `gate_id` is asked, then drops it (the crash).
+async fn crash_at_gate<F: std::future::Future>(
+    future: F,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    gate_id: &str,
+) where
+    F::Output: std::fmt::Debug,
+{
+    let mut run = Box::pin(future);
+    tokio::select! {
+        outcome = &mut run => panic!("the run ended before the gate: {outcome:?}"),
+        Some(id) = rx.recv() => assert_eq!(id, gate_id),
+    }
+}
+
+fn approvals(repo: &Path) -> serde_json::Value {
+    let dir = list_sessions(repo).unwrap().pop().unwrap().dir;
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap();
+    meta["approvals"].clone()
+}
+
+#[tokio::test]
+async fn a_crash_before_a_gate_is_answered_never_runs_the_unapproved_plan() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent());
+
+    // Dies at the exploration gate: explore.csv exists, nobody approved it.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let gate = Arc::new(Stalls {
+        approve: vec![],
+        asked: tx,
+    });
+    let (p, _) = planex(repo.path(), agent.clone(), gate, options(false));
+    crash_at_gate(p.plan(REQUIREMENT), &mut rx, EXPLORE_GATE_ID).await;
+    drop(p);
+    assert_eq!(approvals(repo.path()), serde_json::Value::Null);
+
+    // `--continue` with nobody to answer stops at that gate again; nothing is explored.
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Deferred {
+            gate: GatePoint::ExplorePlan
+        })
+    );
+    assert_eq!(gate.asked()[0].id, EXPLORE_GATE_ID);
+    assert_eq!(agent.calls_for("E1"), 0);
+    drop(p);
+
+    // Approved this time; dies at the execution gate: tasks.csv exists, unapproved.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let gate = Arc::new(Stalls {
+        approve: vec![EXPLORE_GATE_ID],
+        asked: tx,
+    });
+    let (p, _) = planex(repo.path(), agent.clone(), gate, options(false));
+    crash_at_gate(p.resume(None), &mut rx, EXECUTE_GATE_ID).await;
+    drop(p);
+    let a = approvals(repo.path());
+    assert_eq!(a["explore_plan"]["by"], "gate");
+    assert_eq!(a["execution_plan"], serde_json::Value::Null);
+    assert_eq!(
+        (agent.calls_for("E1"), agent.calls_for("plan-tasks")),
+        (1, 1)
+    );
+
+    // `--continue` without -y: the execution gate again, and no task runs.
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Deferred {
+            gate: GatePoint::ExecutionPlan
+        })
+    );
+    let asked: Vec<String> = gate.asked().iter().map(|q| q.id.clone()).collect();
+    assert_eq!(asked, [EXECUTE_GATE_ID]);
+    assert_eq!(agent.calls_for("T1"), 0);
+    drop(p);
+
+    // `--continue -y` is the approval: it is recorded before anything runs.
+    // T3 hangs, and the run dies once T2 has finished.
+    let slow = Arc::new(happy_agent_with(vec![("T3", Reply::Hang)]));
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let sink = Arc::new(Tap(tx, Arc::new(CollectingSink::new())));
+    let p = Planex::new(
+        repo.path(),
+        Agents::all(slow.clone()),
+        Arc::new(AutoYes),
+        sink,
+        options(true),
+    );
+    {
+        let mut run = Box::pin(p.resume(None));
+        loop {
+            tokio::select! {
+                outcome = &mut run => panic!("the run ended: {outcome:?}"),
+                Some(event) = events.recv() => {
+                    if matches!(event, Event::JobFinished { ref id, .. } if id == "T2") {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    drop(p);
+    assert_eq!(approvals(repo.path())["execution_plan"]["by"], "auto_yes");
+    assert_eq!(slow.calls_for("E1"), 0, "the exploration is not run again");
+
+    // The plan was approved before the crash: resuming without -y and with
+    // nobody to answer goes on without asking.
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert!(gate.asked().is_empty(), "{:?}", gate.asked());
+    assert_eq!(
+        (
+            agent.calls_for("T1"),
+            agent.calls_for("T2"),
+            agent.calls_for("T3")
+        ),
+        (0, 0, 1)
+    );
 }
 
 #[tokio::test]

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::CommandRunner;
 
-use super::run::{ToolRun, run_tools};
+use super::run::{ToolRun, run_tools_for};
 use crate::process::ProcessRunner;
 
 /// A formatter the agent knows how to run.
@@ -222,25 +222,6 @@ impl Agent for FormatterAgent {
             });
         }
         let tools: Vec<ToolRun> = formatters.iter().map(|f| f.tool()).collect();
-        let outcome = run_tools(
-            self.runner.as_ref(),
-            &request.workdir,
-            &tools,
-            &self.env,
-            request.time_limit,
-            false,
-        )
-        .await?;
-        let text = format!(
-            "{}; {} file(s) changed{}",
-            outcome.summary.join("; "),
-            outcome.changed.len(),
-            if outcome.changed.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", outcome.changed.join(", "))
-            }
-        );
-        Ok(AgentResponse::text(text).with_files_changed(outcome.changed))
+        run_tools_for(self.runner.as_ref(), &request, &tools, &self.env, false).await
     }
 }

@@ -31,7 +31,7 @@ use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::CommandRunner;
 
 use super::formatter::log_from_context;
-use super::run::{ToolRun, run_tools};
+use super::run::{ToolRun, run_tools_for};
 use crate::process::ProcessRunner;
 
 /// A linter fixer the agent knows how to run.
@@ -177,25 +177,6 @@ impl Agent for LinterFixAgent {
             });
         }
         let tools: Vec<ToolRun> = fixers.iter().map(|f| f.tool()).collect();
-        let outcome = run_tools(
-            self.runner.as_ref(),
-            &request.workdir,
-            &tools,
-            &self.env,
-            request.time_limit,
-            true,
-        )
-        .await?;
-        let text = format!(
-            "{}; {} file(s) changed{}",
-            outcome.summary.join("; "),
-            outcome.changed.len(),
-            if outcome.changed.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", outcome.changed.join(", "))
-            }
-        );
-        Ok(AgentResponse::text(text).with_files_changed(outcome.changed))
+        run_tools_for(self.runner.as_ref(), &request, &tools, &self.env, true).await
     }
 }

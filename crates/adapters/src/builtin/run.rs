@@ -1,7 +1,7 @@
 //! Running the formatters and fixers: one tool after another through a
 //! core [`CommandRunner`], with the changed files found by content digests.
 
-use orchestrator_core::agent::AgentError;
+use orchestrator_core::agent::{AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
 
 /// One tool invocation of a builtin agent.
@@ -114,6 +114,37 @@ pub(crate) async fn run_tools(
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs `tools` for `request` (in its working directory, within its time
+/// limit) and answers with a one-line summary and the changed files.
+pub(crate) async fn run_tools_for(
+    runner: &dyn CommandRunner,
+    request: &AgentRequest,
+    tools: &[ToolRun],
+    env: &std::collections::BTreeMap<String, String>,
+    tolerate_failure: bool,
+) -> Result<AgentResponse, AgentError> {
+    let outcome = run_tools(
+        runner,
+        &request.workdir,
+        tools,
+        env,
+        request.time_limit,
+        tolerate_failure,
+    )
+    .await?;
+    let text = format!(
+        "{}; {} file(s) changed{}",
+        outcome.summary.join("; "),
+        outcome.changed.len(),
+        if outcome.changed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", outcome.changed.join(", "))
+        }
+    );
+    Ok(AgentResponse::text(text).with_files_changed(outcome.changed))
 }
 
 #[cfg(test)]

@@ -1,16 +1,736 @@
-//! `orchestrator ci-autofix` (not wired yet; see issue #8).
+//! `orchestrator ci-autofix`: classify a failed CI check, watch a PR's
+//! required checks, and run the cadence-matrix fix loop on GitHub or locally.
+//!
+//! - `ci-autofix classify [FILE|-] [--json]` — the seed's `classification=…` /
+//!   `sub_class=…` lines, or JSON with the evidence. Exit 0 whenever the input
+//!   could be read, 2 otherwise.
+//! - `ci-autofix watch --pr N [--timeout S]` — the CI watcher, with the seed's
+//!   watcher codes: 0 green, 1 error (bad usage included), 2 a required check
+//!   failed (the handoff JSON on stdout), 3 timeout.
+//! - `ci-autofix --handoff FILE|-`, `ci-autofix --pr N`,
+//!   `ci-autofix --local --check CMD…` — the fix loop
+//!   ([`orchestrator_ci_autofix::run_autofix`]). Exit 0 green, 1 still failing
+//!   (or the CI could not be reached), 2 bad input, 3 escalated to a human or
+//!   interrupted.
+//!
+//! Why `watch` parses its own arguments: the top-level parser (`Cli::parse`
+//! in `main.rs`) exits 2 on a usage error, but the watcher's contract reserves
+//! 2 for "a required check failed" — a script that treats 2 as "start the fix
+//! loop" must never start it on a typo. So the `watch` subcommand only
+//! collects its raw arguments ([`WatchRaw`]) and [`run`] parses them with
+//! [`WatchArgs`]' own parser (`try_parse_from`), mapping a usage error to 1
+//! and `--help` to 0. Every other subcommand keeps clap's usual exit code 2.
 
-use super::{Exit, unavailable};
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Arguments of `orchestrator ci-autofix`.
+use clap::{ArgGroup, Parser};
+use jiff::Timestamp;
+use orchestrator_adapters::builtin::CiFixAgent;
+use orchestrator_adapters::config::Config;
+use orchestrator_adapters::factory::{AgentChoice, build_agent};
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::process::ProcessRunner;
+use orchestrator_ci_autofix::report::audit_log_path;
+use orchestrator_ci_autofix::state::{StateFile, StateFileError};
+use orchestrator_ci_autofix::{
+    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, CiProvider, GithubConfig,
+    GithubProvider, Handoff, LocalConfig, LocalProvider, Target, WatchOutcome, classify, watch,
+};
+use orchestrator_core::Agent;
+use orchestrator_core::command::CommandRunner;
+use orchestrator_core::vcs::Vcs;
+use serde_json::json;
+
+use super::{Exit, out, read_input};
+use crate::setup;
+
+/// Arguments of `orchestrator ci-autofix`: a subcommand (`classify`,
+/// `watch`) or the fix loop's flags.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CiAutofixArgs {
-    /// Arguments for the flow (not available in this build yet).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// `classify` or `watch`; without one, the fix loop runs.
+    #[command(subcommand)]
+    pub command: Option<CiAutofixCommand>,
+    /// The fix loop's flags.
+    #[command(flatten)]
+    pub fix: FixArgs,
+}
+
+/// The subcommands of `orchestrator ci-autofix`.
+#[derive(Debug, clap::Subcommand)]
+pub enum CiAutofixCommand {
+    /// Classify a failed check's log: mechanical (trivial / non-trivial),
+    /// semantic or unknown. Exit 0 whenever the input could be read.
+    Classify(ClassifyArgs),
+    /// Wait for a PR's required checks (the CI watcher). Exit 0 green, 1 error
+    /// (bad usage included), 2 a required check failed (the handoff JSON on
+    /// stdout), 3 timeout.
+    #[command(
+        disable_help_flag = true,
+        override_usage = "orchestrator ci-autofix watch --pr <N> [--timeout <S>] [--poll-interval <S>] [--repo <DIR>]"
+    )]
+    Watch(WatchRaw),
+}
+
+/// Arguments of `orchestrator ci-autofix classify`.
+#[derive(Debug, clap::Args)]
+pub struct ClassifyArgs {
+    /// The failed check's log (`-` or nothing: standard input).
+    #[arg(value_name = "FILE|-", default_value = "-")]
+    pub log: PathBuf,
+    /// Print `{"classification", "sub_class", "evidence"}` instead of the
+    /// seed's two lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The raw arguments of `orchestrator ci-autofix watch`, parsed by
+/// [`WatchArgs`] in [`run`] so that a usage error exits 1 (see the module docs).
+#[derive(Debug, clap::Args)]
+pub struct WatchRaw {
+    /// `--pr <N> [--timeout <S>] [--poll-interval <S>] [--repo <DIR>]` (`--help` for details).
+    #[arg(
+        value_name = "ARGS",
+        num_args = 0..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// Arguments of `orchestrator ci-autofix watch`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "orchestrator ci-autofix watch",
+    about = "Wait for a pull request's required checks (polls `gh pr checks` by bucket).",
+    after_help = "Exit codes:\n  0  all required checks passed\n  1  error, including bad usage\n  2  a required check failed (the handoff JSON on stdout)\n  3  checks still pending at the time limit"
+)]
+pub struct WatchArgs {
+    /// The pull request.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pr: u64,
+    /// How long to wait for pending checks, in seconds.
+    #[arg(long, value_name = "S", default_value = "1800", value_parser = parse_seconds)]
+    pub timeout: Duration,
+    /// Time between two polls, in seconds.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub poll_interval: Duration,
+    /// The repository (its checked-out branch names the handoff's branch).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+}
+
+/// The fix loop's flags: exactly one of `--handoff`, `--pr`, `--local`.
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("mode").required(true).args(["handoff", "pr", "local"])))]
+pub struct FixArgs {
+    /// Fix the failed checks of a CI watcher handoff (`-`: standard input).
+    #[arg(long, value_name = "FILE|-")]
+    pub handoff: Option<PathBuf>,
+    /// Watch the PR's required checks, fix, push, and watch again.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pr: Option<u64>,
+    /// Run the checks locally (`--check`) instead of on GitHub.
+    #[arg(long, requires = "check")]
+    pub local: bool,
+    /// Local mode: a check command, run with `sh -c` in the repository (repeatable).
+    // "needs --local" is checked in `run_fix`: clap's `requires = "local"`
+    // was not enforced here (`--pr 3 --check x` parsed), `local` being a
+    // member of the required `mode` group.
+    #[arg(long, value_name = "CMD")]
+    pub check: Vec<String>,
+    /// Local mode: push fix commits too (GitHub modes always push).
+    #[arg(long, requires = "local")]
+    pub push: bool,
+    /// Local mode: time limit of one check run, in seconds.
+    #[arg(long, value_name = "S", requires = "local", value_parser = parse_seconds)]
+    pub check_timeout: Option<Duration>,
+    /// The agent: builtin, claude, codex, gemini, openai or `command:<cmd>`
+    /// (default: orchestrator.toml, else builtin — formatters and linter fixers).
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// Iterations before the mandatory escalation.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: u32,
+    /// Answer every confirmation with its recommended option.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Print the events and the outcome as JSON lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The repository (the top of its work tree).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// Accept uncommitted changes; the dirty files are never touched.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// The remote fix commits are pushed to.
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub remote: String,
+    /// GitHub modes: how long to wait for pending checks, in seconds.
+    #[arg(long, value_name = "S", default_value = "1800", value_parser = parse_seconds)]
+    pub timeout: Duration,
+    /// GitHub modes: time between two polls of the checks, in seconds.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub poll_interval: Duration,
+}
+
+/// Parses a non-negative number of seconds (`30`, `0.5`).
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{text}` is not a non-negative number of seconds"))
 }
 
 /// Runs the command.
-pub fn run(_args: &CiAutofixArgs) -> Exit {
-    unavailable("ci-autofix", 8)
+pub fn run(args: &CiAutofixArgs) -> Exit {
+    match &args.command {
+        Some(CiAutofixCommand::Classify(a)) => run_classify(a),
+        Some(CiAutofixCommand::Watch(raw)) => run_watch_raw(&raw.args),
+        None => run_fix(&args.fix),
+    }
+}
+
+fn run_classify(args: &ClassifyArgs) -> Exit {
+    let (text, _name) = match read_input(&args.log) {
+        Ok(v) => v,
+        Err(exit) => return exit,
+    };
+    let report = classify(&text);
+    if args.json {
+        out(&format!("{}\n", report.to_json()));
+    } else {
+        let mut text = report.to_text();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        out(&text);
+    }
+    Exit::Success
+}
+
+/// The watcher's exit codes, in terms of [`Exit`]'s numbers.
+mod watch_exit {
+    use super::Exit;
+    /// All required checks passed.
+    pub const GREEN: Exit = Exit::Success;
+    /// An error (bad usage, `gh` failed).
+    pub const ERROR: Exit = Exit::SomeFailed;
+    /// A required check failed; the handoff is on stdout.
+    pub const FAILED: Exit = Exit::BadInput;
+    /// Still pending at the time limit.
+    pub const TIMEOUT: Exit = Exit::NeedsHuman;
+}
+
+fn run_watch_raw(raw: &[String]) -> Exit {
+    let argv =
+        std::iter::once("orchestrator ci-autofix watch".to_owned()).chain(raw.iter().cloned());
+    let args = match WatchArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                watch_exit::ERROR
+            } else {
+                // --help
+                watch_exit::GREEN
+            };
+        }
+    };
+    let rt = match setup::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return watch_exit::ERROR;
+        }
+    };
+    rt.block_on(run_watch(&args))
+}
+
+async fn run_watch(args: &WatchArgs) -> Exit {
+    let vcs = match GitVcs::open(&args.repo).await {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return watch_exit::ERROR;
+        }
+    };
+    let branch = match vcs.current_branch().await {
+        Ok(Some(b)) => b,
+        Ok(None) => "HEAD".to_owned(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return watch_exit::ERROR;
+        }
+    };
+    let provider = GithubProvider::new(
+        Arc::new(ProcessRunner::default()),
+        vcs.root(),
+        GithubConfig {
+            pr: args.pr,
+            poll_interval: args.poll_interval,
+            timeout: args.timeout,
+        },
+    );
+    match watch(&provider, args.pr, &branch).await {
+        Ok(WatchOutcome::Green) => {
+            eprintln!("watch: all required checks of PR #{} passed", args.pr);
+            watch_exit::GREEN
+        }
+        Ok(WatchOutcome::Failed(handoff)) => {
+            out(&format!("{}\n", handoff.to_json()));
+            let names: Vec<&str> = handoff
+                .failed_checks
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            eprintln!(
+                "watch: {} required check(s) of PR #{} failed: {}",
+                names.len(),
+                args.pr,
+                names.join(", ")
+            );
+            watch_exit::FAILED
+        }
+        Ok(WatchOutcome::TimedOut) => {
+            eprintln!(
+                "watch: checks of PR #{} still pending after {}s",
+                args.pr,
+                args.timeout.as_secs_f64()
+            );
+            watch_exit::TIMEOUT
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("hint: check `gh auth status` and the network");
+            watch_exit::ERROR
+        }
+    }
+}
+
+fn run_fix(args: &FixArgs) -> Exit {
+    let handoff = match &args.handoff {
+        Some(path) => {
+            let (text, name) = match read_input(path) {
+                Ok(v) => v,
+                Err(exit) => return exit,
+            };
+            match Handoff::parse(&text) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    eprintln!("error: {name}: {e}");
+                    return Exit::BadInput;
+                }
+            }
+        }
+        None => None,
+    };
+    if !args.local && !args.check.is_empty() {
+        eprintln!(
+            "error: --check is for local mode; add --local (GitHub modes read the PR's checks)"
+        );
+        return Exit::BadInput;
+    }
+    if args.local && args.check.iter().any(|c| c.trim().is_empty()) {
+        eprintln!("error: --check needs a command (got an empty one)");
+        return Exit::BadInput;
+    }
+    let config = match setup::config(&args.repo, args.agent.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadInput;
+        }
+    };
+    let rt = match setup::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::SomeFailed;
+        }
+    };
+    rt.block_on(fix_loop(args, handoff, &config))
+}
+
+/// What the loop works on, and where its CI results come from.
+struct Plan {
+    target: Target,
+    provider: Arc<dyn CiProvider>,
+    handoff: Option<Handoff>,
+}
+
+fn plan(
+    args: &FixArgs,
+    handoff: Option<Handoff>,
+    branch: Option<String>,
+    root: &Path,
+    runner: &Arc<dyn CommandRunner>,
+) -> Result<Plan, String> {
+    let github = |pr: u64| -> Arc<dyn CiProvider> {
+        Arc::new(GithubProvider::new(
+            Arc::clone(runner),
+            root,
+            GithubConfig {
+                pr,
+                poll_interval: args.poll_interval,
+                timeout: args.timeout,
+            },
+        ))
+    };
+    if let Some(h) = handoff {
+        match branch.as_deref() {
+            Some(b) if b == h.branch => {}
+            other => {
+                return Err(format!(
+                    "the handoff is for branch `{}` but the repository has {} checked out; check out the PR's branch first (`gh pr checkout {}`)",
+                    h.branch,
+                    other.map_or_else(|| "a detached HEAD".to_owned(), |b| format!("`{b}`")),
+                    h.pr_number
+                ));
+            }
+        }
+        return Ok(Plan {
+            target: Target::Pr {
+                number: h.pr_number,
+                branch: h.branch.clone(),
+            },
+            provider: github(h.pr_number),
+            handoff: Some(h),
+        });
+    }
+    if let Some(pr) = args.pr {
+        let Some(branch) = branch else {
+            return Err(format!(
+                "HEAD is detached; check out the branch of PR #{pr} first (`gh pr checkout {pr}`)"
+            ));
+        };
+        return Ok(Plan {
+            target: Target::Pr { number: pr, branch },
+            provider: github(pr),
+            handoff: None,
+        });
+    }
+    if args.push && branch.is_none() {
+        return Err("HEAD is detached; --push needs a checked-out branch".to_owned());
+    }
+    Ok(Plan {
+        target: Target::Local {
+            branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
+        },
+        provider: Arc::new(LocalProvider::new(
+            Arc::clone(runner),
+            root,
+            LocalConfig {
+                checks: args.check.clone(),
+                push: args.push,
+                time_limit: args.check_timeout,
+            },
+        )),
+        handoff: None,
+    })
+}
+
+async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> Exit {
+    let vcs = match GitVcs::open(&args.repo).await {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadInput;
+        }
+    };
+    let branch = match vcs.current_branch().await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::SomeFailed;
+        }
+    };
+    let root = vcs.root().to_path_buf();
+    let runner: Arc<dyn CommandRunner> = Arc::new(ProcessRunner::default());
+    let agent: Arc<dyn Agent> = match build_agent(config) {
+        Ok(AgentChoice::Builtin) => Arc::new(CiFixAgent::new(Arc::clone(&runner))),
+        Ok(AgentChoice::Agent(a)) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadInput;
+        }
+    };
+    let plan = match plan(args, handoff, branch, &root, &runner) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadInput;
+        }
+    };
+    let target = plan.target.clone();
+    let mut cfg = AutofixConfig::new(plan.target);
+    cfg.max_iterations = args.max_iterations;
+    cfg.allow_dirty = args.allow_dirty;
+    cfg.remote = args.remote.clone();
+    cfg.initial_failures = plan.handoff.map(|h| h.failed_checks);
+    let (sink, human) = setup::reporter(args.json);
+    let ctx = AutofixContext {
+        vcs: Arc::new(vcs),
+        agent,
+        gate: setup::gate(args.yes),
+        provider: plan.provider,
+        sink,
+        config: cfg,
+    };
+    let result = tokio::select! {
+        r = orchestrator_ci_autofix::run_autofix(ctx) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    if let Some(h) = &human {
+        h.finish();
+    }
+    let summary = Summary {
+        json: args.json,
+        yes: args.yes,
+        root: &root,
+        target: &target,
+    };
+    match result {
+        None => summary.interrupted(),
+        Some(Ok(outcome)) => summary.outcome(&outcome),
+        Some(Err(e)) => summary.error(&e),
+    }
+}
+
+/// Prints the end of a run: a final line (or JSON object) and the exit code.
+struct Summary<'a> {
+    json: bool,
+    yes: bool,
+    root: &'a Path,
+    target: &'a Target,
+}
+
+impl Summary<'_> {
+    fn audit_log(&self) -> Option<PathBuf> {
+        let path = audit_log_path(self.root, self.target, Timestamp::now());
+        path.exists().then_some(path)
+    }
+
+    fn state_file(&self) -> Option<PathBuf> {
+        let path = StateFile::path_for(self.root, self.target);
+        path.exists().then_some(path)
+    }
+
+    fn emit_json(&self, outcome: &str, exit: Exit, extra: serde_json::Value) {
+        let mut v = json!({
+            "event": "outcome",
+            "outcome": outcome,
+            "exit_code": exit as u8,
+            "target": self.target.label(),
+            "audit_log": self.audit_log().map(|p| p.display().to_string()),
+            "state_file": self.state_file().map(|p| p.display().to_string()),
+        });
+        if let (Some(obj), serde_json::Value::Object(more)) = (v.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        out(&format!("{v}\n"));
+    }
+
+    fn audit_suffix(&self) -> String {
+        self.audit_log()
+            .map(|p| format!(" (audit log: {})", p.display()))
+            .unwrap_or_default()
+    }
+
+    fn outcome(&self, outcome: &AutofixOutcome) -> Exit {
+        let exit = match outcome.exit_code() {
+            0 => Exit::Success,
+            3 => Exit::NeedsHuman,
+            _ => Exit::SomeFailed,
+        };
+        match outcome {
+            AutofixOutcome::Green { commits } => {
+                if self.json {
+                    self.emit_json("green", exit, json!({ "commits": commits }));
+                } else {
+                    let shorts: Vec<&str> = commits.iter().map(|c| &c[..c.len().min(7)]).collect();
+                    let what = match commits.len() {
+                        0 => "no fix needed".to_owned(),
+                        1 => format!("1 fix commit ({})", shorts.join(", ")),
+                        n => format!("{n} fix commits ({})", shorts.join(", ")),
+                    };
+                    out(&format!(
+                        "ci-autofix: green on {} — {what}{}\n",
+                        self.target.label(),
+                        self.audit_suffix()
+                    ));
+                }
+            }
+            AutofixOutcome::StillFailing { reason } => {
+                if self.json {
+                    self.emit_json("still_failing", exit, json!({ "reason": reason }));
+                } else {
+                    out(&format!(
+                        "ci-autofix: still failing on {} — {reason}{}\n",
+                        self.target.label(),
+                        self.audit_suffix()
+                    ));
+                }
+            }
+            AutofixOutcome::Escalated {
+                action,
+                reason,
+                report,
+                choice,
+            } => {
+                if self.json {
+                    self.emit_json(
+                        "escalated",
+                        exit,
+                        json!({
+                            "action": action.as_str(),
+                            "reason": reason,
+                            "choice": choice,
+                            "report": report,
+                        }),
+                    );
+                } else {
+                    let mut text = report.trim_end().to_owned();
+                    text.push_str("\n\n");
+                    if let Some(c) = choice {
+                        text.push_str(&format!("chosen: {c}\n"));
+                    }
+                    text.push_str(&format!(
+                        "ci-autofix: escalated on {} — {reason}; a person must decide{}\n",
+                        self.target.label(),
+                        self.audit_suffix()
+                    ));
+                    out(&text);
+                }
+                if choice.is_none() && !self.yes && !std::io::stdin().is_terminal() {
+                    eprintln!(
+                        "hint: no terminal to ask on, so the question was deferred; run in a terminal, or pass -y to take the recommended option"
+                    );
+                }
+            }
+        }
+        exit
+    }
+
+    fn interrupted(&self) -> Exit {
+        let state = self
+            .state_file()
+            .map(|p| format!("; state kept in {}", p.display()))
+            .unwrap_or_default();
+        if self.json {
+            self.emit_json("interrupted", Exit::NeedsHuman, json!({}));
+        } else {
+            out(&format!(
+                "ci-autofix: interrupted on {}{state}; run again to resume\n",
+                self.target.label()
+            ));
+        }
+        Exit::NeedsHuman
+    }
+
+    fn error(&self, e: &AutofixError) -> Exit {
+        let exit = match e {
+            AutofixError::DirtyTree { .. } => Exit::BadInput,
+            AutofixError::State(s) if matches!(**s, StateFileError::Busy { .. }) => Exit::BadInput,
+            _ => Exit::SomeFailed,
+        };
+        eprintln!("error: {e}");
+        if matches!(e, AutofixError::Provider(_)) && self.target.pr_number().is_some() {
+            eprintln!(
+                "hint: check `gh auth status` and the network; or fetch the log yourself and run `orchestrator ci-autofix classify`"
+            );
+        }
+        if self.json {
+            self.emit_json("error", exit, json!({ "error": e.to_string() }));
+        }
+        exit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Cli;
+
+    fn parse(args: &[&str]) -> Result<CiAutofixArgs, clap::Error> {
+        let argv = ["orchestrator", "ci-autofix"].iter().chain(args);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            crate::Command::CiAutofix(a) => a,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    #[test]
+    fn modes_are_exclusive_and_one_is_required() {
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["--pr", "3", "--local", "--check", "true"]).is_err());
+        assert!(parse(&["--local"]).is_err(), "--local needs --check");
+        assert!(
+            parse(&["--pr", "3", "--push"]).is_err(),
+            "--push needs --local"
+        );
+        assert!(parse(&["--pr", "0"]).is_err());
+        let a = parse(&[
+            "--local",
+            "--check",
+            "a",
+            "--check",
+            "b",
+            "-y",
+            "--max-iterations",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(a.fix.check, ["a", "b"]);
+        assert!(a.fix.yes && a.fix.local);
+        assert_eq!(a.fix.max_iterations, 2);
+        assert_eq!(a.fix.repo, PathBuf::from("."));
+        let a = parse(&["--handoff", "-", "--agent", "claude"]).unwrap();
+        assert_eq!(a.fix.handoff, Some(PathBuf::from("-")));
+        assert_eq!(a.fix.agent.as_deref(), Some("claude"));
+    }
+
+    #[test]
+    fn subcommands_parse_without_the_loop_flags() {
+        let a = parse(&["classify", "--json"]).unwrap();
+        match a.command {
+            Some(CiAutofixCommand::Classify(c)) => {
+                assert!(c.json);
+                assert_eq!(c.log, PathBuf::from("-"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // `watch` keeps its arguments raw, even bad ones: its own parser decides.
+        let a = parse(&["watch", "--pr", "x", "--bogus"]).unwrap();
+        match a.command {
+            Some(CiAutofixCommand::Watch(w)) => assert_eq!(w.args, ["--pr", "x", "--bogus"]),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["--local", "--check", "x", "classify"]).is_err());
+    }
+
+    #[test]
+    fn watch_arguments() {
+        let w = WatchArgs::try_parse_from(["w", "--pr", "7", "--timeout", "0.5"]).unwrap();
+        assert_eq!(w.pr, 7);
+        assert_eq!(w.timeout, Duration::from_millis(500));
+        assert_eq!(w.poll_interval, Duration::from_secs(10));
+        assert!(WatchArgs::try_parse_from(["w"]).is_err());
+        assert!(WatchArgs::try_parse_from(["w", "--pr", "7", "--timeout", "-1"]).is_err());
+    }
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_seconds("2.25"), Ok(Duration::from_millis(2250)));
+        assert!(parse_seconds("soon").is_err());
+        assert!(parse_seconds("-3").is_err());
+    }
 }

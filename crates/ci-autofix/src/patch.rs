@@ -1,0 +1,1328 @@
+//! Unified diffs from an agent's answer: found ([`extract_diff`]), parsed
+//! strictly ([`parse`]) and applied all-or-nothing ([`apply`]).
+//!
+//! An agent that cannot edit the working tree itself answers with a unified
+//! diff — in a ` ```diff ` (or ` ```patch `) fenced block, or as the whole
+//! answer. The rules are those of `patch` with fuzz 0:
+//!
+//! - every context and removed line must match the file exactly (line
+//!   endings included); a hunk whose position shifted is looked for up to
+//!   [`MAX_OFFSET`] lines before or after where its header (corrected by the
+//!   offset of the previous hunk) puts it, nearest first;
+//! - hunk bodies must have exactly the line counts of their `@@` headers (an
+//!   empty line inside a hunk counts as an empty context line, since editors
+//!   and chat front-ends strip the trailing blank of `" "`);
+//! - `--- /dev/null` creates a file (which must not exist), `+++ /dev/null`
+//!   deletes one (whose whole content the hunks must remove); renames, copies,
+//!   mode-only changes, binary patches and quoted paths are refused;
+//! - paths are repository-relative (`a/` and `b/` prefixes stripped); absolute
+//!   paths, `..`, anything under `.git/`, symlinked files and symlinked
+//!   folders that lead out of the repository are refused, and so are
+//!   protected paths (the caller's predicate).
+//!
+//! Every file is planned in memory first; only when every hunk of every file
+//! applies is anything written (each file replaced atomically, keeping its
+//! permissions). A parse, path, protection or mismatch error leaves the tree
+//! untouched; only an I/O error during the final writes can leave earlier
+//! files written (the fix loop then restores its checkpoint).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// How far (in lines, either way) a hunk is looked for around its expected
+/// position.
+pub const MAX_OFFSET: usize = 50;
+
+/// A parsed unified diff: one entry per file section, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Patch {
+    /// The file sections.
+    pub files: Vec<FilePatch>,
+}
+
+/// What a file section does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    /// `--- /dev/null`: the file is created.
+    Add,
+    /// Both sides name the file: it is changed.
+    Modify,
+    /// `+++ /dev/null`: the file is deleted.
+    Delete,
+}
+
+/// The changes to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePatch {
+    /// The repository-relative path (`a/`/`b/` stripped, normalised).
+    pub path: String,
+    /// Creation, change or deletion.
+    pub change: FileChange,
+    /// The hunks, in file order.
+    pub hunks: Vec<Hunk>,
+    /// 1-based line of the `---` header in the diff text.
+    pub line: usize,
+}
+
+/// One `@@ -a,b +c,d @@` hunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// First old line (1-based; for an empty old side, the line after which
+    /// the new lines go).
+    pub old_start: usize,
+    /// Number of old lines (context and removed).
+    pub old_len: usize,
+    /// First new line.
+    pub new_start: usize,
+    /// Number of new lines (context and added).
+    pub new_len: usize,
+    /// The body. Each line keeps its `\n`, except one followed by
+    /// `\ No newline at end of file`.
+    pub lines: Vec<HunkLine>,
+    /// 1-based line of the `@@` header in the diff text.
+    pub line: usize,
+}
+
+impl Hunk {
+    /// The header as written in diffs (`@@ -3,7 +3,8 @@`).
+    pub fn header(&self) -> String {
+        format!(
+            "@@ -{},{} +{},{} @@",
+            self.old_start, self.old_len, self.new_start, self.new_len
+        )
+    }
+
+    /// Context and removed lines: what the file must contain.
+    pub fn old_side(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
+                HunkLine::Add(_) => None,
+            })
+            .collect()
+    }
+
+    /// Context and added lines: what replaces the old side.
+    pub fn new_side(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                HunkLine::Context(t) | HunkLine::Add(t) => Some(t.as_str()),
+                HunkLine::Remove(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// One line of a hunk body, with its line ending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HunkLine {
+    /// ` text`: in both versions.
+    Context(String),
+    /// `-text`: only in the old version.
+    Remove(String),
+    /// `+text`: only in the new version.
+    Add(String),
+}
+
+/// Why a diff was not applied. Nothing was written, except possibly for
+/// [`PatchError::Io`] during the final writes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatchError {
+    /// The diff text is malformed.
+    #[error("diff line {line}: {message}")]
+    Parse {
+        /// 1-based line in the diff text.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The diff does something this applier refuses to do.
+    #[error("diff line {line}: {what} is not supported")]
+    Unsupported {
+        /// 1-based line in the diff text.
+        line: usize,
+        /// What.
+        what: String,
+    },
+    /// The diff contains no file section.
+    #[error("the diff contains no file to change")]
+    Empty,
+    /// A path is absolute, leaves the repository, or goes through a symlink.
+    #[error("path `{path}` is not allowed: {reason}")]
+    BadPath {
+        /// The path as written in the diff.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A path is protected (credentials, CI workflows, …).
+    #[error("`{path}` is a protected path; the patch was refused")]
+    Protected {
+        /// The path.
+        path: String,
+    },
+    /// The file is not in the state the section expects.
+    #[error("`{path}`: {reason}")]
+    FileState {
+        /// The path.
+        path: String,
+        /// What is wrong (exists, does not exist, not empty after deletion).
+        reason: String,
+    },
+    /// A hunk does not match the file.
+    #[error("`{path}`, hunk {hunk} ({header}): {reason}")]
+    HunkMismatch {
+        /// The path.
+        path: String,
+        /// 1-based hunk number within the file section.
+        hunk: usize,
+        /// The hunk's `@@` header.
+        header: String,
+        /// Where and how it differs.
+        reason: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("could not {action} `{}`: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Finds the unified diff in an agent's answer: the concatenated contents of
+/// its ` ```diff ` / ` ```patch ` / ` ```udiff ` fenced blocks when it has
+/// any, else the whole answer when it contains a `--- ` line directly
+/// followed by a `+++ ` line, else `None`.
+pub fn extract_diff(answer: &str) -> Option<String> {
+    let mut blocks = String::new();
+    let mut found = false;
+    let mut open: Option<(usize, usize)> = None; // (indent, backticks) of an open diff fence
+    let mut other_fence: Option<usize> = None; // backticks of an open non-diff fence
+    for line in answer.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let ticks = trimmed.chars().take_while(|&c| c == '`').count();
+        if let Some((fence_indent, fence_ticks)) = open {
+            if ticks >= fence_ticks && trimmed[ticks..].trim().is_empty() {
+                open = None;
+                continue;
+            }
+            let strip = line
+                .char_indices()
+                .take_while(|&(i, c)| i < fence_indent && c == ' ')
+                .count();
+            blocks.push_str(&line[strip..]);
+            blocks.push('\n');
+            continue;
+        }
+        if let Some(fence_ticks) = other_fence {
+            if ticks >= fence_ticks && trimmed[ticks..].trim().is_empty() {
+                other_fence = None;
+            }
+            continue;
+        }
+        if ticks >= 3 {
+            let info = trimmed[ticks..].trim().to_ascii_lowercase();
+            let lang = info.split_whitespace().next().unwrap_or("");
+            if matches!(lang, "diff" | "patch" | "udiff") {
+                open = Some((indent, ticks));
+                found = true;
+            } else {
+                other_fence = Some(ticks);
+            }
+        }
+    }
+    if found {
+        return Some(blocks);
+    }
+    let lines: Vec<&str> = answer.lines().collect();
+    lines
+        .windows(2)
+        .any(|w| w[0].starts_with("--- ") && w[1].starts_with("+++ "))
+        .then(|| answer.to_owned())
+}
+
+/// Parses a unified diff (plain or git-style). Text before the first file
+/// header and between file sections is skipped, as `patch` does; inside a
+/// file section every line must be accounted for by the hunk headers.
+pub fn parse(text: &str) -> Result<Patch, PatchError> {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    if text.ends_with('\n') {
+        lines.pop();
+    }
+    let mut files = Vec::new();
+    // A `diff --git` line not yet followed by a `---` header.
+    let mut git_section: Option<usize> = None;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.starts_with("diff --git ") {
+            if let Some(at) = git_section {
+                return Err(git_without_hunks(at));
+            }
+            git_section = Some(i + 1);
+            i += 1;
+            continue;
+        }
+        if line == "-- " {
+            // `git format-patch` signature: the diff ends here.
+            break;
+        }
+        let header_pair =
+            line.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "));
+        if !header_pair {
+            if line.starts_with("@@") {
+                return Err(PatchError::Parse {
+                    line: i + 1,
+                    message: "hunk header without a `--- `/`+++ ` file header before it".into(),
+                });
+            }
+            i += 1;
+            continue;
+        }
+        git_section = None;
+        let header_line = i + 1;
+        let old = header_path(&line[4..], "a/", header_line)?;
+        let new = header_path(&lines[i + 1][4..], "b/", header_line + 1)?;
+        let (path, change) = match (old, new) {
+            (None, None) => {
+                return Err(PatchError::Parse {
+                    line: header_line,
+                    message: "both sides of the file header are /dev/null".into(),
+                });
+            }
+            (None, Some(p)) => (p, FileChange::Add),
+            (Some(p), None) => (p, FileChange::Delete),
+            (Some(o), Some(n)) if o != n => {
+                return Err(PatchError::Unsupported {
+                    line: header_line,
+                    what: format!("renaming `{o}` to `{n}`"),
+                });
+            }
+            (Some(_), Some(n)) => (n, FileChange::Modify),
+        };
+        i += 2;
+        let mut hunks = Vec::new();
+        while i < lines.len() && lines[i].starts_with("@@") {
+            let (hunk, next) = parse_hunk(&lines, i)?;
+            hunks.push(hunk);
+            i = next;
+        }
+        let Some(last) = hunks.last() else {
+            return Err(PatchError::Parse {
+                line: i + 1,
+                message: format!("file header for `{path}` is not followed by a hunk"),
+            });
+        };
+        if let Some(next) = lines.get(i)
+            && is_body_line(next)
+            && !(next.starts_with("--- ")
+                && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ ")))
+            && *next != "-- "
+        {
+            return Err(PatchError::Parse {
+                line: i + 1,
+                message: format!(
+                    "line after the hunk at line {} that its header does not count ({})",
+                    last.line,
+                    last.header()
+                ),
+            });
+        }
+        check_sides(&path, change, &hunks)?;
+        files.push(FilePatch {
+            path,
+            change,
+            hunks,
+            line: header_line,
+        });
+    }
+    if let Some(at) = git_section {
+        return Err(git_without_hunks(at));
+    }
+    Ok(Patch { files })
+}
+
+fn git_without_hunks(line: usize) -> PatchError {
+    PatchError::Unsupported {
+        line,
+        what: "a git diff section without `---`/`+++` hunks (rename, copy, mode change, binary or empty file)"
+            .into(),
+    }
+}
+
+fn is_body_line(line: &str) -> bool {
+    line.starts_with(' ')
+        || line.starts_with('+')
+        || line.starts_with('-')
+        || line.starts_with('\\')
+}
+
+/// A new file's hunks must start from nothing; a deleted file's must end in nothing.
+fn check_sides(path: &str, change: FileChange, hunks: &[Hunk]) -> Result<(), PatchError> {
+    let bad = match change {
+        FileChange::Add => hunks.iter().find(|h| h.old_len != 0),
+        FileChange::Delete => hunks.iter().find(|h| h.new_len != 0),
+        FileChange::Modify => None,
+    };
+    match bad {
+        Some(h) => Err(PatchError::Parse {
+            line: h.line,
+            message: format!(
+                "hunk {} of {} `{path}` has {}",
+                h.header(),
+                if change == FileChange::Add {
+                    "new file"
+                } else {
+                    "deleted file"
+                },
+                if change == FileChange::Add {
+                    "old lines"
+                } else {
+                    "new lines"
+                }
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The path of a `---`/`+++` header: `None` for `/dev/null`.
+fn header_path(raw: &str, prefix: &str, line: usize) -> Result<Option<String>, PatchError> {
+    let raw = raw.split('\t').next().unwrap_or("").trim_end();
+    if raw.starts_with('"') {
+        return Err(PatchError::Unsupported {
+            line,
+            what: format!("the quoted path {raw}"),
+        });
+    }
+    if raw == "/dev/null" {
+        return Ok(None);
+    }
+    let stripped = raw.strip_prefix(prefix).unwrap_or(raw);
+    normalize_path(stripped).map(Some)
+}
+
+/// A repository-relative path with `/` separators, `.` and empty components
+/// removed; absolute paths, `..`, `.git` and NUL are refused.
+pub fn normalize_path(path: &str) -> Result<String, PatchError> {
+    let bad = |reason: &str| PatchError::BadPath {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if path.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if path.starts_with('/') || path.starts_with('\\') {
+        return Err(bad("it is absolute"));
+    }
+    let bytes = path.as_bytes();
+    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        return Err(bad("it is absolute"));
+    }
+    if path.contains('\0') {
+        return Err(bad("it contains a NUL byte"));
+    }
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(bad("it leaves the repository (`..`)")),
+            p if p.eq_ignore_ascii_case(".git") => {
+                return Err(bad("it is inside the .git directory"));
+            }
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(bad("it names no file"));
+    }
+    Ok(parts.join("/"))
+}
+
+/// `@@ -a[,b] +c[,d] @@[ section]`.
+fn parse_hunk_header(line: &str, at: usize) -> Result<(usize, usize, usize, usize), PatchError> {
+    let err = || PatchError::Parse {
+        line: at,
+        message: format!("malformed hunk header `{line}` (expected `@@ -a,b +c,d @@`)"),
+    };
+    let rest = line.strip_prefix("@@ -").ok_or_else(err)?;
+    let end = rest.find(" @@").ok_or_else(err)?;
+    let (old, new) = rest[..end].split_once(" +").ok_or_else(err)?;
+    let range = |r: &str| -> Option<(usize, usize)> {
+        let (start, len) = match r.split_once(',') {
+            Some((s, l)) => (s, l),
+            None => (r, "1"),
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(start) || !digits(len) {
+            return None;
+        }
+        Some((start.parse().ok()?, len.parse().ok()?))
+    };
+    let (a, b) = range(old).ok_or_else(err)?;
+    let (c, d) = range(new).ok_or_else(err)?;
+    if (a == 0 && b != 0) || (c == 0 && d != 0) {
+        return Err(PatchError::Parse {
+            line: at,
+            message: format!("hunk header `{line}` starts a non-empty side at line 0"),
+        });
+    }
+    Ok((a, b, c, d))
+}
+
+/// Parses the hunk whose header is `lines[start]`; returns it and the index
+/// of the line after it.
+fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), PatchError> {
+    let header_line = start + 1;
+    let (old_start, old_len, new_start, new_len) = parse_hunk_header(lines[start], header_line)?;
+    let mut body: Vec<HunkLine> = Vec::new();
+    let (mut old_seen, mut new_seen) = (0usize, 0usize);
+    let mut j = start + 1;
+    let counts =
+        |o: usize, n: usize| format!("after {o} of {old_len} old and {n} of {new_len} new lines");
+    loop {
+        // A `\ No newline at end of file` marker belongs to the line before it.
+        if let Some(marker) = lines.get(j)
+            && marker.starts_with('\\')
+        {
+            let Some(prev) = body.last_mut() else {
+                return Err(PatchError::Parse {
+                    line: j + 1,
+                    message: "`\\ No newline at end of file` marker before any hunk line".into(),
+                });
+            };
+            let text = match prev {
+                HunkLine::Context(t) | HunkLine::Remove(t) | HunkLine::Add(t) => t,
+            };
+            if text.pop() != Some('\n') {
+                return Err(PatchError::Parse {
+                    line: j + 1,
+                    message: "two `\\ No newline at end of file` markers for one line".into(),
+                });
+            }
+            j += 1;
+            continue;
+        }
+        if old_seen == old_len && new_seen == new_len {
+            break;
+        }
+        let Some(line) = lines.get(j) else {
+            return Err(PatchError::Parse {
+                line: j,
+                message: format!(
+                    "hunk at line {header_line} is cut short: the diff ends {}",
+                    counts(old_seen, new_seen)
+                ),
+            });
+        };
+        let (entry, old_inc, new_inc) = if let Some(t) = line.strip_prefix(' ') {
+            (HunkLine::Context(format!("{t}\n")), 1, 1)
+        } else if line.is_empty() {
+            (HunkLine::Context("\n".into()), 1, 1)
+        } else if let Some(t) = line.strip_prefix('-') {
+            (HunkLine::Remove(format!("{t}\n")), 1, 0)
+        } else if let Some(t) = line.strip_prefix('+') {
+            (HunkLine::Add(format!("{t}\n")), 0, 1)
+        } else {
+            return Err(PatchError::Parse {
+                line: j + 1,
+                message: format!(
+                    "hunk at line {header_line} is cut short: `{}` is not a context, removed or added line ({})",
+                    truncate(line, 60),
+                    counts(old_seen, new_seen)
+                ),
+            });
+        };
+        if old_seen + old_inc > old_len || new_seen + new_inc > new_len {
+            return Err(PatchError::Parse {
+                line: j + 1,
+                message: format!(
+                    "hunk at line {header_line} has more lines than its header counts ({})",
+                    counts(old_seen, new_seen)
+                ),
+            });
+        }
+        old_seen += old_inc;
+        new_seen += new_inc;
+        body.push(entry);
+        j += 1;
+    }
+    let hunk = Hunk {
+        old_start,
+        old_len,
+        new_start,
+        new_len,
+        lines: body,
+        line: header_line,
+    };
+    // Only the last line of a side can lack its newline.
+    for side in [hunk.old_side(), hunk.new_side()] {
+        if side.iter().rev().skip(1).any(|l| !l.ends_with('\n')) {
+            return Err(PatchError::Parse {
+                line: header_line,
+                message: "a line marked `\\ No newline at end of file` is not the last of its side"
+                    .into(),
+            });
+        }
+    }
+    Ok((hunk, j))
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+/// Applies `patch` under `root`, refusing any path for which `protected`
+/// is true. Returns the repository-relative paths written or deleted,
+/// sorted. Nothing is written unless every file section applies.
+pub fn apply(
+    root: &Path,
+    patch: &Patch,
+    protected: &dyn Fn(&str) -> bool,
+) -> Result<Vec<String>, PatchError> {
+    if patch.files.is_empty() {
+        return Err(PatchError::Empty);
+    }
+    for f in &patch.files {
+        if protected(&f.path) {
+            return Err(PatchError::Protected {
+                path: f.path.clone(),
+            });
+        }
+    }
+    let canonical_root = root.canonicalize().map_err(|source| PatchError::Io {
+        action: "resolve the repository root",
+        path: root.to_path_buf(),
+        source,
+    })?;
+    for f in &patch.files {
+        check_on_disk(&canonical_root, &f.path)?;
+    }
+
+    // Plan: the final content of every file (None: deleted).
+    let mut plan: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for f in &patch.files {
+        let current = match plan.get(&f.path) {
+            Some(planned) => planned.clone(),
+            None => read_current(&canonical_root, &f.path)?,
+        };
+        let state_err = |reason: &str| PatchError::FileState {
+            path: f.path.clone(),
+            reason: reason.to_owned(),
+        };
+        let base = match (f.change, current) {
+            (FileChange::Add, Some(_)) => {
+                return Err(state_err("the diff creates it, but it already exists"));
+            }
+            (FileChange::Add, None) => String::new(),
+            (_, None) => return Err(state_err("the diff changes it, but it does not exist")),
+            (_, Some(text)) => text,
+        };
+        let result = apply_hunks(&f.path, &base, &f.hunks)?;
+        let planned = if f.change == FileChange::Delete {
+            if !result.is_empty() {
+                return Err(state_err(
+                    "the diff deletes it, but lines remain after removing the hunks",
+                ));
+            }
+            None
+        } else {
+            Some(result)
+        };
+        plan.insert(f.path.clone(), planned);
+    }
+
+    // Write.
+    for (path, content) in &plan {
+        let full = canonical_root.join(path);
+        match content {
+            Some(text) => write_atomically(&full, text)?,
+            None => std::fs::remove_file(&full).map_err(|source| PatchError::Io {
+                action: "delete",
+                path: full.clone(),
+                source,
+            })?,
+        }
+    }
+    Ok(plan.into_keys().collect())
+}
+
+/// Refuses a symlinked file and a folder that resolves outside the root.
+fn check_on_disk(canonical_root: &Path, path: &str) -> Result<(), PatchError> {
+    let full = canonical_root.join(path);
+    let bad = |reason: String| PatchError::BadPath {
+        path: path.to_owned(),
+        reason,
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(&full)
+        && meta.file_type().is_symlink()
+    {
+        return Err(bad("it is a symlink".into()));
+    }
+    let mut dir = full.parent();
+    while let Some(d) = dir {
+        if std::fs::symlink_metadata(d).is_ok() {
+            let resolved = d.canonicalize().map_err(|source| PatchError::Io {
+                action: "resolve",
+                path: d.to_path_buf(),
+                source,
+            })?;
+            if !resolved.starts_with(canonical_root) {
+                return Err(bad(format!(
+                    "its folder resolves to {} outside the repository",
+                    resolved.display()
+                )));
+            }
+            return Ok(());
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+fn read_current(root: &Path, path: &str) -> Result<Option<String>, PatchError> {
+    let full = root.join(path);
+    match std::fs::read(&full) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| PatchError::FileState {
+                path: path.to_owned(),
+                reason: "it is not UTF-8 text".into(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(PatchError::Io {
+            action: "read",
+            path: full,
+            source,
+        }),
+    }
+}
+
+fn write_atomically(full: &Path, text: &str) -> Result<(), PatchError> {
+    let io = |action: &'static str, p: &Path| {
+        let p = p.to_path_buf();
+        move |source| PatchError::Io {
+            action,
+            path: p,
+            source,
+        }
+    };
+    let dir = full.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io("create the folder", dir))?;
+    let permissions = std::fs::metadata(full).ok().map(|m| m.permissions());
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(io("create a temporary file in", dir))?;
+    tmp.write_all(text.as_bytes())
+        .map_err(io("write a temporary file for", full))?;
+    if let Some(p) = permissions {
+        tmp.as_file()
+            .set_permissions(p)
+            .map_err(io("copy the permissions of", full))?;
+    }
+    tmp.persist(full).map_err(|e| PatchError::Io {
+        action: "replace",
+        path: full.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Applies the hunks of one file to its text (pure).
+pub fn apply_hunks(path: &str, text: &str, hunks: &[Hunk]) -> Result<String, PatchError> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0usize;
+    let mut delta: isize = 0;
+    for (k, h) in hunks.iter().enumerate() {
+        let mismatch = |reason: String| PatchError::HunkMismatch {
+            path: path.to_owned(),
+            hunk: k + 1,
+            header: h.header(),
+            reason,
+        };
+        let old = h.old_side();
+        let new = h.new_side();
+        let nominal = if h.old_len == 0 {
+            h.old_start
+        } else {
+            h.old_start.saturating_sub(1)
+        };
+        let expected = nominal as isize + delta;
+        let fits = |p: isize| -> bool {
+            p >= cursor as isize
+                && (p as usize) + old.len() <= lines.len()
+                && lines[p as usize..p as usize + old.len()]
+                    .iter()
+                    .zip(&old)
+                    .all(|(a, b)| a == b)
+        };
+        let pos = if old.is_empty() {
+            // Nothing to match: only the expected position is acceptable.
+            fits(expected).then_some(expected as usize)
+        } else {
+            let max = MAX_OFFSET as isize;
+            (0..=max)
+                .flat_map(|d| if d == 0 { vec![0] } else { vec![-d, d] })
+                .map(|d| expected + d)
+                .find(|&p| fits(p))
+                .map(|p| p as usize)
+        };
+        let Some(pos) = pos else {
+            return Err(mismatch(describe_mismatch(
+                &lines,
+                &old,
+                expected.max(cursor as isize) as usize,
+                cursor,
+            )));
+        };
+        let end = pos + old.len();
+        if new.last().is_some_and(|l| !l.ends_with('\n')) && end < lines.len() {
+            return Err(mismatch(
+                "its last line has no newline at the end of the file, but the file goes on".into(),
+            ));
+        }
+        if old.is_empty()
+            && !new.is_empty()
+            && pos > 0
+            && lines.get(pos - 1).is_some_and(|l| !l.ends_with('\n'))
+        {
+            return Err(mismatch(format!(
+                "it adds lines after line {pos}, which has no newline at the end of the file"
+            )));
+        }
+        for l in &lines[cursor..pos] {
+            out.push_str(l);
+        }
+        for l in &new {
+            out.push_str(l);
+        }
+        cursor = end;
+        delta = pos as isize - nominal as isize;
+    }
+    for l in &lines[cursor..] {
+        out.push_str(l);
+    }
+    Ok(out)
+}
+
+/// Where the old side stops matching at its expected position.
+fn describe_mismatch(lines: &[&str], old: &[&str], at: usize, cursor: usize) -> String {
+    let window = format!(
+        "not found at line {} nor within {MAX_OFFSET} lines of it",
+        at + 1
+    );
+    if at < cursor {
+        return format!("{window} (it would overlap the previous hunk)");
+    }
+    for (i, want) in old.iter().enumerate() {
+        match lines.get(at + i) {
+            None => {
+                return format!(
+                    "{window}; the file ends at line {} where the hunk expects {}",
+                    lines.len(),
+                    Shown(want)
+                );
+            }
+            Some(got) if got != want => {
+                return format!(
+                    "{window}; line {} is {} where the hunk expects {}",
+                    at + i + 1,
+                    Shown(got),
+                    Shown(want)
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    window
+}
+
+/// A line for an error message, in backticks: no line ending, a carriage
+/// return shown as `\r`, long lines shortened, a missing final newline said.
+struct Shown<'a>(&'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let body = self.0.strip_suffix('\n');
+        let text = body.unwrap_or(self.0);
+        let (text, cr) = match text.strip_suffix('\r') {
+            Some(t) => (t, "\\r"),
+            None => (text, ""),
+        };
+        write!(f, "`{}{cr}`", truncate(text, 80))?;
+        if body.is_none() {
+            write!(f, " (no newline at end of file)")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A temp repository holding `files`.
+    fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        dir
+    }
+
+    /// Every file under `root`, by relative path.
+    fn snapshot(root: &Path) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let rel = path
+                        .strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
+                    out.insert(rel, std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        out
+    }
+
+    fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn never(_: &str) -> bool {
+        false
+    }
+
+    /// Parses and applies `diff` in a repository of `before`; returns the
+    /// result and the files afterwards.
+    fn check(
+        before: &[(&str, &str)],
+        diff: &str,
+    ) -> (Result<Vec<String>, PatchError>, BTreeMap<String, String>) {
+        let dir = repo(before);
+        let result = parse(diff).and_then(|p| apply(dir.path(), &p, &never));
+        (result, snapshot(dir.path()))
+    }
+
+    const LIB: &str = "fn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n";
+
+    #[test]
+    fn modifies_a_file() {
+        let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -2,3 +2,3 @@\n fn b() {}\n-fn c() {}\n+fn c() -> u32 { 1 }\n fn d() {}\n";
+        let (result, after) = check(&[("src/lib.rs", LIB)], diff);
+        assert_eq!(result.unwrap(), ["src/lib.rs"]);
+        assert_eq!(
+            after,
+            files(&[(
+                "src/lib.rs",
+                "fn a() {}\nfn b() {}\nfn c() -> u32 { 1 }\nfn d() {}\nfn e() {}\n"
+            )])
+        );
+    }
+
+    #[test]
+    fn adds_a_file_in_a_new_folder() {
+        let diff = "diff --git a/src/new/mod.rs b/src/new/mod.rs\nnew file mode 100644\nindex 0000000..e69de29\n--- /dev/null\n+++ b/src/new/mod.rs\n@@ -0,0 +1,2 @@\n+pub mod x;\n+pub mod y;\n";
+        let (result, after) = check(&[("src/lib.rs", LIB)], diff);
+        assert_eq!(result.unwrap(), ["src/new/mod.rs"]);
+        assert_eq!(
+            after,
+            files(&[
+                ("src/lib.rs", LIB),
+                ("src/new/mod.rs", "pub mod x;\npub mod y;\n")
+            ])
+        );
+        // Creating a file that exists is refused.
+        let (result, after) = check(&[("src/new/mod.rs", "old\n")], diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`src/new/mod.rs`: the diff creates it, but it already exists"
+        );
+        assert_eq!(after, files(&[("src/new/mod.rs", "old\n")]));
+    }
+
+    #[test]
+    fn deletes_a_file() {
+        let diff = "--- a/old.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-one\n-two\n";
+        let (result, after) = check(&[("old.txt", "one\ntwo\n"), ("keep", "k\n")], diff);
+        assert_eq!(result.unwrap(), ["old.txt"]);
+        assert_eq!(after, files(&[("keep", "k\n")]));
+        // A deletion must remove the whole content.
+        let (result, after) = check(&[("old.txt", "one\ntwo\nthree\n")], diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`old.txt`: the diff deletes it, but lines remain after removing the hunks"
+        );
+        assert_eq!(after, files(&[("old.txt", "one\ntwo\nthree\n")]));
+        // So must a missing file.
+        let (result, _) = check(&[], diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`old.txt`: the diff changes it, but it does not exist"
+        );
+    }
+
+    #[test]
+    fn a_shifted_hunk_is_found_and_its_offset_carries_to_the_next() {
+        let shifted = format!("// 1\n// 2\n// 3\n{LIB}x\ny\nz\n");
+        // Both hunks were written against LIB + "x\ny\nz\n" (3 lines up).
+        let diff = "--- a/lib.rs\n+++ b/lib.rs\n@@ -1,2 +1,2 @@\n-fn a() {}\n+fn a() { 0 }\n fn b() {}\n@@ -6,2 +6,2 @@\n x\n-y\n+Y\n";
+        let (result, after) = check(&[("lib.rs", &shifted)], diff);
+        assert_eq!(result.unwrap(), ["lib.rs"]);
+        assert_eq!(
+            after["lib.rs"],
+            "// 1\n// 2\n// 3\nfn a() { 0 }\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\nx\nY\nz\n"
+        );
+        // Beyond MAX_OFFSET the hunk is not found.
+        let far = format!("{}{LIB}", "//\n".repeat(MAX_OFFSET + 1));
+        let (result, after) = check(&[("lib.rs", &far)], diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`lib.rs`, hunk 1 (@@ -1,2 +1,2 @@): not found at line 1 nor within 50 lines of it; line 1 is `//` where the hunk expects `fn a() {}`"
+        );
+        assert_eq!(after["lib.rs"], far);
+    }
+
+    #[test]
+    fn mismatching_context_rejects_the_patch() {
+        let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -2,3 +2,3 @@\n fn b() {}\n-fn c() {}\n+fn c() -> u32 { 1 }\n fn D() {}\n";
+        let (result, after) = check(&[("src/lib.rs", LIB)], diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`src/lib.rs`, hunk 1 (@@ -2,3 +2,3 @@): not found at line 2 nor within 50 lines of it; line 4 is `fn d() {}` where the hunk expects `fn D() {}`"
+        );
+        assert_eq!(after, files(&[("src/lib.rs", LIB)]));
+        // Trailing whitespace and line endings count: no fuzz.
+        let crlf = LIB.replace('\n', "\r\n");
+        let (result, _) = check(&[("src/lib.rs", &crlf)], diff);
+        assert!(
+            result
+                .unwrap_err()
+                .to_string()
+                .ends_with("line 2 is `fn b() {}\\r` where the hunk expects `fn b() {}`")
+        );
+    }
+
+    #[test]
+    fn a_failing_second_file_writes_nothing() {
+        let diff = "--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-one\n+ONE\n--- /dev/null\n+++ b/three.txt\n@@ -0,0 +1 @@\n+3\n--- a/two.txt\n+++ b/two.txt\n@@ -1 +1 @@\n-deux\n+TWO\n";
+        let before = [("one.txt", "one\n"), ("two.txt", "two\n")];
+        let (result, after) = check(&before, diff);
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "`two.txt`, hunk 1 (@@ -1,1 +1,1 @@): not found at line 1 nor within 50 lines of it; line 1 is `two` where the hunk expects `deux`"
+        );
+        assert_eq!(after, files(&before));
+    }
+
+    #[test]
+    fn paths_outside_the_repository_are_refused() {
+        for (path, reason) in [
+            ("../escape.txt", "it leaves the repository (`..`)"),
+            ("src/../../escape.txt", "it leaves the repository (`..`)"),
+            ("/etc/passwd", "it is absolute"),
+            (".git/config", "it is inside the .git directory"),
+            (
+                "sub/.GIT/hooks/pre-commit",
+                "it is inside the .git directory",
+            ),
+        ] {
+            for prefix in ["", "b/"] {
+                let diff = format!("--- /dev/null\n+++ {prefix}{path}\n@@ -0,0 +1 @@\n+x\n");
+                let err = parse(&diff).unwrap_err();
+                assert_eq!(
+                    err.to_string(),
+                    format!("path `{path}` is not allowed: {reason}"),
+                    "{diff}"
+                );
+            }
+        }
+        assert_eq!(normalize_path("./src//lib.rs").unwrap(), "src/lib.rs");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_leading_out_of_the_repository_are_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("x.txt"), "x\n").unwrap();
+        let dir = repo(&[("inside.txt", "x\n")]);
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("inside.txt", dir.path().join("link.txt")).unwrap();
+        let through_dir = "--- a/out/x.txt\n+++ b/out/x.txt\n@@ -1 +1 @@\n-x\n+y\n";
+        let err = apply(dir.path(), &parse(through_dir).unwrap(), &never).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("path `out/x.txt` is not allowed: its folder resolves to "),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("x.txt")).unwrap(),
+            "x\n"
+        );
+        let new_in_dir = "--- /dev/null\n+++ b/out/new.txt\n@@ -0,0 +1 @@\n+y\n";
+        assert!(apply(dir.path(), &parse(new_in_dir).unwrap(), &never).is_err());
+        assert!(!outside.path().join("new.txt").exists());
+        let link = "--- a/link.txt\n+++ b/link.txt\n@@ -1 +1 @@\n-x\n+y\n";
+        assert_eq!(
+            apply(dir.path(), &parse(link).unwrap(), &never)
+                .unwrap_err()
+                .to_string(),
+            "path `link.txt` is not allowed: it is a symlink"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("inside.txt")).unwrap(),
+            "x\n"
+        );
+    }
+
+    #[test]
+    fn protected_paths_are_refused_before_anything_is_written() {
+        let diff = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-fn a() {}\n+fn a() { 0 }\n--- a/.github/workflows/ci.yml\n+++ b/.github/workflows/ci.yml\n@@ -1 +1 @@\n-on: push\n+on: []\n";
+        let before = [
+            ("src/lib.rs", LIB),
+            (".github/workflows/ci.yml", "on: push\n"),
+        ];
+        let dir = repo(&before);
+        let extra = Vec::new();
+        let protected = |p: &str| crate::fix_loop::is_protected(p, &extra);
+        let err = apply(dir.path(), &parse(diff).unwrap(), &protected).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`.github/workflows/ci.yml` is a protected path; the patch was refused"
+        );
+        assert_eq!(snapshot(dir.path()), files(&before));
+    }
+
+    #[test]
+    fn missing_final_newlines_are_kept_exact() {
+        // Add a final newline.
+        let diff = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+b\n";
+        let (result, after) = check(&[("f", "a\nb")], diff);
+        assert_eq!(result.unwrap(), ["f"]);
+        assert_eq!(after["f"], "a\nb\n");
+        // The diff says the file has no final newline, but it has one.
+        let (result, _) = check(&[("f", "a\nb\n")], diff);
+        assert!(
+            result
+                .unwrap_err()
+                .to_string()
+                .ends_with("line 2 is `b` where the hunk expects `b` (no newline at end of file)")
+        );
+        // Remove a final newline.
+        let diff = "--- a/f\n+++ b/f\n@@ -2 +2 @@\n-b\n+b\n\\ No newline at end of file\n";
+        let (result, after) = check(&[("f", "a\nb\n")], diff);
+        assert_eq!(result.unwrap(), ["f"]);
+        assert_eq!(after["f"], "a\nb");
+        // Dropping the newline of a line that is not the last is refused.
+        let diff = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+a\n\\ No newline at end of file\n";
+        let (result, after) = check(&[("f", "a\nb\n")], diff);
+        assert!(result.unwrap_err().to_string().ends_with(
+            "its last line has no newline at the end of the file, but the file goes on"
+        ));
+        assert_eq!(after["f"], "a\nb\n");
+    }
+
+    #[test]
+    fn blank_context_lines_without_their_space_are_accepted() {
+        let diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n\n-c\n+C\n";
+        let (result, after) = check(&[("f", "a\n\nc\n")], diff);
+        assert_eq!(result.unwrap(), ["f"]);
+        assert_eq!(after["f"], "a\n\nC\n");
+    }
+
+    #[test]
+    fn malformed_diffs_are_errors() {
+        for (diff, message) in [
+            (
+                "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n+B\n+C\n-b\n",
+                "diff line 6: hunk at line 3 has more lines than its header counts (after 1 of 2 old and 2 of 2 new lines)",
+            ),
+            (
+                "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n c\n",
+                "diff line 7: line after the hunk at line 3 that its header does not count (@@ -1,2 +1,2 @@)",
+            ),
+            (
+                "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n",
+                "diff line 5: hunk at line 3 is cut short: the diff ends after 2 of 3 old and 1 of 3 new lines",
+            ),
+            (
+                "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\nsome prose\n",
+                "diff line 6: hunk at line 3 is cut short: `some prose` is not a context, removed or added line (after 2 of 3 old and 1 of 3 new lines)",
+            ),
+            (
+                "--- a/f\n+++ b/f\n@@ -1,x +1 @@\n a\n",
+                "diff line 3: malformed hunk header `@@ -1,x +1 @@` (expected `@@ -a,b +c,d @@`)",
+            ),
+            (
+                "--- a/f\n+++ b/f\nno hunk\n",
+                "diff line 3: file header for `f` is not followed by a hunk",
+            ),
+            (
+                "Here:\n@@ -1 +1 @@\n-a\n+b\n",
+                "diff line 2: hunk header without a `--- `/`+++ ` file header before it",
+            ),
+            (
+                "--- a/old\n+++ b/new\n@@ -1 +1 @@\n-a\n+b\n",
+                "diff line 1: renaming `old` to `new` is not supported",
+            ),
+            (
+                "diff --git a/x b/y\nsimilarity index 100%\nrename from x\nrename to y\n",
+                "diff line 1: a git diff section without `---`/`+++` hunks (rename, copy, mode change, binary or empty file) is not supported",
+            ),
+            (
+                "--- \"a/sp ace\"\n+++ \"b/sp ace\"\n@@ -1 +1 @@\n-a\n+b\n",
+                "diff line 1: the quoted path \"a/sp ace\" is not supported",
+            ),
+            (
+                "--- /dev/null\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n",
+                "diff line 3: hunk @@ -1,1 +1,1 @@ of new file `f` has old lines",
+            ),
+        ] {
+            assert_eq!(parse(diff).unwrap_err().to_string(), message, "{diff}");
+        }
+        assert!(matches!(
+            apply(Path::new("."), &parse("just prose\n").unwrap(), &never),
+            Err(PatchError::Empty)
+        ));
+    }
+
+    #[test]
+    fn parses_headers_with_timestamps_and_a_format_patch_signature() {
+        let diff = "From 1 Mon\nSubject: fix\n---\n f | 2 +-\n\ndiff --git a/f b/f\nindex 1..2 100644\n--- a/f\t2026-05-07 10:00:00\n+++ b/f\t2026-05-07 10:01:00\n@@ -1 +1 @@ fn main\n-a\n+b\n-- \n2.45.0\n";
+        let patch = parse(diff).unwrap();
+        assert_eq!(patch.files.len(), 1);
+        assert_eq!(patch.files[0].path, "f");
+        assert_eq!(patch.files[0].change, FileChange::Modify);
+        assert_eq!(patch.files[0].hunks[0].lines.len(), 2);
+    }
+
+    #[test]
+    fn finds_the_diff_in_an_answer() {
+        let fenced = "I fixed it.\n\n```rust\nfn x() {}\n```\n\n```diff\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n```\n\nAnd:\n\n  ```patch\n  --- a/g\n  +++ b/g\n  @@ -1 +1 @@\n  -c\n  +d\n  ```\n";
+        assert_eq!(
+            extract_diff(fenced).unwrap(),
+            "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-c\n+d\n"
+        );
+        assert_eq!(
+            parse(&extract_diff(fenced).unwrap()).unwrap().files.len(),
+            2
+        );
+        let whole = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(extract_diff(whole).as_deref(), Some(whole));
+        assert_eq!(extract_diff("I changed src/lib.rs directly.\n"), None);
+        // A diff-looking text inside a non-diff fence is still a whole-text diff.
+        let in_plain_fence = "```\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n```\n";
+        let patch = parse(&extract_diff(in_plain_fence).unwrap()).unwrap();
+        assert_eq!(patch.files[0].path, "f");
+    }
+
+    /// Whether every hunk body has the line counts of its header (checked
+    /// independently of `parse`).
+    fn counts_agree(diff: &str) -> bool {
+        let mut expected: Option<(usize, usize)> = None;
+        let mut seen = (0, 0);
+        let mut ok = true;
+        for line in diff.lines().skip(2) {
+            if let Some(rest) = line.strip_prefix("@@ -") {
+                ok &= expected.is_none_or(|e| e == seen);
+                let ranges = rest.split(" @@").next().unwrap();
+                let (o, n) = ranges.split_once(" +").unwrap();
+                let len = |r: &str| r.split_once(',').map_or(1, |(_, l)| l.parse().unwrap());
+                expected = Some((len(o), len(n)));
+                seen = (0, 0);
+            } else if line.starts_with(' ') {
+                seen = (seen.0 + 1, seen.1 + 1);
+            } else if line.starts_with('-') {
+                seen.0 += 1;
+            } else if line.starts_with('+') {
+                seen.1 += 1;
+            }
+        }
+        ok && expected.is_none_or(|e| e == seen)
+    }
+
+    #[test]
+    fn similar_diffs_with_wrong_counts_are_refused() {
+        // similar 2.7 (every algorithm) diffs "\n\na" against " \n\n\n\n" with
+        // a `+1,3` header over four new lines; GNU patch refuses it too.
+        let diff = similar::TextDiff::from_lines("\n\na", " \n\n\n\n")
+            .unified_diff()
+            .context_radius(1)
+            .header("a/f", "b/f")
+            .to_string();
+        assert!(diff.contains("@@ -1,3 +1,3 @@"), "{diff}");
+        assert!(!counts_agree(&diff));
+        assert_eq!(
+            parse(&diff).unwrap_err().to_string(),
+            "diff line 7: hunk at line 3 has more lines than its header counts (after 1 of 3 old and 3 of 3 new lines)"
+        );
+    }
+
+    fn text_from(lines: Vec<String>, final_newline: bool) -> String {
+        let mut t = lines.join("\n");
+        if final_newline && !t.is_empty() {
+            t.push('\n');
+        }
+        t
+    }
+
+    proptest! {
+        /// A diff made by `similar` from old to new applies to old and gives new, exactly.
+        #[test]
+        fn a_similar_diff_applies_back_exactly(
+            old_lines in proptest::collection::vec("[abc ]{0,3}", 0..30),
+            new_lines in proptest::collection::vec("[abc ]{0,3}", 0..30),
+            old_nl in any::<bool>(),
+            new_nl in any::<bool>(),
+            context in 0usize..4,
+        ) {
+            let old = text_from(old_lines, old_nl);
+            let new = text_from(new_lines, new_nl);
+            prop_assume!(old != new);
+            let diff = similar::TextDiff::from_lines(&old, &new)
+                .unified_diff()
+                .context_radius(context)
+                .header("a/dir/file.txt", "b/dir/file.txt")
+                .to_string();
+            // similar 2.7 sometimes writes a hunk header that disagrees with
+            // its body (see `similar_diffs_with_wrong_counts_are_refused`);
+            // such a diff is not a well-formed input.
+            prop_assume!(counts_agree(&diff));
+            let patch = parse(&diff).map_err(|e| TestCaseError::fail(format!("{e}\n{diff}")))?;
+            let result = apply_hunks("dir/file.txt", &old, &patch.files[0].hunks)
+                .map_err(|e| TestCaseError::fail(format!("{e}\n{diff}")))?;
+            prop_assert_eq!(&result, &new, "{}", diff);
+            // And through the file system.
+            let dir = repo(&[("dir/file.txt", &old)]);
+            prop_assert_eq!(apply(dir.path(), &patch, &never).unwrap(), vec!["dir/file.txt".to_owned()]);
+            prop_assert_eq!(std::fs::read_to_string(dir.path().join("dir/file.txt")).unwrap(), new);
+        }
+    }
+}

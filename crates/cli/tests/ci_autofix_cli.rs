@@ -1,0 +1,1085 @@
+//! `orchestrator ci-autofix`, run as a user runs it: the real binary on temp
+//! git repositories holding a tiny Rust crate, real `cargo fmt` / `cargo
+//! clippy` / `cargo test` checks, and fake `gh` / `claude` executables put
+//! first on the child's `PATH` that replay real-shaped outputs.
+//!
+//! Every test that runs cargo gives it its own `CARGO_TARGET_DIR` in the
+//! test's temp dir (outside the repository).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use orchestrator_ci_autofix::Handoff;
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ci-autofix/tests/data/corpus")
+        .join(name)
+}
+
+/// One `orchestrator` invocation.
+struct Run {
+    cwd: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    path_prefix: Option<PathBuf>,
+    stdin: Option<String>,
+}
+
+impl Run {
+    fn new(cwd: &Path, args: &[&str]) -> Self {
+        Self {
+            cwd: cwd.to_path_buf(),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: Vec::new(),
+            path_prefix: None,
+            stdin: None,
+        }
+    }
+
+    fn env(mut self, k: &str, v: impl AsRef<Path>) -> Self {
+        self.env
+            .push((k.to_owned(), v.as_ref().to_string_lossy().into_owned()));
+        self
+    }
+
+    /// Puts `dir` first on the child's `PATH` (fake `gh`, fake `claude`).
+    fn path_first(mut self, dir: &Path) -> Self {
+        self.path_prefix = Some(dir.to_path_buf());
+        self
+    }
+
+    fn stdin(mut self, text: &str) -> Self {
+        self.stdin = Some(text.to_owned());
+        self
+    }
+
+    fn output(self) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+        cmd.args(&self.args)
+            .current_dir(&self.cwd)
+            .env_remove("RUST_LOG")
+            .env_remove("ORCHESTRATOR_AGENT")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET_DIR")
+            .env("CARGO_TERM_COLOR", "never")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        if let Some(dir) = &self.path_prefix {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![dir.clone()];
+            dirs.extend(std::env::split_paths(&path));
+            cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+        }
+        let mut child = cmd.spawn().expect("run orchestrator");
+        if let Some(text) = &self.stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn write_script(path: &Path, text: &str) {
+    write(path, text);
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+const CARGO_TOML: &str =
+    "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n";
+
+/// A formatting error (and nothing else).
+const UNFORMATTED: &str = "pub fn add(a:i32,b:i32)->i32{a+b}\n";
+
+/// A temp dir holding `repo/` (a git repository with a tiny crate on branch
+/// `main`, committed) and room for a cargo target dir, fakes and a remote.
+struct Fixture {
+    tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(lib_rs: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(&repo, &["config", "user.name", "Test"]);
+        git(&repo, &["config", "user.email", "test@example.com"]);
+        git(&repo, &["config", "commit.gpgsign", "false"]);
+        write(&repo.join("Cargo.toml"), CARGO_TOML);
+        write(&repo.join(".gitignore"), "/target\nCargo.lock\n");
+        write(&repo.join("src/lib.rs"), lib_rs);
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        Self { tmp }
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.tmp.path().join("repo")
+    }
+
+    fn target_dir(&self) -> PathBuf {
+        self.tmp.path().join("target")
+    }
+
+    /// A run in the repository with this fixture's cargo target dir.
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Run {
+        Run::new(&self.repo(), args).env("CARGO_TARGET_DIR", self.target_dir())
+    }
+
+    fn head(&self) -> String {
+        git(&self.repo(), &["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    fn subjects(&self) -> Vec<String> {
+        git(&self.repo(), &["log", "--format=%s"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn status(&self) -> String {
+        git(
+            &self.repo(),
+            &["status", "--porcelain", "--untracked-files=all"],
+        )
+    }
+
+    /// Every path ever committed on HEAD.
+    fn committed_paths(&self) -> String {
+        git(&self.repo(), &["log", "--name-only", "--format="])
+    }
+
+    fn audit_logs(&self) -> Vec<PathBuf> {
+        let dir = self.repo().join(".moai/reports/ci-autofix");
+        match std::fs::read_dir(dir) {
+            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn local_state_file(&self) -> PathBuf {
+        self.repo().join(".moai/state/ci-autofix-local-main.json")
+    }
+
+    /// Replaces the temp paths, dates and commit ids in `text`.
+    fn redact(&self, text: &str) -> String {
+        let mut s = text.to_owned();
+        for p in [self.repo().canonicalize().unwrap(), self.repo()] {
+            s = s.replace(&p.display().to_string(), "[REPO]");
+        }
+        let date = regex_lite_date(&s);
+        if let Some(d) = date {
+            s = s.replace(&d, "[DATE]");
+        }
+        for line in git(&self.repo(), &["log", "--format=%h %H"]).lines() {
+            for id in line.split(' ') {
+                s = s.replace(id, "[SHA]");
+            }
+        }
+        s
+    }
+}
+
+/// The first `YYYY-MM-DD` in `text`.
+fn regex_lite_date(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    (0..b.len().saturating_sub(9)).find_map(|i| {
+        let w = &b[i..i + 10];
+        let ok = w.iter().enumerate().all(|(j, c)| match j {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        });
+        ok.then(|| String::from_utf8_lossy(w).into_owned())
+    })
+}
+
+/// The JSON lines of a `--json` run.
+fn events(o: &Output) -> Vec<serde_json::Value> {
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+// ---------------------------------------------------------------- classify
+
+#[test]
+fn classify_prints_the_seed_lines_for_corpus_logs() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (log, expected) in [
+        (
+            "rust-rustfmt-check.log",
+            "classification=mechanical\nsub_class=trivial\n",
+        ),
+        (
+            "rust-clippy-deny.log",
+            "classification=mechanical\nsub_class=non-trivial\n",
+        ),
+        (
+            "multi-rustfmt-and-test.log",
+            "classification=semantic\nsub_class=none\n",
+        ),
+        (
+            "py-pip-nonexistent.log",
+            "classification=unknown\nsub_class=none\n",
+        ),
+    ] {
+        let path = corpus(log);
+        let o = Run::new(here, &["ci-autofix", "classify", path.to_str().unwrap()]).output();
+        assert_eq!(o.status.code(), Some(0), "{log}: {}", show(&o));
+        assert_eq!(stdout(&o), expected, "{log}");
+    }
+}
+
+#[test]
+fn classify_json_has_the_evidence_and_reads_stdin() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A format diff and a clippy error: the most severe class wins.
+    let path = corpus("multi-rustfmt-and-clippy.log");
+    let o = Run::new(
+        here,
+        &["ci-autofix", "classify", path.to_str().unwrap(), "--json"],
+    )
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    insta::assert_json_snapshot!("classify_multi_rustfmt_and_clippy", v);
+
+    // `-` and no argument both read standard input; gh prefixes are stripped.
+    let log = std::fs::read_to_string(corpus("gh-rust-rustfmt-check.log")).unwrap();
+    for args in [
+        &["ci-autofix", "classify", "-", "--json"][..],
+        &["ci-autofix", "classify", "--json"][..],
+    ] {
+        let o = Run::new(here, args).stdin(&log).output();
+        assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["classification"], "mechanical");
+        assert_eq!(v["sub_class"], "trivial");
+        let first = &v["evidence"][0];
+        assert_eq!(first["rule"], "rustfmt");
+        assert_eq!(
+            first["text"],
+            "Diff in /home/runner/work/demo/rs/fmt/src/lib.rs:1:"
+        );
+    }
+
+    // An empty log is readable: unknown, exit 0.
+    let o = Run::new(here, &["ci-autofix", "classify"])
+        .stdin("")
+        .output();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), "classification=unknown\nsub_class=none\n");
+
+    // An unreadable input is exit 2.
+    let o = Run::new(here, &["ci-autofix", "classify", "no/such/file.log"]).output();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no/such/file.log"), "{}", show(&o));
+}
+
+// -------------------------------------------------------------- local loop
+
+/// The acceptance test: a real `cargo fmt --check` failure. Without `-y` and
+/// without a terminal the confirmation defers: exit 3, nothing committed,
+/// the tree as it was. With `-y` the builtin agent runs `cargo fmt`, the fix
+/// is committed, the check re-runs green: exit 0.
+#[test]
+fn local_format_failure_defers_without_a_terminal_then_is_fixed_with_yes() {
+    let f = Fixture::new(UNFORMATTED);
+    let before = f.head();
+    let check = ["ci-autofix", "--local", "--check", "cargo fmt --check"];
+
+    let o = f.run(&check);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let out = stdout(&o);
+    assert!(out.contains("classification**: mechanical"), "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("ci-autofix: escalated on branch main (local)"),
+        "{out}"
+    );
+    assert!(out.contains("audit log: "), "{out}");
+    assert!(
+        stderr(&o).contains("?? gate ci-autofix.apply-patch"),
+        "{}",
+        show(&o)
+    );
+    assert!(stderr(&o).contains("pass -y"), "{}", show(&o));
+    assert_eq!(f.head(), before, "nothing committed");
+    assert_eq!(f.status(), "", "tree restored, .moai/ invisible");
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        UNFORMATTED,
+        "the discarded patch was restored"
+    );
+    assert!(
+        f.local_state_file().is_file(),
+        "the state file survives an escalation"
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.local_state_file()).unwrap()).unwrap();
+    assert_eq!(state["iteration"], 1);
+    assert_eq!(state["last_classification"], "mechanical");
+    assert_eq!(state["last_subclass"], "trivial");
+
+    let mut yes = check.to_vec();
+    yes.push("-y");
+    let o = f.run(&yes);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let last = stdout(&o).lines().last().unwrap().to_owned();
+    assert!(
+        last.starts_with("ci-autofix: green on branch main (local) — 1 fix commit ("),
+        "{last}"
+    );
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(
+        git(&f.repo(), &["show", "--name-only", "--format=", "HEAD"]),
+        "src/lib.rs\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
+    );
+    assert_eq!(f.status(), "", "working tree clean, .moai/ not shown");
+    assert!(
+        !f.committed_paths().contains(".moai"),
+        "{}",
+        f.committed_paths()
+    );
+    let exclude = std::fs::read_to_string(f.repo().join(".git/info/exclude")).unwrap();
+    assert!(exclude.lines().any(|l| l == ".moai/"), "{exclude}");
+    // Green removes the state file (the seed: "exit 0 → delete the state
+    // file"); the audit log keeps both runs' iteration-1 sections.
+    assert!(!f.local_state_file().exists());
+    let logs = f.audit_logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let audit = std::fs::read_to_string(&logs[0]).unwrap();
+    assert_eq!(audit.matches("## Iteration 1").count(), 2, "{audit}");
+    assert!(audit.contains("- **action**: escalated"), "{audit}");
+    assert!(audit.contains("- **action**: applied\n"), "{audit}");
+
+    // A second run on the now green tree has nothing to do.
+    let o = f.run(&yes);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(stdout(&o).contains("no fix needed"), "{}", show(&o));
+    assert_eq!(f.subjects().len(), 2);
+}
+
+/// Iteration 1: a clippy error (non-trivial, the most severe class, so it
+/// asks) next to a format error; the linter fixer fixes the lint. Iteration
+/// 2: only the format error is left (trivial) and is applied silently — no
+/// gate question after the first commit.
+#[test]
+fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iteration_2() {
+    let lib = "pub fn one() -> i32 {\n    return 1;\n}\n\npub fn add(a:i32,b:i32)->i32{a+b}\n";
+    let f = Fixture::new(lib);
+    let o = f.run(&[
+        "ci-autofix",
+        "--local",
+        "--check",
+        "cargo clippy --quiet -- -D warnings",
+        "--check",
+        "cargo fmt --check",
+        "-y",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let ev = events(&o);
+    let kinds: Vec<String> = ev
+        .iter()
+        .map(|e| {
+            let kind = e["event"].as_str().unwrap();
+            match kind {
+                "commit_made" => format!("commit {}", e["id"].as_str().unwrap()),
+                "gate_asked" => format!("gate_asked {}", e["question"].as_str().unwrap()),
+                other => other.to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "phase_started",
+            "gate_asked ci-autofix.apply-patch",
+            "gate_answered",
+            "commit iter-1",
+            "commit iter-2",
+            "phase_finished",
+            "outcome",
+        ],
+        "iteration 2 asks nothing"
+    );
+    assert!(
+        ev[1]["prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("Iteration 1: apply the mechanical/non-trivial fix"),
+        "{}",
+        ev[1]
+    );
+    let outcome = ev.last().unwrap();
+    assert_eq!(outcome["outcome"], "green");
+    assert_eq!(outcome["exit_code"], 0);
+    assert_eq!(outcome["commits"].as_array().unwrap().len(), 2);
+
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        "pub fn one() -> i32 {\n    1\n}\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
+    );
+    assert_eq!(f.status(), "");
+    assert_eq!(
+        f.subjects(),
+        [
+            "fix(ci): auto-fix mechanical failure (iter 2)",
+            "fix(ci): auto-fix mechanical failure (iter 1)",
+            "init"
+        ]
+    );
+    let logs = f.audit_logs();
+    assert_eq!(logs.len(), 1);
+    let audit = f.redact(&std::fs::read_to_string(&logs[0]).unwrap());
+    insta::assert_snapshot!("audit_log_lint_then_silent_format", audit);
+}
+
+/// A failing `cargo test` assertion is semantic: escalated at once, no
+/// patch, no commit, even with `-y`.
+#[test]
+fn local_semantic_failure_escalates_without_a_commit() {
+    let lib = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(2, 2), 4);\n    }\n}\n";
+    let f = Fixture::new(lib);
+    let before = f.head();
+    let o = f.run(&[
+        "ci-autofix",
+        "--local",
+        "--check",
+        "cargo test --quiet",
+        "-y",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let out = stdout(&o);
+    assert!(out.contains("- **classification**: semantic"), "{out}");
+    assert!(out.contains("No automatic diagnosis"), "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("ci-autofix: escalated on branch main (local) — "),
+        "{last}"
+    );
+    assert!(
+        out.contains("chosen: Fix it by hand (recommended)"),
+        "{out}"
+    );
+    assert!(!stderr(&o).contains("apply-patch"), "no patch was proposed");
+    assert_eq!(f.head(), before);
+    assert_eq!(f.status(), "");
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        lib
+    );
+    assert!(f.local_state_file().is_file());
+    let audit = std::fs::read_to_string(&f.audit_logs()[0]).unwrap();
+    assert!(audit.contains("- **classification**: semantic"), "{audit}");
+    assert!(audit.contains("- **action**: escalated"), "{audit}");
+}
+
+#[test]
+fn a_dirty_tree_is_refused_unless_allowed_and_then_left_byte_identical() {
+    let f = Fixture::new(UNFORMATTED);
+    let readme = f.repo().join("README.md");
+    write(&readme, "# tiny\n");
+    git(&f.repo(), &["add", "README.md"]);
+    git(&f.repo(), &["commit", "-q", "-m", "readme"]);
+    let dirty = "# tiny\n\nwork in progress   \n\twith odd  whitespace\n";
+    write(&readme, dirty);
+    let untracked = f.repo().join("notes.txt");
+    write(&untracked, "my notes\n");
+    let head = f.head();
+
+    let args = [
+        "ci-autofix",
+        "--local",
+        "--check",
+        "cargo fmt --check",
+        "-y",
+    ];
+    let o = f.run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("working tree is dirty") && err.contains("README.md"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-dirty"), "{err}");
+    assert_eq!(f.head(), head);
+
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-dirty");
+    let o = f.run(&allowed);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(std::fs::read(&readme).unwrap(), dirty.as_bytes());
+    assert_eq!(std::fs::read(&untracked).unwrap(), b"my notes\n");
+    assert_eq!(
+        git(&f.repo(), &["show", "--name-only", "--format=", "HEAD"]),
+        "src/lib.rs\n",
+        "only the fix is committed"
+    );
+    assert_eq!(f.status(), " M README.md\n?? notes.txt\n");
+}
+
+#[test]
+fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
+    let f = Fixture::new(UNFORMATTED);
+    let head = f.head();
+    for bad in [
+        &["ci-autofix"][..],
+        &["ci-autofix", "--pr", "7", "--check", "cargo fmt --check"][..],
+        &["ci-autofix", "--local"][..],
+        &["ci-autofix", "--local", "--check", ""][..],
+        &[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "true",
+            "--max-iterations",
+            "0",
+        ][..],
+        &[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "true",
+            "--agent",
+            "nonsense",
+        ][..],
+        &["ci-autofix", "--pr", "7", "--local", "--check", "true"][..],
+    ] {
+        let o = f.run(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", show(&o));
+        assert!(stderr(&o).contains("error"), "{bad:?}: {}", show(&o));
+    }
+    // Not the top of a git work tree.
+    let o = Run::new(
+        f.tmp.path(),
+        &["ci-autofix", "--local", "--check", "true", "-y"],
+    )
+    .output();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert_eq!(f.head(), head);
+    assert_eq!(f.status(), "");
+    assert!(!f.repo().join(".moai/state").exists());
+}
+
+/// Ctrl-C (SIGINT) while a check runs: the check's process group is killed,
+/// the run stops resumably (exit 3) and keeps its state file.
+#[test]
+fn interrupting_a_run_stops_it_resumably() {
+    let f = Fixture::new(UNFORMATTED);
+    let marker = f.tmp.path().join("check-started");
+    let survived = f.tmp.path().join("check-survived");
+    let check = format!(
+        "touch '{}'; sleep 3; touch '{}'",
+        marker.display(),
+        survived.display()
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    cmd.args(["ci-autofix", "--local", "--check", &check, "-y"])
+        .current_dir(f.repo())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed().as_secs() < 20, "the check never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed_at = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        killed_at.elapsed() < std::time::Duration::from_millis(2500),
+        "the run did not stop at once"
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(
+        stdout(&o).starts_with("ci-autofix: interrupted on branch main (local); state kept in "),
+        "{}",
+        show(&o)
+    );
+    assert!(f.local_state_file().is_file());
+    assert_eq!(f.status(), "");
+    // The check's whole process group was killed: its shell never goes on.
+    let wait_until = killed_at + std::time::Duration::from_millis(3500);
+    std::thread::sleep(wait_until.saturating_duration_since(std::time::Instant::now()));
+    assert!(!survived.exists(), "the check outlived the interrupted run");
+}
+
+/// `--agent claude` with a fake `claude` on PATH that formats the crate
+/// itself and answers in `claude -p --output-format json`'s shape.
+#[test]
+fn local_loop_with_a_fake_claude_agent() {
+    let f = Fixture::new(UNFORMATTED);
+    let bin = f.tmp.path().join("bin");
+    let calls = f.tmp.path().join("claude-calls.log");
+    write_script(
+        &bin.join("claude"),
+        &format!(
+            "#!/bin/sh\n\
+             echo \"$*\" >> '{calls}'\n\
+             cat > '{prompt}'\n\
+             cargo fmt >&2 || exit 1\n\
+             printf '%s\\n' '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"Ran cargo fmt; src/lib.rs is formatted.\",\"session_id\":\"s-1\",\"num_turns\":2,\"total_cost_usd\":0.01,\"usage\":{{\"input_tokens\":900,\"output_tokens\":40}}}}'\n",
+            calls = calls.display(),
+            prompt = f.tmp.path().join("claude-prompt.txt").display(),
+        ),
+    );
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "cargo fmt --check",
+            "--agent",
+            "claude",
+            "-y",
+        ])
+        .path_first(&bin)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let args = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(args.lines().count(), 1, "{args}");
+    assert!(
+        args.contains("-p") && args.contains("--output-format json"),
+        "{args}"
+    );
+    let prompt = std::fs::read_to_string(f.tmp.path().join("claude-prompt.txt")).unwrap();
+    assert!(prompt.contains("## CI Auto-Fix Context"), "{prompt}");
+    assert!(prompt.contains("sub_class: trivial"), "{prompt}");
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(f.status(), "");
+}
+
+/// `--agent claude` whose answer is a unified diff (it edits nothing): the
+/// loop applies the diff strictly, commits it, and the check turns green.
+#[test]
+fn local_loop_with_a_fake_claude_that_answers_with_a_diff() {
+    let f = Fixture::new(UNFORMATTED);
+    let bin = f.tmp.path().join("bin");
+    let answer = f.tmp.path().join("answer.json");
+    let text = "The function is not formatted. Patch:\n\n```diff\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1,3 @@\n-pub fn add(a:i32,b:i32)->i32{a+b}\n+pub fn add(a: i32, b: i32) -> i32 {\n+    a + b\n+}\n```\n";
+    write(
+        &answer,
+        &serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false,
+            "result": text, "session_id": "s-2", "num_turns": 1,
+        })
+        .to_string(),
+    );
+    write_script(
+        &bin.join("claude"),
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", answer.display()),
+    );
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "cargo fmt --check",
+            "--agent",
+            "claude",
+            "-y",
+        ])
+        .path_first(&bin)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
+    );
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(f.status(), "");
+}
+
+// ----------------------------------------------------------- GitHub loop
+
+const PR: &str = "7";
+const RUN_ID: &str = "9876543210";
+
+fn checks_json(bucket: &str, state: &str) -> String {
+    format!(
+        r#"[{{"bucket":"{bucket}","link":"https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818284","name":"rustfmt","state":"{state}","workflow":"CI"}},{{"bucket":"pass","link":"https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818285","name":"test","state":"SUCCESS","workflow":"CI"}}]
+"#
+    )
+}
+
+/// A fake `gh` in `<tmp>/bin` replaying files from `<tmp>/gh`:
+/// `pr checks` prints `checks-<n>.json` on its n-th call (or
+/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed),
+/// `run view <id> --log-failed` prints `run-<id>.log`, `pr diff` prints
+/// `pr.diff`. Every call is appended to `calls.log`.
+struct FakeGh {
+    bin: PathBuf,
+    data: PathBuf,
+}
+
+impl FakeGh {
+    fn new(root: &Path) -> Self {
+        let bin = root.join("bin");
+        let data = root.join("gh");
+        std::fs::create_dir_all(&data).unwrap();
+        write_script(
+            &bin.join("gh"),
+            &format!(
+                r#"#!/bin/sh
+d='{data}'
+echo "$*" >> "$d/calls.log"
+if [ -f "$d/fail-with" ]; then cat "$d/fail-with" >&2; exit 1; fi
+case "$1 $2" in
+  "pr checks")
+    n=$(cat "$d/count" 2>/dev/null || echo 0); n=$((n+1)); echo "$n" > "$d/count"
+    f="$d/checks-$n.json"; [ -f "$f" ] || f="$d/checks-last.json"
+    cat "$f"
+    if grep -q '"pending"' "$f"; then exit 8; fi
+    if grep -q '"fail"' "$f"; then exit 1; fi
+    exit 0;;
+  "run view") cat "$d/run-$3.log"; exit 0;;
+  "pr diff")
+    if [ -f "$d/diff-fails" ]; then echo "HTTP 502: Bad Gateway" >&2; exit 1; fi
+    cat "$d/pr.diff"; exit 0;;
+esac
+echo "fake gh: unexpected arguments: $*" >&2
+exit 4
+"#,
+                data = data.display()
+            ),
+        );
+        write(
+            &data.join(format!("run-{RUN_ID}.log")),
+            &std::fs::read_to_string(corpus("gh-rust-rustfmt-check.log")).unwrap(),
+        );
+        write(
+            &data.join("pr.diff"),
+            "diff --git a/src/lib.rs b/src/lib.rs\nindex 0000000..1111111 100644\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+pub fn add(a:i32,b:i32)->i32{a+b}\n",
+        );
+        Self { bin, data }
+    }
+
+    fn checks(&self, n: Option<u32>, bucket: &str, state: &str) {
+        let name = n.map_or("checks-last.json".to_owned(), |n| {
+            format!("checks-{n}.json")
+        });
+        write(&self.data.join(name), &checks_json(bucket, state));
+    }
+
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.data.join("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// The fixture's repo on branch `feat`, pushed to a bare `origin`.
+fn pr_fixture() -> (Fixture, FakeGh, PathBuf) {
+    let f = Fixture::new(UNFORMATTED);
+    let remote = f.tmp.path().join("origin.git");
+    git(
+        f.tmp.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    let repo = f.repo();
+    git(&repo, &["checkout", "-q", "-b", "feat"]);
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&repo, &["push", "-q", "origin", "feat"]);
+    let gh = FakeGh::new(f.tmp.path());
+    (f, gh, remote)
+}
+
+const CHECKS_CALL: &str = "pr checks 7 --required --json bucket,name,state,link,workflow";
+
+#[test]
+fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
+    let (f, gh, remote) = pr_fixture();
+    let pushed_before = git(&remote, &["rev-parse", "feat"]);
+    gh.checks(Some(1), "fail", "FAILURE");
+    gh.checks(None, "pass", "SUCCESS");
+    let o = f
+        .cmd(&["ci-autofix", "--pr", PR, "-y", "--poll-interval", "0"])
+        .path_first(&gh.bin)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(
+        stdout(&o).starts_with("ci-autofix: green on PR #7 — 1 fix commit ("),
+        "{}",
+        show(&o)
+    );
+    let calls = gh.calls();
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some(CHECKS_CALL),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&format!("run view {RUN_ID} --log-failed")),
+        "{calls:?}"
+    );
+    assert!(calls.contains(&"pr diff 7".to_owned()), "{calls:?}");
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some(CHECKS_CALL),
+        "{calls:?}"
+    );
+    assert_eq!(calls.iter().filter(|c| *c == CHECKS_CALL).count(), 2);
+
+    // The fix commit is on origin: a fast-forward of what was there.
+    let head = f.head();
+    assert_eq!(git(&remote, &["rev-parse", "feat"]).trim(), head);
+    git(
+        &remote,
+        &["merge-base", "--is-ancestor", pushed_before.trim(), &head],
+    );
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(f.status(), "");
+    let logs = f.audit_logs();
+    assert_eq!(logs.len(), 1);
+    let name = logs[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with("PR-7-") && name.ends_with(".md"), "{name}");
+    assert!(!f.repo().join(".moai/state/ci-autofix-7.json").exists());
+}
+
+#[test]
+fn github_handoff_from_stdin_and_bad_handoffs() {
+    let (f, gh, remote) = pr_fixture();
+    gh.checks(None, "pass", "SUCCESS");
+    write(&gh.data.join("diff-fails"), "");
+    let handoff = format!(
+        r#"{{"prNumber": 7, "branch": "feat",
+            "failedChecks": [{{"name": "rustfmt", "logUrl": "https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818284", "conclusionDetail": ""}}],
+            "auxiliaryFailCount": 0, "totalRequired": 2}}"#
+    );
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--handoff",
+            "-",
+            "-y",
+            "--poll-interval",
+            "0",
+            "--json",
+        ])
+        .path_first(&gh.bin)
+        .stdin(&handoff)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let ev = events(&o);
+    assert_eq!(ev.last().unwrap()["outcome"], "green");
+    let calls = gh.calls();
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some(format!("run view {RUN_ID} --log-failed").as_str()),
+        "the handoff's failures are fetched first, no initial watch: {calls:?}"
+    );
+    // The PR diff could not be fetched: a warning, not a failure.
+    let warning = ev
+        .iter()
+        .find(|e| e["event"] == "warning")
+        .unwrap_or_else(|| panic!("no warning in {ev:?}"));
+    assert!(
+        warning["message"].as_str().unwrap().contains("Bad Gateway"),
+        "{warning}"
+    );
+    assert_eq!(git(&remote, &["rev-parse", "feat"]).trim(), f.head());
+
+    // A handoff for another branch, and a broken one: bad input, no gh call.
+    let n = gh.calls().len();
+    let other = handoff.replace("\"feat\"", "\"other\"");
+    let o = f
+        .cmd(&["ci-autofix", "--handoff", "-", "-y"])
+        .path_first(&gh.bin)
+        .stdin(&other)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(stderr(&o).contains("gh pr checkout 7"), "{}", show(&o));
+    let o = f
+        .cmd(&["ci-autofix", "--handoff", "-", "-y"])
+        .path_first(&gh.bin)
+        .stdin(r#"{"prNumber": "x", "branch": "feat", "failedChecks": []}"#)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(stderr(&o).contains("prNumber"), "{}", show(&o));
+    assert_eq!(gh.calls().len(), n);
+}
+
+#[test]
+fn watch_exit_codes_green_failed_timeout_and_errors() {
+    let (f, gh, _remote) = pr_fixture();
+    let watch = |extra: &[&str]| {
+        let mut args = vec!["ci-autofix", "watch"];
+        args.extend_from_slice(extra);
+        f.cmd(&args).path_first(&gh.bin).output()
+    };
+
+    // Pending, then failing: exit 2 with the handoff on stdout.
+    gh.checks(Some(1), "pending", "IN_PROGRESS");
+    gh.checks(None, "fail", "FAILURE");
+    let o = watch(&["--pr", PR, "--poll-interval", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let h = Handoff::parse(&stdout(&o)).unwrap();
+    assert_eq!(h.pr_number, 7);
+    assert_eq!(h.branch, "feat");
+    assert_eq!(h.failed_checks.len(), 1);
+    assert_eq!(h.failed_checks[0].name, "rustfmt");
+    assert_eq!(h.failed_checks[0].run_id.as_deref(), Some(RUN_ID));
+    assert!(stderr(&o).contains("1 required check(s) of PR #7 failed: rustfmt"));
+    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL]);
+
+    // Green: exit 0, nothing on stdout.
+    gh.checks(None, "pass", "SUCCESS");
+    let o = watch(&["--pr", PR]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(stdout(&o), "");
+
+    // Still pending at the time limit: exit 3.
+    gh.checks(None, "pending", "QUEUED");
+    let o = watch(&["--pr", PR, "--timeout", "0.3", "--poll-interval", "0.05"]);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(stderr(&o).contains("still pending"), "{}", show(&o));
+
+    // gh fails (auth): exit 1.
+    write(
+        &gh.data.join("fail-with"),
+        "HTTP 401: Bad credentials (https://api.github.com/graphql)\n",
+    );
+    let o = watch(&["--pr", PR]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(stderr(&o).contains("Bad credentials"), "{}", show(&o));
+    std::fs::remove_file(gh.data.join("fail-with")).unwrap();
+
+    // Bad usage is exit 1 for `watch` (2 means "a check failed").
+    for bad in [
+        &[][..],
+        &["--pr", "abc"][..],
+        &["--pr", "0"][..],
+        &["--pr", PR, "--bogus"][..],
+        &["--pr", PR, "--timeout", "soon"][..],
+    ] {
+        let o = watch(bad);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}: {}", show(&o));
+        assert!(stderr(&o).contains("error:"), "{bad:?}: {}", show(&o));
+        assert_eq!(stdout(&o), "", "{bad:?}");
+    }
+    let o = watch(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("--timeout"), "{}", show(&o));
+}
+
+// ------------------------------------------------------------ invariants
+
+/// No code path of the CLI can pass a force or amend flag to git.
+#[test]
+fn no_force_push_or_amend_anywhere_in_the_cli_sources() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src];
+    let mut scanned = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for needle in [
+                    "--force",
+                    "--force-with-lease",
+                    "\"-f\"",
+                    "'-f'",
+                    "--amend",
+                    "push -f",
+                    "reset --hard",
+                ] {
+                    assert!(
+                        !text.contains(needle),
+                        "{} contains {needle}",
+                        path.display()
+                    );
+                }
+                scanned += 1;
+            }
+        }
+    }
+    assert!(scanned >= 8, "scanned only {scanned} files");
+}
