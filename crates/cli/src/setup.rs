@@ -51,7 +51,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 pub fn cancel_on_ctrl_c(handle: CancelHandle) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: stopping; the session stays resumable (Ctrl-C again to quit now)");
+            eprintln!(
+                "\ninterrupted: stopping; the session stays resumable (Ctrl-C again to quit now)"
+            );
             handle.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);

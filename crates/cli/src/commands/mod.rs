@@ -38,13 +38,6 @@ pub fn run(cli: Cli) -> ExitCode {
     exit.into()
 }
 
-pub(crate) fn unavailable(what: &str, issue: u32) -> Exit {
-    eprintln!(
-        "error: `orchestrator {what}` is not available in this build yet (tracked in issue #{issue})"
-    );
-    Exit::BadInput
-}
-
 /// Reads an input file (or standard input for `-`) as UTF-8 text; returns the
 /// text and the name to use in messages. Errors are printed and mapped to
 /// exit code 2.
