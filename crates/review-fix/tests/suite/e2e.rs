@@ -20,7 +20,7 @@ use orchestrator_core::gate::AutoYes;
 use orchestrator_core::test_runner::TestRunner;
 use orchestrator_review_fix::{
     FixResult, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, TestRunnerFactory,
-    TreeEnv, run,
+    TreeEnv, VerifyMode, run,
 };
 
 fn quickstart() -> PathBuf {
@@ -130,6 +130,9 @@ fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
         inputs,
         planner: PlannerMode::Agent,
         allow_dirty: true,
+        // These tests pin one-by-one verification; batch verification has
+        // its own tests (`batch.rs`).
+        verify: VerifyMode::Each,
         ..ReviewFixConfig::default()
     }
 }
