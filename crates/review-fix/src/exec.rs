@@ -663,6 +663,16 @@ pub(crate) fn record_flaky(
 
 /// The failure text fed back to the agent.
 pub(crate) fn describe_failure(report: &TestReport) -> String {
+    describe_failure_as(
+        report,
+        "the tests failed with the fix applied",
+        "the fix was rolled back",
+    )
+}
+
+/// The failure text: `what` happened (with the failing tests), `then`,
+/// and the tail of the test output.
+pub(crate) fn describe_failure_as(report: &TestReport, what: &str, then: &str) -> String {
     const TAIL: usize = 4000;
     let log = report.log.trim();
     let tail = match log.char_indices().rev().nth(TAIL) {
@@ -674,9 +684,7 @@ pub(crate) fn describe_failure(report: &TestReport) -> String {
     } else {
         format!(" (failing: {})", report.failing_tests.join(", "))
     };
-    format!(
-        "the tests failed with the fix applied{failing}; the fix was rolled back. Test output (tail):\n{tail}"
-    )
+    format!("{what}{failing}; {then}. Test output (tail):\n{tail}")
 }
 
 /// A digest of the changed files' paths and contents.

@@ -48,9 +48,9 @@ use orchestrator_core::verify::{RunOutcome, Step, Verifier, VerifyConfig, Verify
 
 use crate::TreeEnv;
 use crate::exec::{
-    FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message, describe_failure,
-    finish_failed, finish_group, first_line, fix_one, landed_commits, link_dependency_dirs,
-    record_flaky, remove_worktree, run_group_in_main, run_tests,
+    FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message,
+    describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
+    link_dependency_dirs, record_flaky, remove_worktree, run_group_in_main, run_tests,
 };
 use crate::files::{
     FixResult, KnownFailure, ProgressStatus, QueuedFix, VERIFY_STATE_VERSION, VerifyState,
@@ -363,7 +363,11 @@ pub(crate) async fn verify_stage(
                 .join("+");
             let outcome = match run_tests(shared, &t.env, Some(label), None).await {
                 Ok(r) if r.is_pass() => RunOutcome::Pass,
-                Ok(r) => RunOutcome::fail(describe_failure(&r)),
+                Ok(r) => RunOutcome::fail(describe_failure_as(
+                    &r,
+                    "the tests failed with the fix on top of the fixes landed before it",
+                    "the fix was dropped at landing",
+                )),
                 Err(message) => RunOutcome::fail(message),
             };
             if let Err(e) = verifier.record(spec.run, outcome.clone()) {

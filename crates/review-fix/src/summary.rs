@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use orchestrator_core::verify::VerifyMode;
+
 use crate::files::{
     FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION, VerificationStats,
 };
@@ -87,14 +89,18 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     } else {
         String::new()
     };
-    let _ = writeln!(
-        out,
-        "- Test runs: {} (verify {}{reruns}; one by one: {}, saved {})",
-        v.test_runs,
-        v.mode,
-        v.each_runs,
-        v.runs_saved()
-    );
+    if v.mode == VerifyMode::Each {
+        let _ = writeln!(out, "- Test runs: {} (verify each{reruns})", v.test_runs);
+    } else {
+        let _ = writeln!(
+            out,
+            "- Test runs: {} (verify {}{reruns}; one by one: {}, saved {})",
+            v.test_runs,
+            v.mode,
+            v.each_runs,
+            v.runs_saved()
+        );
+    }
     if v.flaky > 0 {
         let _ = writeln!(
             out,

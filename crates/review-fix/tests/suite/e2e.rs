@@ -409,3 +409,140 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
     let status = git(&repo, &["status", "--porcelain"]);
     assert_eq!(status, "", "nothing left over in the tree");
 }
+
+/// What a quickstart session did.
+struct Session {
+    commits: Vec<(String, String)>,
+    report: RunReport,
+    summary: String,
+    wall: Duration,
+}
+
+/// One session on a fresh copy of the quickstart.
+async fn quickstart_session(mode: VerifyMode) -> Session {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, clippy) = copy_quickstart(tmp.path());
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let mut cfg = config(vec![clippy]);
+    cfg.verify = mode;
+    let started = Instant::now();
+    let report = run(
+        cfg,
+        services(
+            &repo,
+            &tmp.path().join("target"),
+            Arc::new(Mutex::new(Vec::new())),
+        )
+        .await,
+    )
+    .await
+    .unwrap();
+    let wall = started.elapsed();
+    let commits = commits_since(&repo, &base);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{mode}");
+    assert_eq!(
+        git(&repo, &["worktree", "list"]).lines().count(),
+        1,
+        "{mode}"
+    );
+    assert!(!git(&repo, &["branch", "--list"]).contains("review-fix/"));
+    if mode != VerifyMode::Each {
+        // Every commit on the branch passes the crate's tests.
+        for (i, id) in git(&repo, &["rev-list", "--reverse", &format!("{base}..HEAD")])
+            .lines()
+            .enumerate()
+        {
+            let check = tmp.path().join(format!("check-{i}"));
+            git(
+                &repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "--detach",
+                    check.to_str().unwrap(),
+                    id,
+                ],
+            );
+            let r = CommandTestRunner::argv(["cargo", "test", "--quiet", "--offline"])
+                .env(
+                    "CARGO_TARGET_DIR",
+                    tmp.path().join("target").display().to_string(),
+                )
+                .run(orchestrator_core::test_runner::TestRequest::all(&check))
+                .await
+                .unwrap();
+            assert!(
+                r.is_pass(),
+                "{mode}: commit {id} fails its tests: {}",
+                r.log
+            );
+            git(&repo, &["worktree", "remove", check.to_str().unwrap()]);
+        }
+    }
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    Session {
+        commits,
+        report,
+        summary,
+        wall,
+    }
+}
+
+/// `REVIEW_FIX_MEASURE=1` adds `auto` and prints the figures as a table.
+const MEASURE_ENV: &str = "REVIEW_FIX_MEASURE";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_on_the_quickstart_lands_what_each_lands_with_fewer_runs() {
+    let mut modes = vec![VerifyMode::Each, VerifyMode::Batch];
+    if std::env::var_os(MEASURE_ENV).is_some() {
+        modes.push(VerifyMode::Auto);
+    }
+    let mut results = Vec::new();
+    for mode in modes {
+        results.push((mode, quickstart_session(mode).await));
+    }
+    let each_commits = &results[0].1.commits;
+    let each = &results[0].1.report;
+    assert_eq!(each_commits.len(), 6);
+    for (
+        mode,
+        Session {
+            commits,
+            report,
+            wall,
+            ..
+        },
+    ) in &results
+    {
+        let v = &report.verification;
+        eprintln!(
+            "quickstart --verify {mode}: {} findings, {} fixed, {} commits, {} test runs ({} re-runs; one by one: {}, saved {}), {:.1}s",
+            report.findings.len(),
+            report.count("fixed"),
+            commits.len(),
+            v.test_runs,
+            v.reruns,
+            v.each_runs,
+            v.runs_saved(),
+            wall.as_secs_f64()
+        );
+        assert_eq!(commits, each_commits, "{mode} lands what each lands");
+        assert_eq!(report.count("fixed"), 6, "{mode}");
+        assert_eq!(report.count("failed"), 1, "{mode}");
+        assert_eq!(v.each_runs, each.verification.test_runs, "{mode}");
+        if *mode != VerifyMode::Each {
+            assert!(
+                v.test_runs < each.verification.test_runs,
+                "{mode}: {} runs vs {} one by one",
+                v.test_runs,
+                each.verification.test_runs
+            );
+        }
+    }
+    let batch = &results[1].1;
+    insta::assert_snapshot!(
+        "quickstart_fix_summary_batch",
+        redact_summary(&batch.summary, &batch.report)
+    );
+}
