@@ -282,6 +282,30 @@ pub(crate) async fn verify_stage(
             let report = verifier.report();
             // Land what the verifier decided, in order.
             while synced < report.landed.len() {
+                let fid = state.queue[synced].finding_id.clone();
+                let landed_before = shared
+                    .findings
+                    .get(&fid)
+                    .is_some_and(|f| on_branch.contains_key(&commit_message(f)));
+                if landed_before {
+                    // Landed by the interrupted run: the tip already holds it.
+                    if let Some(t) = trial.as_mut()
+                        && !t.built.is_empty()
+                    {
+                        t.built.remove(0);
+                    }
+                    land(
+                        shared,
+                        &fid,
+                        &CommitId(String::new()),
+                        progress,
+                        &mut on_branch,
+                    )
+                    .await;
+                    count.landed += 1;
+                    synced += 1;
+                    continue;
+                }
                 if trial.as_ref().is_none_or(|t| t.built.is_empty()) {
                     match ensure_built(
                         shared,

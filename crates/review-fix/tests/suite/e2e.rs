@@ -329,11 +329,32 @@ const CHILD_ENV: &str = "REVIEW_FIX_E2E_CHILD_REPO";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
+    kill_9_then_resume(
+        VerifyMode::Each,
+        "e2e::kill_9_mid_run_then_resume_gives_the_same_commits",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_batch_verification_then_resume_gives_the_same_commits() {
+    kill_9_then_resume(
+        VerifyMode::Batch,
+        "e2e::kill_9_mid_batch_verification_then_resume_gives_the_same_commits",
+    )
+    .await;
+}
+
+/// Kills a session (in `mode`) with SIGKILL once its first fix commit is on
+/// the branch, resumes it, and compares the commits with an uninterrupted
+/// `each` run. `test` is the calling test's name: the child process runs it.
+async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     // Child role: run the session until the parent kills this process.
     if let Ok(dir) = std::env::var(CHILD_ENV) {
         let dir = PathBuf::from(dir);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let cfg = config(vec![dir.join("clippy.json")]);
+        let mut cfg = config(vec![dir.join("clippy.json")]);
+        cfg.verify = mode;
         let _ = run(
             cfg,
             services(&dir.join("repo"), &dir.join("target"), seen).await,
@@ -363,11 +384,7 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
     let (repo, input) = copy_quickstart(tmp.path());
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "e2e::kill_9_mid_run_then_resume_gives_the_same_commits",
-            "--test-threads=1",
-        ])
+        .args(["--exact", test, "--test-threads=1"])
         .env(CHILD_ENV, tmp.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -396,6 +413,7 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
 
     let mut cfg = config(vec![input]);
     cfg.resume = true;
+    cfg.verify = mode;
     let report = run(cfg, services(&repo, &tmp.path().join("target"), seen).await)
         .await
         .unwrap();
@@ -408,6 +426,11 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
     );
     let status = git(&repo, &["status", "--porcelain"]);
     assert_eq!(status, "", "nothing left over in the tree");
+    assert_eq!(
+        git(&repo, &["worktree", "list"]).lines().count(),
+        1,
+        "the interrupted run's worktrees are removed"
+    );
 }
 
 /// What a quickstart session did.
