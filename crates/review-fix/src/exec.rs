@@ -10,10 +10,13 @@
 //! attempt's prompt. The group's `fix-progress-N.json` is rewritten at every
 //! step.
 //!
-//! Verification seam: [`verify_fix`] is the only place a fix is tested, and
-//! [`land_stage`] the only place a stage's commits reach the checked-out
-//! branch; stage-level (batch) verification replaces the first with "accept"
-//! and tests in the second.
+//! Verification: with `--verify each` (or serial isolation) [`verify_fix`]
+//! tests each fix in its tree, re-running a failure on the identical tree up
+//! to `flaky_reruns` times, and [`land_stage`] cherry-picks a parallel
+//! stage's commits. With `batch`/`auto` a worktree tree has `defer` set: a
+//! fix still has to apply and its write-set is still checked, but it is
+//! committed untested, and `crate::landing` verifies the stage's commits
+//! at landing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -605,7 +608,7 @@ struct Rerun {
 /// A failing run that passed on a re-run of the identical tree.
 #[derive(Debug, Clone)]
 pub(crate) struct FlakyFailure {
-    /// The failing run's output, described.
+    /// What failed, in one line (failing tests or the first log line).
     pub failure: String,
     /// Runs that failed before the passing one.
     pub failed_runs: u32,
@@ -628,7 +631,7 @@ async fn test_with_reruns(
         let again = verify_fix(shared, tree, finding, pattern.clone()).await?;
         if again.is_pass() {
             flaky = Some(FlakyFailure {
-                failure: describe_failure(&last),
+                failure: short_failure(&last),
                 failed_runs: reruns,
             });
         }
@@ -650,7 +653,7 @@ pub(crate) fn record_flaky(
     flaky: &FlakyFailure,
 ) {
     let message = format!(
-        "flaky tests: the tests failed, then passed on a re-run of the identical tree; the failure is not blamed on the fix, which is kept. The failing run: {}",
+        "flaky tests: the tests failed ({}), then passed on a re-run of the identical tree; the failure is not blamed on the fix, which is kept",
         first_line(&flaky.failure)
     );
     progress.error(finding, "flaky_test", &message);
@@ -659,6 +662,23 @@ pub(crate) fn record_flaky(
         "flaky tests while verifying {finding}: {} failing run(s), then a pass on the identical tree; the fix is kept",
         flaky.failed_runs
     ));
+}
+
+/// A failing run in one line: its failing tests, or the first log line.
+pub(crate) fn short_failure(report: &TestReport) -> String {
+    if !report.failing_tests.is_empty() {
+        return format!("failing: {}", report.failing_tests.join(", "));
+    }
+    let line = report
+        .log
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    match report.exit_code {
+        Some(code) if line.is_empty() => format!("exit status {code}"),
+        _ => line.to_owned(),
+    }
 }
 
 /// The failure text fed back to the agent.

@@ -51,6 +51,7 @@ use crate::exec::{
     FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message,
     describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
     link_dependency_dirs, record_flaky, remove_worktree, run_group_in_main, run_tests,
+    short_failure,
 };
 use crate::files::{
     FixResult, KnownFailure, ProgressStatus, QueuedFix, VERIFY_STATE_VERSION, VerifyState,
@@ -248,7 +249,10 @@ pub(crate) async fn verify_stage(
     let mut count = StageCount::default();
     let mut on_branch = landed_commits(shared).await;
     let mut trial: Option<TrialTree> = None;
+    // One-line descriptions of this process's failing runs, by run id.
+    let mut short_failures: HashMap<u32, String> = HashMap::new();
     'segments: loop {
+        short_failures.clear();
         save_state(shared, &state);
         let ids: Vec<String> = state.queue.iter().map(|q| q.finding_id.clone()).collect();
         let mut verifier = match Verifier::resume(
@@ -344,7 +348,10 @@ pub(crate) async fn verify_stage(
                         p,
                         &flaky.fix,
                         &FlakyFailure {
-                            failure: flaky.log_ref.clone(),
+                            failure: short_failures
+                                .get(&flaky.failed_run.0)
+                                .cloned()
+                                .unwrap_or_else(|| first_line(&flaky.log_ref)),
                             failed_runs: 1,
                         },
                     );
@@ -387,11 +394,14 @@ pub(crate) async fn verify_stage(
                 .join("+");
             let outcome = match run_tests(shared, &t.env, Some(label), None).await {
                 Ok(r) if r.is_pass() => RunOutcome::Pass,
-                Ok(r) => RunOutcome::fail(describe_failure_as(
-                    &r,
-                    "the tests failed with the fix on top of the fixes landed before it",
-                    "the fix was dropped at landing",
-                )),
+                Ok(r) => {
+                    short_failures.insert(spec.run.0, short_failure(&r));
+                    RunOutcome::fail(describe_failure_as(
+                        &r,
+                        "the tests failed with the fix on top of the fixes landed before it",
+                        "the fix was dropped at landing",
+                    ))
+                }
                 Err(message) => RunOutcome::fail(message),
             };
             if let Err(e) = verifier.record(spec.run, outcome.clone()) {

@@ -22,6 +22,10 @@
 //!  exec::run_stages: per stage, groups in worktrees (parallel) or the main
 //!  tree (serial); per finding analyse → fix → tests → restore/retry → commit;
 //!  worktree commits landed by cherry-pick        ── fix-progress-N.json
+//!    --verify batch|auto: fixes committed untested in worktrees, then
+//!    landing::land_batch tests "landed + next k" trial trees with the core
+//!    Verifier; passing commits land, a dropped fix goes back to the agent
+//!                                                  ── verify-state.json
 //!        │
 //!        ▼
 //!  completion ──► fix-summary.md, fix-history.json, active-fix-session.json removed
@@ -38,6 +42,9 @@
 //!   committed; rollback restores exactly a fix's write-set.
 //! - Every state file is written atomically at every step; a run killed at
 //!   any instant resumes (`resume`) without committing anything twice.
+//! - Only commits whose tree passed the tests land on the checked-out
+//!   branch; with deterministic tests `batch` and `auto` land exactly the
+//!   commits `each` lands, in the same order.
 
 pub mod error;
 mod exec;

@@ -402,6 +402,9 @@ async fn a_seeded_flaky_failure_is_reported_and_the_fix_kept() {
         let summary = std::fs::read_to_string(ran.session.join("fix-summary.md")).unwrap();
         assert!(summary.contains("- Flaky test failures: 1"), "{summary}");
         assert!(summary.contains("## Flaky tests"), "{summary}");
+        if mode == VerifyMode::Batch {
+            insta::assert_snapshot!("summary_with_a_flaky_failure_batch", redact(&summary));
+        }
         assert!(ran.events.iter().any(
             |e| matches!(e, Event::Warning { message } if message.starts_with("flaky tests"))
         ));
@@ -537,4 +540,28 @@ async fn serial_isolation_verifies_each_fix_on_its_own() {
     assert_eq!(report.verification.mode, VerifyMode::Each);
     assert_eq!(report.verification.test_runs, 3, "F1, F2 and its re-run");
     assert!(tests.requests().iter().all(|r| r.workdir == dir.path()));
+}
+
+/// The summary with the session id, times and commit ids replaced.
+fn redact(summary: &str) -> String {
+    summary
+        .lines()
+        .map(|l| {
+            if l.starts_with("# Fix summary: ") {
+                "# Fix summary: fix-<session>".to_owned()
+            } else if l.starts_with("- Started:") {
+                "- Started: <time>; finished: <time>".to_owned()
+            } else if l.starts_with("| F") && !l.starts_with("| Finding") {
+                let mut cells: Vec<&str> = l.split(" | ").collect();
+                let last = cells.len() - 1;
+                if cells[last] != "- |" {
+                    cells[last] = "<commit> |";
+                }
+                cells.join(" | ")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
