@@ -39,10 +39,11 @@ use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
 use crate::files::{
     ActiveSession, CurrentFinding, ExecutionMode, FixPlan, FixProgress, FixResult, FlowControl,
     FlowStep, InFlight, KnownFailure, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
-    ProgressSummary, VerificationStats, WorktreeRecord, now,
+    ProgressSummary, ProgressVerification, VerificationStats, WorktreeRecord, now,
 };
 use crate::session::SessionPaths;
 use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use orchestrator_core::verify::VerifyMode;
 
 /// Ignored dependency folders linked into worktrees.
 pub const LINKED_DEPENDENCY_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
@@ -295,6 +296,7 @@ pub(crate) fn init_progress(
         current_finding: None,
         flow_control: FlowControl::default(),
         errors: Vec::new(),
+        verification: None,
     };
     p.recount();
     p
@@ -524,6 +526,20 @@ impl Agent for FixStep<'_> {
                 );
             }
         };
+        let runs = 1 + report.reruns;
+        self.progress.update(|p| {
+            let v = p.verification.get_or_insert(ProgressVerification {
+                mode: VerifyMode::Each,
+                test_runs: 0,
+                reruns: 0,
+                each_runs: 0,
+                runs_saved: 0,
+                flaky: 0,
+            });
+            v.test_runs += runs;
+            v.reruns += report.reruns;
+            v.each_runs += runs;
+        });
         if let Some(flaky) = &report.flaky {
             record_flaky(self.shared, self.progress, &id, flaky);
         }
@@ -603,6 +619,8 @@ pub(crate) async fn run_tests(
 struct Rerun {
     last: TestReport,
     flaky: Option<FlakyFailure>,
+    /// Re-runs made after the first run.
+    reruns: u32,
 }
 
 /// A failing run that passed on a re-run of the identical tree.
@@ -641,7 +659,11 @@ async fn test_with_reruns(
         s.reruns += reruns;
         s.each_runs += 1 + reruns;
     });
-    Ok(Rerun { last, flaky })
+    Ok(Rerun {
+        last,
+        flaky,
+        reruns,
+    })
 }
 
 /// Records a flaky failure: an error entry `flaky_test` in the progress
@@ -657,6 +679,11 @@ pub(crate) fn record_flaky(
         first_line(&flaky.failure)
     );
     progress.error(finding, "flaky_test", &message);
+    progress.update(|p| {
+        if let Some(v) = p.verification.as_mut() {
+            v.flaky += 1;
+        }
+    });
     shared.with_stats(|s| s.flaky += 1);
     shared.warn(format!(
         "flaky tests while verifying {finding}: {} failing run(s), then a pass on the identical tree; the fix is kept",

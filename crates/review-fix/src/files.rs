@@ -353,6 +353,28 @@ pub struct FixProgress {
     pub flow_control: FlowControl,
     /// Errors so far.
     pub errors: Vec<ProgressError>,
+    /// How the group's fixes were verified (ours; absent until a test ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<ProgressVerification>,
+}
+
+/// The test runs that verified a group's fixes, in a progress file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressVerification {
+    /// `each`, `batch` or `auto`.
+    pub mode: VerifyMode,
+    /// Test runs that tested the group's fixes, re-runs included. With
+    /// batch verification a run tests several groups at once: these are the
+    /// runs of the group's stage, shared by its groups.
+    pub test_runs: u32,
+    /// Of which re-runs of an identical tree (flaky checks).
+    pub reruns: u32,
+    /// What testing one fix at a time would have needed.
+    pub each_runs: u32,
+    /// `each_runs − test_runs`.
+    pub runs_saved: i64,
+    /// The group's fixes kept after a flaky failure.
+    pub flaky: u32,
 }
 
 impl FixProgress {

@@ -54,8 +54,8 @@ use crate::exec::{
     short_failure,
 };
 use crate::files::{
-    FixResult, KnownFailure, ProgressStatus, QueuedFix, VERIFY_STATE_VERSION, VerifyState,
-    WorktreeRecord, now,
+    FixResult, KnownFailure, ProgressStatus, ProgressVerification, QueuedFix, VERIFY_STATE_VERSION,
+    VerifyState, WorktreeRecord, now,
 };
 
 /// The verifier configuration of a new segment: the session's mode and
@@ -228,6 +228,7 @@ enum BuildError {
 #[derive(Debug, Default)]
 struct StageCount {
     runs: u32,
+    reruns: u32,
     each_runs: u32,
     landed: u32,
     dropped: u32,
@@ -245,6 +246,14 @@ pub(crate) async fn verify_stage(
     let mut close: BTreeSet<String> = groups.iter().cloned().collect();
     close.extend(state.queue.iter().map(|q| q.group_id.clone()));
     let stage = state.stage;
+    shared.sink.emit(&Event::JobStarted {
+        id: format!("verify-stage-{stage}"),
+        title: Some(format!(
+            "Verify stage {stage} at landing: {} fixes ({})",
+            state.queue.len(),
+            state.config.mode
+        )),
+    });
     let runs_before = shared.test_runs();
     let mut count = StageCount::default();
     let mut on_branch = landed_commits(shared).await;
@@ -414,12 +423,39 @@ pub(crate) async fn verify_stage(
     }
     close_trial(shared, &mut trial).await;
     remove_state(shared);
-    for gid in &close {
-        if let (Some(group), Some(p)) = (shared.plan.group(gid), progress.get(gid)) {
+    count.runs = shared.test_runs() - runs_before;
+    // Close the groups whose fixes were waiting here (also those a killed
+    // run left waiting with every fix landed); their progress files get the
+    // stage's figures.
+    for group in &shared.plan.groups {
+        let Some(p) = progress.get(&group.group_id) else {
+            continue;
+        };
+        let snapshot = p.snapshot();
+        let waiting = snapshot.phase == "verifying"
+            && snapshot
+                .findings
+                .iter()
+                .all(|f| f.status == ProgressStatus::Completed);
+        if close.contains(&group.group_id) || waiting {
+            let flaky = snapshot
+                .errors
+                .iter()
+                .filter(|e| e.error_type == "flaky_test")
+                .count() as u32;
+            p.update(|p| {
+                p.verification = Some(ProgressVerification {
+                    mode: state.config.mode,
+                    test_runs: count.runs,
+                    reruns: count.reruns,
+                    each_runs: count.each_runs,
+                    runs_saved: i64::from(count.each_runs) - i64::from(count.runs),
+                    flaky,
+                });
+            });
             finish_group(shared, group, p);
         }
     }
-    count.runs = shared.test_runs() - runs_before;
     shared.sink.emit(&Event::JobFinished {
         id: format!("verify-stage-{stage}"),
         status: JobStatus::Completed,
@@ -451,6 +487,7 @@ fn account(
         s.reruns += reruns;
     });
     count.each_runs += each;
+    count.reruns += reruns;
     shared.add_decided(report.dropped.len() as u32, report.landed.len() as u32);
 }
 

@@ -322,6 +322,13 @@ async fn one_bad_fix_is_dropped_retried_and_reported_like_each() {
             .iter()
             .any(|e| e.error_type == "test_failure" && e.message.contains("BAD found"))
     );
+    // One stage: every group's progress file has the stage's figures.
+    let v = progress.verification.unwrap();
+    assert_eq!(v.mode, VerifyMode::Batch);
+    assert_eq!(v.test_runs, batch.report.verification.test_runs);
+    assert_eq!(v.each_runs, batch.report.verification.each_runs);
+    assert_eq!(v.runs_saved, batch.report.verification.runs_saved());
+    assert_eq!(progress.phase, "done");
     let summary = std::fs::read_to_string(batch.session.join("fix-summary.md")).unwrap();
     assert!(summary.contains("(verify batch"), "{summary}");
     assert!(summary.contains("one by one: 7"), "{summary}");
