@@ -295,7 +295,9 @@ pub(crate) async fn verify_stage(
             let report = verifier.report();
             // Land what the verifier decided, in order.
             while synced < report.landed.len() {
-                let fid = state.queue[synced].finding_id.clone();
+                let Some(fid) = state.queue.get(synced).map(|q| q.finding_id.clone()) else {
+                    break 'segments;
+                };
                 let landed_before = shared
                     .findings
                     .get(&fid)
@@ -396,7 +398,10 @@ pub(crate) async fn verify_stage(
             let Some(t) = trial.as_ref() else {
                 break 'segments;
             };
-            let label = state.queue[synced.min(end)..end]
+            let label = state
+                .queue
+                .get(synced.min(end)..end)
+                .unwrap_or_default()
                 .iter()
                 .map(|q| q.finding_id.as_str())
                 .collect::<Vec<_>>()
