@@ -10,10 +10,13 @@
 //! attempt's prompt. The group's `fix-progress-N.json` is rewritten at every
 //! step.
 //!
-//! Verification seam: [`verify_fix`] is the only place a fix is tested, and
-//! [`land_stage`] the only place a stage's commits reach the checked-out
-//! branch; stage-level (batch) verification replaces the first with "accept"
-//! and tests in the second.
+//! Verification: with `--verify each` (or serial isolation) [`verify_fix`]
+//! tests each fix in its tree, re-running a failure on the identical tree up
+//! to `flaky_reruns` times, and [`land_stage`] cherry-picks a parallel
+//! stage's commits. With `batch`/`auto` a worktree tree has `defer` set: a
+//! fix still has to apply and its write-set is still checked, but it is
+//! committed untested, and `crate::landing` verifies the stage's commits
+//! at landing.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -35,11 +38,12 @@ use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
 
 use crate::files::{
     ActiveSession, CurrentFinding, ExecutionMode, FixPlan, FixProgress, FixResult, FlowControl,
-    FlowStep, InFlight, PlanGroup, ProgressError, ProgressFinding, ProgressStatus, ProgressSummary,
-    WorktreeRecord, now,
+    FlowStep, InFlight, KnownFailure, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
+    ProgressSummary, ProgressVerification, VerificationStats, WorktreeRecord, now,
 };
 use crate::session::SessionPaths;
 use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use orchestrator_core::verify::VerifyMode;
 
 /// Ignored dependency folders linked into worktrees.
 pub const LINKED_DEPENDENCY_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
@@ -64,10 +68,19 @@ pub(crate) struct Shared {
     pub active: Mutex<ActiveSession>,
     pub test_runs: AtomicU32,
     pub cargo: bool,
+    /// Fixes are committed untested in worktrees and verified at landing
+    /// (`batch`/`auto` with worktree isolation).
+    pub batch: bool,
+    /// Re-runs, each-equivalent runs and flaky failures so far.
+    pub stats: Mutex<VerificationStats>,
+    /// Digests of untested fixes committed in worktrees, by finding.
+    pub digests: Mutex<HashMap<String, String>>,
+    /// Fixes decided by batch verification: (dropped, landed).
+    pub decided: Mutex<(u32, u32)>,
 }
 
 impl Shared {
-    fn warn(&self, message: String) {
+    pub(crate) fn warn(&self, message: String) {
         self.sink.emit(&Event::Warning { message });
     }
 
@@ -84,6 +97,51 @@ impl Shared {
         };
         if let Err(e) = result {
             self.warn(format!("failed to write the active-session file: {e}"));
+        }
+    }
+
+    /// Test runs made so far in this process.
+    pub(crate) fn test_runs(&self) -> u32 {
+        self.test_runs.load(Ordering::SeqCst)
+    }
+
+    /// The run number of the session (1, then +1 per resume).
+    pub(crate) fn run_number(&self) -> u32 {
+        match self.active.lock() {
+            Ok(g) => g.run,
+            Err(p) => p.into_inner().run,
+        }
+    }
+
+    /// Fixes decided by batch verification so far: (dropped, landed).
+    pub(crate) fn decided(&self) -> (u32, u32) {
+        match self.decided.lock() {
+            Ok(g) => *g,
+            Err(p) => *p.into_inner(),
+        }
+    }
+
+    pub(crate) fn add_decided(&self, dropped: u32, landed: u32) {
+        let mut g = match self.decided.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.0 += dropped;
+        g.1 += landed;
+    }
+
+    /// The digest of an untested fix committed in a worktree.
+    pub(crate) fn digest_of(&self, finding: &str) -> Option<String> {
+        match self.digests.lock() {
+            Ok(g) => g.get(finding).cloned(),
+            Err(p) => p.into_inner().get(finding).cloned(),
+        }
+    }
+
+    pub(crate) fn with_stats<R>(&self, f: impl FnOnce(&mut VerificationStats) -> R) -> R {
+        match self.stats.lock() {
+            Ok(mut g) => f(&mut g),
+            Err(p) => f(&mut p.into_inner()),
         }
     }
 
@@ -146,7 +204,7 @@ impl Progress {
         });
     }
 
-    fn error(&self, finding: &str, error_type: &str, message: &str) {
+    pub(crate) fn error(&self, finding: &str, error_type: &str, message: &str) {
         self.update(|p| {
             p.errors.push(ProgressError {
                 finding_id: Some(finding.to_owned()),
@@ -238,6 +296,7 @@ pub(crate) fn init_progress(
         current_finding: None,
         flow_control: FlowControl::default(),
         errors: Vec::new(),
+        verification: None,
     };
     p.recount();
     p
@@ -249,6 +308,9 @@ pub(crate) struct Tree {
     pub vcs: Arc<dyn Vcs>,
     pub env: TreeEnv,
     pub is_main: bool,
+    /// Commit fixes without testing them (batch verification tests them at
+    /// landing).
+    pub defer: bool,
 }
 
 /// A gate for the fix milestones: an escalation means "attempts exhausted",
@@ -286,8 +348,9 @@ impl EventSink for MilestoneSink<'_> {
 struct StepState {
     attempt: u32,
     stop: Option<AgentError>,
-    failed: Vec<(String, TestReport)>,
+    failed: Vec<KnownFailure>,
     write_set: Option<Vec<String>>,
+    digest: Option<String>,
     last_error: Option<String>,
 }
 
@@ -416,21 +479,40 @@ impl Agent for FixStep<'_> {
             );
         }
         self.progress.end_step("completed");
-        self.progress
-            .step("run_tests", "testing", "Running test suite to verify fix");
         let digest = write_set_digest(&self.tree.env.root, &changed);
         let earlier = self.with(|s| {
             s.failed
                 .iter()
-                .find(|(d, _)| *d == digest)
-                .map(|(_, r)| r.clone())
+                .find(|k| k.digest == digest)
+                .map(|k| k.message.clone())
         });
-        let report = match earlier {
-            // The same change already failed: its result is known.
-            Some(report) => Ok(report),
-            None => verify_fix(self.shared, self.tree, &id, self.pattern.clone()).await,
-        };
-        let report = match report {
+        if let Some(message) = earlier {
+            // The same change already failed its tests: the result is known.
+            self.restore().await;
+            return self.fail(
+                AgentError::Failed {
+                    message,
+                    exit_code: None,
+                },
+                "test_failure",
+            );
+        }
+        if self.tree.defer {
+            // Batch verification: the fix is tested at landing.
+            self.with(|s| {
+                s.write_set = Some(changed.clone());
+                s.digest = Some(digest);
+            });
+            return Ok(AgentResponse::text(format!(
+                "fix applied to {}; tests run at landing",
+                changed.join(", ")
+            ))
+            .with_files_changed(changed));
+        }
+        self.progress
+            .step("run_tests", "testing", "Running test suite to verify fix");
+        let report = match test_with_reruns(self.shared, self.tree, &id, self.pattern.clone()).await
+        {
             Ok(r) => r,
             Err(message) => {
                 self.restore().await;
@@ -444,14 +526,30 @@ impl Agent for FixStep<'_> {
                 );
             }
         };
-        self.shared.sink.emit(&Event::TestsRan {
-            id: Some(id.clone()),
-            passed: report.is_pass(),
-            failing: report.failing_tests.clone(),
+        let runs = 1 + report.reruns;
+        self.progress.update(|p| {
+            let v = p.verification.get_or_insert(ProgressVerification {
+                mode: VerifyMode::Each,
+                test_runs: 0,
+                reruns: 0,
+                each_runs: 0,
+                runs_saved: 0,
+                flaky: 0,
+            });
+            v.test_runs += runs;
+            v.reruns += report.reruns;
+            v.each_runs += runs;
         });
+        if let Some(flaky) = &report.flaky {
+            record_flaky(self.shared, self.progress, &id, flaky);
+        }
+        let report = report.last;
         if report.is_pass() {
             self.progress.end_step("completed");
-            self.with(|s| s.write_set = Some(changed.clone()));
+            self.with(|s| {
+                s.write_set = Some(changed.clone());
+                s.digest = Some(digest);
+            });
             return Ok(AgentResponse::text(format!(
                 "fix applied to {}; tests passed",
                 changed.join(", ")
@@ -460,10 +558,16 @@ impl Agent for FixStep<'_> {
         }
         self.restore().await;
         self.progress.end_step("failed");
-        self.with(|s| s.failed.push((digest, report.clone())));
+        let message = describe_failure(&report);
+        self.with(|s| {
+            s.failed.push(KnownFailure {
+                digest,
+                message: message.clone(),
+            })
+        });
         self.fail(
             AgentError::Failed {
-                message: describe_failure(&report),
+                message,
                 exit_code: report.exit_code,
             },
             "test_failure",
@@ -471,28 +575,151 @@ impl Agent for FixStep<'_> {
     }
 }
 
-/// The one place a fix is verified: runs the tests in the fix's tree.
-/// Counted in the session's test runs.
+/// The one place a fix is verified one by one: runs the tests in the fix's
+/// tree. Counted in the session's test runs; emits [`Event::TestsRan`].
 pub(crate) async fn verify_fix(
     shared: &Shared,
     tree: &Tree,
-    _finding: &str,
+    finding: &str,
     pattern: Option<String>,
 ) -> Result<TestReport, String> {
-    let runner: Arc<dyn TestRunner> = shared.tests.runner(&tree.env);
+    run_tests(shared, &tree.env, Some(finding.to_owned()), pattern).await
+}
+
+/// Runs the tests once in `env`: counted, reported as [`Event::TestsRan`].
+pub(crate) async fn run_tests(
+    shared: &Shared,
+    env: &TreeEnv,
+    id: Option<String>,
+    pattern: Option<String>,
+) -> Result<TestReport, String> {
+    let runner: Arc<dyn TestRunner> = shared.tests.runner(env);
     shared.test_runs.fetch_add(1, Ordering::SeqCst);
-    runner
+    let report = runner
         .run(TestRequest {
-            workdir: tree.env.root.clone(),
+            workdir: env.root.clone(),
             pattern,
             time_limit: shared.config.test_time_limit,
         })
         .await
-        .map_err(|e| format!("the tests could not run: {e}"))
+        .map_err(|e| format!("the tests could not run: {e}"));
+    shared.sink.emit(&Event::TestsRan {
+        id,
+        passed: report.as_ref().is_ok_and(TestReport::is_pass),
+        failing: report
+            .as_ref()
+            .map(|r| r.failing_tests.clone())
+            .unwrap_or_default(),
+    });
+    report
+}
+
+/// The last report of a test run and its re-runs, and the failure a re-run
+/// showed to be flaky.
+struct Rerun {
+    last: TestReport,
+    flaky: Option<FlakyFailure>,
+    /// Re-runs made after the first run.
+    reruns: u32,
+}
+
+/// A failing run that passed on a re-run of the identical tree.
+#[derive(Debug, Clone)]
+pub(crate) struct FlakyFailure {
+    /// What failed, in one line (failing tests or the first log line).
+    pub failure: String,
+    /// Runs that failed before the passing one.
+    pub failed_runs: u32,
+}
+
+/// `each`: one run, and on failure up to `flaky_reruns` re-runs of the
+/// identical tree; a re-run that passes makes the failure flaky.
+async fn test_with_reruns(
+    shared: &Shared,
+    tree: &Tree,
+    finding: &str,
+    pattern: Option<String>,
+) -> Result<Rerun, String> {
+    let first = verify_fix(shared, tree, finding, pattern.clone()).await?;
+    let mut reruns = 0;
+    let mut last = first;
+    let mut flaky = None;
+    while !last.is_pass() && reruns < shared.config.flaky_reruns {
+        reruns += 1;
+        let again = verify_fix(shared, tree, finding, pattern.clone()).await?;
+        if again.is_pass() {
+            flaky = Some(FlakyFailure {
+                failure: short_failure(&last),
+                failed_runs: reruns,
+            });
+        }
+        last = again;
+    }
+    shared.with_stats(|s| {
+        s.reruns += reruns;
+        s.each_runs += 1 + reruns;
+    });
+    Ok(Rerun {
+        last,
+        flaky,
+        reruns,
+    })
+}
+
+/// Records a flaky failure: an error entry `flaky_test` in the progress
+/// file, a warning event, and the session's count.
+pub(crate) fn record_flaky(
+    shared: &Shared,
+    progress: &Progress,
+    finding: &str,
+    flaky: &FlakyFailure,
+) {
+    let message = format!(
+        "flaky tests: the tests failed ({}), then passed on a re-run of the identical tree; the failure is not blamed on the fix, which is kept",
+        first_line(&flaky.failure)
+    );
+    progress.error(finding, "flaky_test", &message);
+    progress.update(|p| {
+        if let Some(v) = p.verification.as_mut() {
+            v.flaky += 1;
+        }
+    });
+    shared.with_stats(|s| s.flaky += 1);
+    shared.warn(format!(
+        "flaky tests while verifying {finding}: {} failing run(s), then a pass on the identical tree; the fix is kept",
+        flaky.failed_runs
+    ));
+}
+
+/// A failing run in one line: its failing tests, or the first log line.
+pub(crate) fn short_failure(report: &TestReport) -> String {
+    if !report.failing_tests.is_empty() {
+        return format!("failing: {}", report.failing_tests.join(", "));
+    }
+    let line = report
+        .log
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    match report.exit_code {
+        Some(code) if line.is_empty() => format!("exit status {code}"),
+        _ => line.to_owned(),
+    }
 }
 
 /// The failure text fed back to the agent.
-fn describe_failure(report: &TestReport) -> String {
+pub(crate) fn describe_failure(report: &TestReport) -> String {
+    describe_failure_as(
+        report,
+        "the tests failed with the fix applied",
+        "the fix was rolled back",
+    )
+}
+
+/// The failure text: `what` happened (with the failing tests), `then`,
+/// and the tail of the test output.
+pub(crate) fn describe_failure_as(report: &TestReport, what: &str, then: &str) -> String {
     const TAIL: usize = 4000;
     let log = report.log.trim();
     let tail = match log.char_indices().rev().nth(TAIL) {
@@ -504,9 +731,7 @@ fn describe_failure(report: &TestReport) -> String {
     } else {
         format!(" (failing: {})", report.failing_tests.join(", "))
     };
-    format!(
-        "the tests failed with the fix applied{failing}; the fix was rolled back. Test output (tail):\n{tail}"
-    )
+    format!("{what}{failing}; {then}. Test output (tail):\n{tail}")
 }
 
 /// A digest of the changed files' paths and contents.
@@ -595,8 +820,23 @@ pub(crate) async fn run_group(
             });
             continue;
         }
-        fix_one(shared, group, tree, progress, finding).await;
+        fix_one(shared, group, tree, progress, finding, FixStart::default()).await;
     }
+    if tree.defer {
+        // The group's fixes wait for verification at landing.
+        progress.update(|p| {
+            p.phase = "verifying".to_owned();
+            p.current_finding = None;
+            p.flow_control = FlowControl::default();
+        });
+        return;
+    }
+    finish_group(shared, group, progress);
+}
+
+/// Marks a group completed and reports it.
+pub(crate) fn finish_group(shared: &Shared, group: &PlanGroup, progress: &Progress) {
+    let gid = group.group_id.clone();
     let snapshot = progress.snapshot();
     let failed = snapshot.summary.failed;
     progress.update(|p| {
@@ -620,12 +860,14 @@ pub(crate) async fn run_group(
 }
 
 /// Marks a finding failed with `message`.
-fn finish_failed(shared: &Shared, progress: &Progress, id: &str, message: String) {
+pub(crate) fn finish_failed(shared: &Shared, progress: &Progress, id: &str, message: String) {
     progress.finding(id, |f| {
         f.status = ProgressStatus::Completed;
         f.result = Some(FixResult::Failed);
         f.test_passed = if f.attempts > 0 { Some(false) } else { None };
         f.completed_at = Some(now());
+        // An untested commit in a worktree never landed.
+        f.commit_hash = None;
         f.error_message = Some(message.clone());
     });
     progress.update(|p| {
@@ -639,19 +881,40 @@ fn finish_failed(shared: &Shared, progress: &Progress, id: &str, message: String
     });
 }
 
-fn first_line(s: &str) -> String {
+pub(crate) fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()
 }
 
+/// Where a finding's attempts start: a fresh finding, or a fix sent back by
+/// batch verification.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FixStart {
+    /// Attempts already made.
+    pub attempts: u32,
+    /// The failing output of the last attempt, fed into the first prompt.
+    pub failure: Option<String>,
+    /// Attempts known to fail, by digest.
+    pub known: Vec<KnownFailure>,
+}
+
+/// A fix committed by [`fix_one`].
+#[derive(Debug, Clone)]
+pub(crate) struct Committed {
+    pub commit: CommitId,
+    pub digest: Option<String>,
+    pub attempts: u32,
+}
+
 /// One finding: analyse, attempts (fix + tests) through the retry executor,
-/// commit.
-async fn fix_one(
+/// commit. `None` when the finding failed (recorded as failed).
+pub(crate) async fn fix_one(
     shared: &Shared,
     group: &PlanGroup,
     tree: &Tree,
     progress: &Progress,
     finding: &Finding,
-) {
+    start: FixStart,
+) -> Option<Committed> {
     let id = finding.id.to_string();
     shared.sink.emit(&Event::JobStarted {
         id: id.clone(),
@@ -683,7 +946,7 @@ async fn fix_one(
         let msg = format!("{missing} does not exist in the working tree");
         progress.error(&id, "analysis", &msg);
         finish_failed(shared, progress, &id, msg);
-        return;
+        return None;
     }
     if tree.is_main {
         let dirty = shared.dirty_before();
@@ -692,7 +955,7 @@ async fn fix_one(
             let msg = format!("{d} had uncommitted changes before the run; it is never touched");
             progress.error(&id, "dirty_file", &msg);
             finish_failed(shared, progress, &id, msg);
-            return;
+            return None;
         }
     }
     progress.end_step("completed");
@@ -702,7 +965,7 @@ async fn fix_one(
             let msg = format!("failed to take a checkpoint: {e}");
             progress.error(&id, "vcs_error", &msg);
             finish_failed(shared, progress, &id, msg);
-            return;
+            return None;
         }
     };
     shared.update_active(|a| {
@@ -721,16 +984,41 @@ async fn fix_one(
         finding,
         pattern: pattern.clone(),
         checkpoint: &checkpoint,
-        state: Mutex::new(StepState::default()),
+        state: Mutex::new(StepState {
+            attempt: start.attempts,
+            failed: start.known.clone(),
+            ..StepState::default()
+        }),
     };
+    let mut instruction = fix_prompt(finding, group);
+    if let Some(failure) = &start.failure {
+        instruction.push_str(&format!(
+            "\n\nAn earlier attempt was tested at landing and dropped:\n{failure}"
+        ));
+    }
     let milestone = Milestone {
         id: id.clone(),
         title: finding.title.clone(),
-        instruction: fix_prompt(finding, group),
+        instruction,
         exit_criteria: Vec::new(),
     };
+    let max = shared.config.max_iterations.max(1);
+    let left = max.saturating_sub(start.attempts);
+    if left == 0 {
+        shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+        let message = start
+            .failure
+            .unwrap_or_else(|| "the fix did not pass".to_owned());
+        finish_failed(
+            shared,
+            progress,
+            &id,
+            format!("max iterations reached ({max}): {message}"),
+        );
+        return None;
+    }
     let policy = RetryPolicy {
-        attempts_per_round: shared.config.max_iterations.max(1),
+        attempts_per_round: left,
         max_rounds: 1,
         auto_mode: true,
     };
@@ -760,7 +1048,13 @@ async fn fix_one(
     };
     let result = match (outcome, state.write_set) {
         (MilestoneOutcome::Passed { .. }, Some(write_set)) => {
-            commit_fix(shared, tree, progress, finding, &write_set, &checkpoint).await
+            commit_fix(shared, tree, progress, finding, &write_set, &checkpoint)
+                .await
+                .map(|commit| Committed {
+                    commit,
+                    digest: state.digest.clone(),
+                    attempts: state.attempt,
+                })
         }
         (MilestoneOutcome::Passed { .. }, None) => {
             Err("the retry executor passed without a verified fix".to_owned())
@@ -771,7 +1065,15 @@ async fn fix_one(
     };
     shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
     match result {
-        Ok(()) => {}
+        Ok(committed) => {
+            if let Some(digest) = &committed.digest {
+                match shared.digests.lock() {
+                    Ok(mut g) => g.insert(id.clone(), digest.clone()),
+                    Err(p) => p.into_inner().insert(id.clone(), digest.clone()),
+                };
+            }
+            Some(committed)
+        }
         Err(message) => {
             let attempts = state.attempt.min(shared.config.max_iterations.max(1));
             let message = if attempts >= shared.config.max_iterations.max(1)
@@ -782,6 +1084,7 @@ async fn fix_one(
                 message
             };
             finish_failed(shared, progress, &id, message);
+            None
         }
     }
 }
@@ -794,7 +1097,7 @@ async fn commit_fix(
     finding: &Finding,
     write_set: &[String],
     checkpoint: &Checkpoint,
-) -> Result<(), String> {
+) -> Result<CommitId, String> {
     let id = finding.id.to_string();
     progress.step(
         "commit_changes",
@@ -803,6 +1106,19 @@ async fn commit_fix(
     );
     let message = commit_message(finding);
     match tree.vcs.commit(write_set, &message).await {
+        Ok(commit) if tree.defer => {
+            progress.end_step("completed");
+            // Committed untested: the finding waits for verification.
+            progress.finding(&id, |f| {
+                f.commit_hash = Some(commit.to_string());
+                f.error_message = None;
+            });
+            progress.update(|p| {
+                p.current_finding = None;
+                p.flow_control = FlowControl::default();
+            });
+            Ok(commit)
+        }
         Ok(commit) => {
             progress.end_step("completed");
             progress.finding(&id, |f| {
@@ -829,7 +1145,7 @@ async fn commit_fix(
                 status: JobStatus::Completed,
                 detail: Some(format!("committed {}", commit.short())),
             });
-            Ok(())
+            Ok(commit)
         }
         Err(e) => {
             progress.end_step("failed");
@@ -860,7 +1176,7 @@ pub(crate) async fn landed_commits(shared: &Shared) -> HashMap<String, CommitId>
 }
 
 /// Runs one group in the main tree under the group time limit.
-async fn run_group_in_main(
+pub(crate) async fn run_group_in_main(
     shared: &Shared,
     group: &PlanGroup,
     progress: &Progress,
@@ -874,6 +1190,7 @@ async fn run_group_in_main(
             cargo_target_dir: None,
         },
         is_main: true,
+        defer: false,
     };
     let limit = shared.config.group_time_limit;
     if tokio::time::timeout(limit, run_group(shared, group, &tree, progress, landed))
@@ -928,8 +1245,8 @@ async fn time_out_group(shared: &Shared, group: &PlanGroup, progress: &Progress,
 
 /// The result of a group run in a worktree, waiting to land.
 pub(crate) struct WorktreeRun {
-    group: PlanGroup,
-    vcs: Option<Arc<dyn Vcs>>,
+    pub(crate) group: PlanGroup,
+    pub(crate) vcs: Option<Arc<dyn Vcs>>,
     path: PathBuf,
     branch: String,
     linked: Vec<PathBuf>,
@@ -937,6 +1254,11 @@ pub(crate) struct WorktreeRun {
 
 /// Runs every stage of the plan in order.
 pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, Progress>) {
+    // A batch verification an interrupted run left: finish it first (every
+    // earlier stage is done, since stages run in order).
+    if let Some(state) = crate::landing::load_state(&shared) {
+        crate::landing::verify_stage(&shared, state, progress, &[]).await;
+    }
     for stage in shared.plan.timeline.clone() {
         let done = match shared.active.lock() {
             Ok(g) => g.stages_completed.contains(&stage.stage),
@@ -969,7 +1291,24 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
         let parallel = stage.execution_mode == ExecutionMode::Parallel
             && shared.config.isolation == Isolation::Worktree
             && open.len() > 1;
-        if parallel {
+        if shared.batch {
+            if parallel {
+                run_batch_stage(&shared, stage.stage, &open, progress, &landed).await;
+            } else {
+                // Groups that share files: one after another, each on the
+                // tip the previous one's verified fixes reached.
+                for group in &open {
+                    run_batch_stage(
+                        &shared,
+                        stage.stage,
+                        std::slice::from_ref(group),
+                        progress,
+                        &landed,
+                    )
+                    .await;
+                }
+            }
+        } else if parallel {
             run_parallel_stage(&shared, &open, progress, &landed).await;
         } else {
             for group in &open {
@@ -986,6 +1325,21 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
     }
 }
 
+/// Batch verification: the groups commit their fixes untested in worktrees
+/// (concurrently), then the stage's commits are verified at landing.
+async fn run_batch_stage(
+    shared: &Arc<Shared>,
+    stage: u32,
+    groups: &[PlanGroup],
+    progress: &HashMap<String, Progress>,
+    landed: &HashMap<String, CommitId>,
+) {
+    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
+        return;
+    };
+    crate::landing::land_batch(shared, stage, runs, &base, progress).await;
+}
+
 /// A parallel stage: each group in its own worktree and branch (at most
 /// `max_parallel_groups` at once), then landed in stage order.
 async fn run_parallel_stage(
@@ -994,6 +1348,22 @@ async fn run_parallel_stage(
     progress: &HashMap<String, Progress>,
     landed: &HashMap<String, CommitId>,
 ) {
+    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
+        return;
+    };
+    land_stage(shared, runs, &base, progress).await;
+}
+
+/// Runs each group in its own worktree and branch from HEAD (at most
+/// `max_parallel_groups` at once); the runs come back in group order. When
+/// HEAD cannot be read the groups run in the main tree and `None` is
+/// returned.
+async fn run_in_worktrees(
+    shared: &Arc<Shared>,
+    groups: &[PlanGroup],
+    progress: &HashMap<String, Progress>,
+    landed: &HashMap<String, CommitId>,
+) -> Option<(CommitId, Vec<WorktreeRun>)> {
     let base = match shared.vcs.head().await {
         Ok(h) => h,
         Err(e) => {
@@ -1005,7 +1375,7 @@ async fn run_parallel_stage(
                     run_group_in_main(shared, g, p, landed).await;
                 }
             }
-            return;
+            return None;
         }
     };
     let limit = shared.config.max_parallel_groups.max(1);
@@ -1045,13 +1415,7 @@ async fn run_parallel_stage(
         }
     }
     runs.sort_by_key(|(i, _)| *i);
-    land_stage(
-        shared,
-        runs.into_iter().map(|(_, r)| r).collect(),
-        &base,
-        progress,
-    )
-    .await;
+    Some((base, runs.into_iter().map(|(_, r)| r).collect()))
 }
 
 /// Creates the group's worktree and runs the group in it.
@@ -1115,6 +1479,7 @@ async fn run_in_worktree(
             cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(slot)),
         },
         is_main: false,
+        defer: shared.batch,
     };
     out.vcs = Some(vcs);
     let limit = shared.config.group_time_limit;
@@ -1128,7 +1493,7 @@ async fn run_in_worktree(
 }
 
 /// Links the main tree's ignored dependency folders into a worktree.
-async fn link_dependency_dirs(shared: &Shared, worktree: &Path) -> Vec<PathBuf> {
+pub(crate) async fn link_dependency_dirs(shared: &Shared, worktree: &Path) -> Vec<PathBuf> {
     let root = shared.vcs.root().to_path_buf();
     let untracked: BTreeSet<String> = shared
         .vcs
@@ -1267,7 +1632,7 @@ fn reset_unlanded(p: &Progress, landed: &BTreeSet<String>) {
 }
 
 /// Removes a group's worktree and branch (after unlinking dependency folders).
-async fn remove_worktree(shared: &Shared, run: &WorktreeRun) {
+pub(crate) async fn remove_worktree(shared: &Shared, run: &WorktreeRun) {
     for link in &run.linked {
         let _ = std::fs::remove_file(link);
     }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use orchestrator_core::finding::Finding;
 use orchestrator_core::vcs::Checkpoint;
+use orchestrator_core::verify::{RunOutcome, VerifyConfig, VerifyMode};
 use serde::{Deserialize, Serialize};
 
 /// Version of `active-fix-session.json`.
@@ -352,6 +353,28 @@ pub struct FixProgress {
     pub flow_control: FlowControl,
     /// Errors so far.
     pub errors: Vec<ProgressError>,
+    /// How the group's fixes were verified (ours; absent until a test ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<ProgressVerification>,
+}
+
+/// The test runs that verified a group's fixes, in a progress file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressVerification {
+    /// `each`, `batch` or `auto`.
+    pub mode: VerifyMode,
+    /// Test runs that tested the group's fixes, re-runs included. With
+    /// batch verification a run tests several groups at once: these are the
+    /// runs of the group's stage, shared by its groups.
+    pub test_runs: u32,
+    /// Of which re-runs of an identical tree (flaky checks).
+    pub reruns: u32,
+    /// What testing one fix at a time would have needed.
+    pub each_runs: u32,
+    /// `each_runs − test_runs`.
+    pub runs_saved: i64,
+    /// The group's fixes kept after a flaky failure.
+    pub flaky: u32,
 }
 
 impl FixProgress {
@@ -538,6 +561,92 @@ pub struct HistoryEntry {
     pub commits: Vec<String>,
     /// Test runs made in this run.
     pub test_runs: u32,
+    /// How the run verified fixes and what it saved (absent in entries
+    /// written before batch verification).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStats>,
+}
+
+/// Test runs of a run, and what testing every fix on its own would have
+/// needed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerificationStats {
+    /// The mode fixes were verified with (`each`, `batch`, `auto`; `each`
+    /// when serial isolation forced it).
+    pub mode: VerifyMode,
+    /// Test runs made, re-runs included.
+    pub test_runs: u32,
+    /// Of which re-runs of an identical tree to rule out a flaky failure.
+    pub reruns: u32,
+    /// What `each` would have needed for the same decisions: one run per
+    /// tested fix plus the same re-runs.
+    pub each_runs: u32,
+    /// Failures that passed on a re-run of the identical tree (the fix was
+    /// kept).
+    pub flaky: u32,
+}
+
+impl VerificationStats {
+    /// `each_runs − test_runs` (negative when batching cost more).
+    pub fn runs_saved(&self) -> i64 {
+        i64::from(self.each_runs) - i64::from(self.test_runs)
+    }
+}
+
+/// Version of `verify-state.json`.
+pub const VERIFY_STATE_VERSION: u32 = 1;
+
+/// A failed attempt whose result is known: the same change fails again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownFailure {
+    /// Digest of the attempt's changed paths and contents.
+    pub digest: String,
+    /// The failure fed back to the agent.
+    pub message: String,
+}
+
+/// One fix waiting in the landing queue of a batch verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedFix {
+    /// The finding.
+    pub finding_id: String,
+    /// Its group.
+    pub group_id: String,
+    /// A commit holding exactly the fix (its parent is wherever it was
+    /// made); `None` when the fix must be made again (after a drop).
+    pub commit: Option<String>,
+    /// Digest of the fix's change, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Fix attempts made so far.
+    pub attempts: u32,
+    /// The failing output to feed into the next attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Attempts that failed, by digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<KnownFailure>,
+}
+
+/// `verify-state.json` (ours, versioned): the batch verification of a stage
+/// in flight. The verifier is deterministic, so the queue, its
+/// configuration and the outcomes recorded so far rebuild it exactly
+/// (`Verifier::resume`); removed when the stage's verification ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyState {
+    /// Format version ([`VERIFY_STATE_VERSION`]).
+    pub version: u32,
+    /// The stage.
+    pub stage: u32,
+    /// The current segment (a new one starts after each drop or removal).
+    pub segment: u32,
+    /// The verifier's configuration for this segment (priors carry the
+    /// session's earlier decisions).
+    pub config: VerifyConfig,
+    /// The fixes still to decide, in landing order.
+    pub queue: Vec<QueuedFix>,
+    /// Outcomes of the segment's test runs, in run order.
+    pub outcomes: Vec<RunOutcome>,
 }
 
 /// `fix-history.json` (ours, versioned).

@@ -22,6 +22,10 @@
 //!  exec::run_stages: per stage, groups in worktrees (parallel) or the main
 //!  tree (serial); per finding analyse → fix → tests → restore/retry → commit;
 //!  worktree commits landed by cherry-pick        ── fix-progress-N.json
+//!    --verify batch|auto: fixes committed untested in worktrees, then
+//!    landing::land_batch tests "landed + next k" trial trees with the core
+//!    Verifier; passing commits land, a dropped fix goes back to the agent
+//!                                                  ── verify-state.json
 //!        │
 //!        ▼
 //!  completion ──► fix-summary.md, fix-history.json, active-fix-session.json removed
@@ -38,11 +42,15 @@
 //!   committed; rollback restores exactly a fix's write-set.
 //! - Every state file is written atomically at every step; a run killed at
 //!   any instant resumes (`resume`) without committing anything twice.
+//! - Only commits whose tree passed the tests land on the checked-out
+//!   branch; with deterministic tests `batch` and `auto` land exactly the
+//!   commits `each` lands, in the same order.
 
 pub mod error;
 mod exec;
 pub mod files;
 pub mod input;
+mod landing;
 pub mod plan;
 pub mod session;
 pub mod summary;
@@ -67,6 +75,7 @@ pub use error::ReviewFixError;
 pub use exec::commit_message;
 pub use files::*;
 pub use input::{InferredTestCommand, infer_test_command};
+pub use orchestrator_core::verify::VerifyMode;
 pub use plan::PlannerMode;
 
 /// The flow name in events.
@@ -129,6 +138,13 @@ pub struct ReviewFixConfig {
     pub fix_time_limit: Option<Duration>,
     /// Time limit of one test run, if any.
     pub test_time_limit: Option<Duration>,
+    /// How fixes are verified (`--verify each|batch|auto`, default `auto`).
+    /// `batch` and `auto` need worktrees: with [`Isolation::Serial`] every
+    /// fix is tested on its own, as with `each`.
+    pub verify: VerifyMode,
+    /// Re-runs of a failing test run on the identical tree before a fix is
+    /// blamed (`--flaky-reruns N`, default 1; `0` trusts every failure).
+    pub flaky_reruns: u32,
 }
 
 impl Default for ReviewFixConfig {
@@ -148,6 +164,8 @@ impl Default for ReviewFixConfig {
             group_time_limit: Duration::from_secs(1200),
             fix_time_limit: None,
             test_time_limit: None,
+            verify: VerifyMode::Auto,
+            flaky_reruns: 1,
         }
     }
 }
@@ -294,6 +312,9 @@ pub struct RunReport {
     pub commits: Vec<CommitInfo>,
     /// Test runs in this run.
     pub test_runs: u32,
+    /// How fixes were verified: test runs, re-runs, what `each` would have
+    /// needed, flaky failures.
+    pub verification: VerificationStats,
     /// Notes for the user (formats read, duplicates dropped).
     pub notes: Vec<String>,
 }
@@ -302,6 +323,16 @@ impl RunReport {
     /// Findings with the given result.
     pub fn count(&self, result: &str) -> usize {
         self.findings.iter().filter(|f| f.result == result).count()
+    }
+}
+
+/// The verify mode a configuration runs with: `batch` and `auto` need
+/// worktrees, so serial isolation verifies each fix on its own.
+pub fn effective_mode(config: &ReviewFixConfig) -> VerifyMode {
+    if config.isolation == Isolation::Serial {
+        VerifyMode::Each
+    } else {
+        config.verify
     }
 }
 
@@ -436,7 +467,10 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
             &plan,
             &findings_file,
             c,
-            0,
+            VerificationStats {
+                mode: effective_mode(&config),
+                ..VerificationStats::default()
+            },
             &vcs,
             sink.as_ref(),
         )
@@ -524,6 +558,13 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         active: Mutex::new(active),
         test_runs: AtomicU32::new(0),
         cargo: repo.join("Cargo.toml").is_file(),
+        batch: config.verify != VerifyMode::Each && config.isolation == Isolation::Worktree,
+        stats: Mutex::new(VerificationStats {
+            mode: effective_mode(&config),
+            ..VerificationStats::default()
+        }),
+        digests: Mutex::new(HashMap::new()),
+        decided: Mutex::new((0, 0)),
     });
     exec::recover(&shared).await;
     let landed = exec::landed_commits(&shared).await;
@@ -559,14 +600,15 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
     } else {
         Outcome::AllFixed
     };
-    let runs = shared.test_runs.load(Ordering::SeqCst);
+    let mut verification = shared.with_stats(|s| *s);
+    verification.test_runs = shared.test_runs.load(Ordering::SeqCst);
     complete(
         &paths,
         &active,
         &plan,
         &findings_file,
         done(outcome),
-        runs,
+        verification,
         &vcs,
         sink.as_ref(),
     )
@@ -834,6 +876,7 @@ fn stopped_report(
         findings: Vec::new(),
         commits: Vec::new(),
         test_runs: 0,
+        verification: VerificationStats::default(),
         notes,
     }
 }
@@ -853,7 +896,7 @@ async fn complete(
     plan: &FixPlan,
     findings_file: &FindingsFile,
     completion: Completion,
-    test_runs: u32,
+    verification: VerificationStats,
     vcs: &Arc<dyn Vcs>,
     sink: &dyn EventSink,
 ) -> Result<RunReport, ReviewFixError> {
@@ -880,7 +923,7 @@ async fn complete(
         plan: Some(plan),
         progress: &progress,
         rejected: &findings_file.rejected,
-        test_runs,
+        verification,
         outcome: outcome.as_str(),
     });
     write_atomic(paths.summary(), summary.as_bytes())?;
@@ -929,7 +972,8 @@ async fn complete(
         failed: findings.iter().filter(|f| f.result == "failed").count(),
         rejected: findings_file.rejected.len(),
         commits: commits.iter().map(|c| c.id.to_string()).collect(),
-        test_runs,
+        test_runs: verification.test_runs,
+        verification: Some(verification),
     });
     write_json_atomic(paths.history(), &history)?;
     match std::fs::remove_file(paths.active()) {
@@ -945,7 +989,8 @@ async fn complete(
         plan: Some(plan.clone()),
         findings,
         commits,
-        test_runs,
+        test_runs: verification.test_runs,
+        verification,
         notes,
     })
 }

@@ -22,6 +22,8 @@ pub const PLAN_FILE: &str = "fix-plan.json";
 pub const SUMMARY_FILE: &str = "fix-summary.md";
 /// `fix-history.json`.
 pub const HISTORY_FILE: &str = "fix-history.json";
+/// `verify-state.json` (ours): a batch verification in flight.
+pub const VERIFY_STATE_FILE: &str = "verify-state.json";
 /// `findings.json` (ours): the normalised findings.
 pub const FINDINGS_FILE: &str = "findings.json";
 
@@ -90,6 +92,10 @@ impl SessionPaths {
     /// `findings.json`.
     pub fn findings(&self) -> PathBuf {
         self.dir.join(FINDINGS_FILE)
+    }
+    /// `verify-state.json`: a stage's batch verification in flight.
+    pub fn verify_state(&self) -> PathBuf {
+        self.dir.join(VERIFY_STATE_FILE)
     }
     /// Worktree of a group in a run.
     pub fn worktree(&self, run: u32, group_id: &str) -> PathBuf {

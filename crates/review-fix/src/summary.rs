@@ -2,7 +2,11 @@
 
 use std::fmt::Write as _;
 
-use crate::files::{FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION};
+use orchestrator_core::verify::VerifyMode;
+
+use crate::files::{
+    FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION, VerificationStats,
+};
 
 /// What the summary is rendered from.
 #[derive(Debug, Clone)]
@@ -21,8 +25,8 @@ pub struct SummaryInput<'a> {
     pub progress: &'a [FixProgress],
     /// Findings rejected before planning.
     pub rejected: &'a [RejectedFinding],
-    /// Test runs in this run.
-    pub test_runs: u32,
+    /// Test runs of this run and what `each` would have needed.
+    pub verification: VerificationStats,
     /// The outcome, as in `fix-history.json`.
     pub outcome: &'a str,
 }
@@ -79,7 +83,31 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         );
     }
     let _ = writeln!(out, "- Commits: {commits}");
-    let _ = writeln!(out, "- Test runs: {}", input.test_runs);
+    let v = &input.verification;
+    let reruns = if v.reruns > 0 {
+        format!(", {} of them re-runs for flaky checks", v.reruns)
+    } else {
+        String::new()
+    };
+    if v.mode == VerifyMode::Each {
+        let _ = writeln!(out, "- Test runs: {} (verify each{reruns})", v.test_runs);
+    } else {
+        let _ = writeln!(
+            out,
+            "- Test runs: {} (verify {}{reruns}; one by one: {}, saved {})",
+            v.test_runs,
+            v.mode,
+            v.each_runs,
+            v.runs_saved()
+        );
+    }
+    if v.flaky > 0 {
+        let _ = writeln!(
+            out,
+            "- Flaky test failures: {} (failed, then passed on the identical tree; the fixes were kept)",
+            v.flaky
+        );
+    }
     let _ = writeln!(
         out,
         "- Started: {}; finished: {}",
@@ -137,6 +165,23 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
                     .as_deref()
                     .unwrap_or("(none recorded)")
                     .trim()
+            );
+        }
+    }
+    let flaky: Vec<(&str, &str)> = input
+        .progress
+        .iter()
+        .flat_map(|p| p.errors.iter())
+        .filter(|e| e.error_type == "flaky_test")
+        .map(|e| (e.finding_id.as_deref().unwrap_or("-"), e.message.as_str()))
+        .collect();
+    if !flaky.is_empty() {
+        let _ = writeln!(out, "\n## Flaky tests\n");
+        for (id, message) in flaky {
+            let _ = writeln!(
+                out,
+                "- {id}: {}",
+                message.lines().next().unwrap_or_default()
             );
         }
     }

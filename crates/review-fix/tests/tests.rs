@@ -1,8 +1,10 @@
-//! Integration tests of the review-fix flow: with fakes (`flow`) and end to
+//! Integration tests of the review-fix flow: with fakes (`flow`, and batch verification against one-by-one in `batch`) and end to
 //! end with real git and `cargo test` on the quickstart crate (`e2e`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "suite/batch.rs"]
+mod batch;
 #[path = "suite/e2e.rs"]
 mod e2e;
 #[path = "suite/flow.rs"]

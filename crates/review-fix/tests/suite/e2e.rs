@@ -20,7 +20,7 @@ use orchestrator_core::gate::AutoYes;
 use orchestrator_core::test_runner::TestRunner;
 use orchestrator_review_fix::{
     FixResult, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, TestRunnerFactory,
-    TreeEnv, run,
+    TreeEnv, VerifyMode, run,
 };
 
 fn quickstart() -> PathBuf {
@@ -130,6 +130,9 @@ fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
         inputs,
         planner: PlannerMode::Agent,
         allow_dirty: true,
+        // These tests pin one-by-one verification; batch verification has
+        // its own tests (`batch.rs`).
+        verify: VerifyMode::Each,
         ..ReviewFixConfig::default()
     }
 }
@@ -326,11 +329,32 @@ const CHILD_ENV: &str = "REVIEW_FIX_E2E_CHILD_REPO";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
+    kill_9_then_resume(
+        VerifyMode::Each,
+        "e2e::kill_9_mid_run_then_resume_gives_the_same_commits",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_batch_verification_then_resume_gives_the_same_commits() {
+    kill_9_then_resume(
+        VerifyMode::Batch,
+        "e2e::kill_9_mid_batch_verification_then_resume_gives_the_same_commits",
+    )
+    .await;
+}
+
+/// Kills a session (in `mode`) with SIGKILL once its first fix commit is on
+/// the branch, resumes it, and compares the commits with an uninterrupted
+/// `each` run. `test` is the calling test's name: the child process runs it.
+async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     // Child role: run the session until the parent kills this process.
     if let Ok(dir) = std::env::var(CHILD_ENV) {
         let dir = PathBuf::from(dir);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let cfg = config(vec![dir.join("clippy.json")]);
+        let mut cfg = config(vec![dir.join("clippy.json")]);
+        cfg.verify = mode;
         let _ = run(
             cfg,
             services(&dir.join("repo"), &dir.join("target"), seen).await,
@@ -360,11 +384,7 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
     let (repo, input) = copy_quickstart(tmp.path());
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "e2e::kill_9_mid_run_then_resume_gives_the_same_commits",
-            "--test-threads=1",
-        ])
+        .args(["--exact", test, "--test-threads=1"])
         .env(CHILD_ENV, tmp.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -393,6 +413,7 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
 
     let mut cfg = config(vec![input]);
     cfg.resume = true;
+    cfg.verify = mode;
     let report = run(cfg, services(&repo, &tmp.path().join("target"), seen).await)
         .await
         .unwrap();
@@ -405,4 +426,146 @@ async fn kill_9_mid_run_then_resume_gives_the_same_commits() {
     );
     let status = git(&repo, &["status", "--porcelain"]);
     assert_eq!(status, "", "nothing left over in the tree");
+    assert_eq!(
+        git(&repo, &["worktree", "list"]).lines().count(),
+        1,
+        "the interrupted run's worktrees are removed"
+    );
+}
+
+/// What a quickstart session did.
+struct Session {
+    commits: Vec<(String, String)>,
+    report: RunReport,
+    summary: String,
+    wall: Duration,
+}
+
+/// One session on a fresh copy of the quickstart.
+async fn quickstart_session(mode: VerifyMode) -> Session {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, clippy) = copy_quickstart(tmp.path());
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let mut cfg = config(vec![clippy]);
+    cfg.verify = mode;
+    let started = Instant::now();
+    let report = run(
+        cfg,
+        services(
+            &repo,
+            &tmp.path().join("target"),
+            Arc::new(Mutex::new(Vec::new())),
+        )
+        .await,
+    )
+    .await
+    .unwrap();
+    let wall = started.elapsed();
+    let commits = commits_since(&repo, &base);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{mode}");
+    assert_eq!(
+        git(&repo, &["worktree", "list"]).lines().count(),
+        1,
+        "{mode}"
+    );
+    assert!(!git(&repo, &["branch", "--list"]).contains("review-fix/"));
+    if mode != VerifyMode::Each {
+        // Every commit on the branch passes the crate's tests.
+        for (i, id) in git(&repo, &["rev-list", "--reverse", &format!("{base}..HEAD")])
+            .lines()
+            .enumerate()
+        {
+            let check = tmp.path().join(format!("check-{i}"));
+            git(
+                &repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "--detach",
+                    check.to_str().unwrap(),
+                    id,
+                ],
+            );
+            let r = CommandTestRunner::argv(["cargo", "test", "--quiet", "--offline"])
+                .env(
+                    "CARGO_TARGET_DIR",
+                    tmp.path().join("target").display().to_string(),
+                )
+                .run(orchestrator_core::test_runner::TestRequest::all(&check))
+                .await
+                .unwrap();
+            assert!(
+                r.is_pass(),
+                "{mode}: commit {id} fails its tests: {}",
+                r.log
+            );
+            git(&repo, &["worktree", "remove", check.to_str().unwrap()]);
+        }
+    }
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    Session {
+        commits,
+        report,
+        summary,
+        wall,
+    }
+}
+
+/// `REVIEW_FIX_MEASURE=1` adds `auto` and prints the figures as a table.
+const MEASURE_ENV: &str = "REVIEW_FIX_MEASURE";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_on_the_quickstart_lands_what_each_lands_with_fewer_runs() {
+    let mut modes = vec![VerifyMode::Each, VerifyMode::Batch];
+    if std::env::var_os(MEASURE_ENV).is_some() {
+        modes.push(VerifyMode::Auto);
+    }
+    let mut results = Vec::new();
+    for mode in modes {
+        results.push((mode, quickstart_session(mode).await));
+    }
+    let each_commits = &results[0].1.commits;
+    let each = &results[0].1.report;
+    assert_eq!(each_commits.len(), 6);
+    for (
+        mode,
+        Session {
+            commits,
+            report,
+            wall,
+            ..
+        },
+    ) in &results
+    {
+        let v = &report.verification;
+        eprintln!(
+            "quickstart --verify {mode}: {} findings, {} fixed, {} commits, {} test runs ({} re-runs; one by one: {}, saved {}), {:.1}s",
+            report.findings.len(),
+            report.count("fixed"),
+            commits.len(),
+            v.test_runs,
+            v.reruns,
+            v.each_runs,
+            v.runs_saved(),
+            wall.as_secs_f64()
+        );
+        assert_eq!(commits, each_commits, "{mode} lands what each lands");
+        assert_eq!(report.count("fixed"), 6, "{mode}");
+        assert_eq!(report.count("failed"), 1, "{mode}");
+        assert_eq!(v.each_runs, each.verification.test_runs, "{mode}");
+        if *mode != VerifyMode::Each {
+            assert!(
+                v.test_runs < each.verification.test_runs,
+                "{mode}: {} runs vs {} one by one",
+                v.test_runs,
+                each.verification.test_runs
+            );
+        }
+    }
+    let batch = &results[1].1;
+    insta::assert_snapshot!(
+        "quickstart_fix_summary_batch",
+        redact_summary(&batch.summary, &batch.report)
+    );
 }

@@ -13,7 +13,7 @@ use orchestrator_core::test_runner::TestReport;
 use orchestrator_core::vcs::{CommitId, Vcs};
 use orchestrator_review_fix::{
     ExecutionMode, FixPlan, FixProgress, FixResult, Outcome, PartialPlan, PlannerMode,
-    ProgressStatus, ReviewFixConfig, ReviewFixError, Services, SharedRunner, run,
+    ProgressStatus, ReviewFixConfig, ReviewFixError, Services, SharedRunner, VerifyMode, run,
 };
 use serde_json::json;
 
@@ -109,6 +109,9 @@ fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
     ReviewFixConfig {
         inputs,
         planner: PlannerMode::Deterministic,
+        // These tests pin one-by-one verification; batch verification has
+        // its own tests (`batch.rs`).
+        verify: VerifyMode::Each,
         ..ReviewFixConfig::default()
     }
 }
@@ -167,9 +170,18 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
         "B1\nb2\n"
     );
     assert!(fx.vcs.status().await.unwrap().is_clean());
-    // F3 was tried three times; the identical change was tested only once.
+    // F3 was tried three times; the identical change was tested only once
+    // (and re-run once to rule out a flaky failure).
     assert_eq!(agent.calls_for("F3"), 3);
-    assert_eq!(fx.tests.runs(), 3, "F1, F2 and F3's first attempt");
+    assert_eq!(
+        fx.tests.runs(),
+        4,
+        "F1, F2, F3's first attempt and its flaky check"
+    );
+    assert_eq!(report.verification.test_runs, 4);
+    assert_eq!(report.verification.reruns, 1);
+    assert_eq!(report.verification.each_runs, 4);
+    assert_eq!(report.verification.flaky, 0);
     // Parallel stage: two groups on different files, in worktrees.
     let plan = report.plan.clone().unwrap();
     assert_eq!(plan.timeline.len(), 1);

@@ -1,0 +1,831 @@
+//! Batch verification at landing, merge-queue style (`--verify batch|auto`).
+//!
+//! The groups of a stage commit their fixes untested in worktrees (a fix
+//! still has to apply, and its write-set is still checked). Landing then
+//! decides which fixes reach the checked-out branch with the core
+//! [`Verifier`]: every test run is "the fixes landed so far plus the next
+//! `k` undecided ones", so a fix is only ever tested on top of exactly the
+//! fixes `each` would have landed below it.
+//!
+//! ## Trees
+//!
+//! A trial tree is a temporary worktree (`worktrees/r{run}-verify`, its own
+//! branch) started at the branch tip — the last good state — with the
+//! candidates cherry-picked on top, one commit each. A passing trial's
+//! commits are cherry-picked onto the checked-out branch, in order: only
+//! commits known good ever reach it, and nothing is reset or forced. A
+//! trial that needs fewer candidates than the worktree holds starts a new
+//! worktree at the tip (the old one is removed).
+//!
+//! ## Drops and the retry loop
+//!
+//! When the verifier drops a fix (a failing run whose tree is "landed +
+//! that fix", confirmed by `flaky_reruns` re-runs), the fix goes back into
+//! the retry loop with the failing output: it is made again on the tip by
+//! the agent (an attempt), at the same place in the queue, and the
+//! verification goes on with a new segment (a new verifier over the rest of
+//! the queue, its failure-rate prior carrying the session's decisions). The
+//! later fixes are re-applied on the last good state by cherry-pick; one
+//! that no longer applies is made again by the agent at its place. So the
+//! landed sequence is the one `each` lands, given deterministic tests.
+//!
+//! ## Resume
+//!
+//! `verify-state.json` holds the queue, the segment's configuration and
+//! every recorded outcome, written before anything acts on them; a resumed
+//! run rebuilds the verifier with `Verifier::resume` and lands what it had
+//! decided but not landed yet (a commit already on the branch, found by its
+//! message, is never landed twice).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use orchestrator_core::event::{Event, JobStatus};
+use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
+use orchestrator_core::vcs::{CherryPick, CommitId, Vcs};
+use orchestrator_core::verify::{RunOutcome, Step, Verifier, VerifyConfig, VerifyMode};
+
+use crate::TreeEnv;
+use crate::exec::{
+    FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message,
+    describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
+    link_dependency_dirs, record_flaky, remove_worktree, run_group_in_main, run_tests,
+    short_failure,
+};
+use crate::files::{
+    FixResult, KnownFailure, ProgressStatus, ProgressVerification, QueuedFix, VERIFY_STATE_VERSION,
+    VerifyState, WorktreeRecord, now,
+};
+
+/// The verifier configuration of a new segment: the session's mode and
+/// re-runs, with the failure-rate prior moved by the decisions so far.
+fn segment_config(shared: &Shared) -> VerifyConfig {
+    let (failures, passes) = shared.decided();
+    let mut config = VerifyConfig::new(shared.config.verify);
+    if config.mode == VerifyMode::Each {
+        // Only reached when a resumed session asks for `each`: keep batching
+        // the verification in flight with the session's evidence.
+        config.mode = VerifyMode::Auto;
+    }
+    config.flaky_reruns = shared.config.flaky_reruns;
+    config.prior_failures += f64::from(failures);
+    config.prior_passes += f64::from(passes);
+    config
+}
+
+/// Reads a verification in flight (left by an interrupted run).
+pub(crate) fn load_state(shared: &Shared) -> Option<VerifyState> {
+    match read_json_if_exists::<VerifyState>(shared.paths.verify_state()) {
+        Ok(Some(state)) if state.version == VERIFY_STATE_VERSION => Some(state),
+        Ok(Some(state)) => {
+            shared.warn(format!(
+                "{} has version {}, expected {VERIFY_STATE_VERSION}; its fixes are made again",
+                shared.paths.verify_state().display(),
+                state.version
+            ));
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            shared.warn(format!(
+                "failed to read the verification in flight ({e}); its fixes are made again"
+            ));
+            None
+        }
+    }
+}
+
+fn save_state(shared: &Shared, state: &VerifyState) {
+    if let Err(e) = write_json_atomic(shared.paths.verify_state(), state) {
+        shared.warn(format!("failed to write the verification state: {e}"));
+    }
+}
+
+fn remove_state(shared: &Shared) {
+    let path = shared.paths.verify_state();
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        shared.warn(format!("failed to remove {}: {e}", path.display()));
+    }
+}
+
+/// Collects the untested fix commits of a stage's worktree runs (in stage
+/// order), removes the worktrees and verifies the commits at landing.
+/// Groups whose worktree could not be created run in the main tree, each fix
+/// tested on its own.
+pub(crate) async fn land_batch(
+    shared: &Shared,
+    stage: u32,
+    runs: Vec<WorktreeRun>,
+    base: &CommitId,
+    progress: &HashMap<String, Progress>,
+) {
+    let mut queue = Vec::new();
+    let mut unrun = Vec::new();
+    for run in &runs {
+        let Some(wt) = run.vcs.clone() else {
+            unrun.push(run.group.clone());
+            continue;
+        };
+        let Some(p) = progress.get(&run.group.group_id) else {
+            continue;
+        };
+        let by_message: HashMap<String, String> = run
+            .group
+            .findings
+            .iter()
+            .filter_map(|id| shared.findings.get(id))
+            .map(|f| (commit_message(f), f.id.to_string()))
+            .collect();
+        let commits = match wt.log_since(base).await {
+            Ok(c) => c,
+            Err(e) => {
+                shared.warn(format!(
+                    "failed to list {}'s commits: {e}",
+                    run.group.group_id
+                ));
+                Vec::new()
+            }
+        };
+        let snapshot = p.snapshot();
+        for c in commits {
+            let Some(fid) = by_message.get(c.message.trim()) else {
+                continue;
+            };
+            let attempts = snapshot
+                .findings
+                .iter()
+                .find(|f| &f.finding_id == fid)
+                .map_or(1, |f| f.attempts);
+            queue.push(QueuedFix {
+                finding_id: fid.clone(),
+                group_id: run.group.group_id.clone(),
+                commit: Some(c.id.to_string()),
+                digest: shared.digest_of(fid),
+                attempts,
+                failure: None,
+                failed: Vec::new(),
+            });
+        }
+    }
+    let state = VerifyState {
+        version: VERIFY_STATE_VERSION,
+        stage,
+        segment: 1,
+        config: segment_config(shared),
+        queue,
+        outcomes: Vec::new(),
+    };
+    // Written before the worktrees go: the commits stay reachable by id.
+    save_state(shared, &state);
+    for run in &runs {
+        if run.vcs.is_some() {
+            remove_worktree(shared, run).await;
+        }
+    }
+    let groups: Vec<String> = runs
+        .iter()
+        .filter(|r| r.vcs.is_some())
+        .map(|r| r.group.group_id.clone())
+        .collect();
+    verify_stage(shared, state, progress, &groups).await;
+    if !unrun.is_empty() {
+        let landed = landed_commits(shared).await;
+        for g in &unrun {
+            if let Some(p) = progress.get(&g.group_id) {
+                run_group_in_main(shared, g, p, &landed).await;
+            }
+        }
+    }
+}
+
+/// The temporary worktree trial trees are built in.
+struct TrialTree {
+    vcs: Arc<dyn Vcs>,
+    path: PathBuf,
+    branch: String,
+    env: TreeEnv,
+    linked: Vec<PathBuf>,
+    /// It holds a fix that is no longer in the queue: start a new one.
+    stale: bool,
+    /// Commits on top of the last good state, one per queue position from
+    /// the first undecided one on: `(finding, commit)`.
+    built: Vec<(String, CommitId)>,
+}
+
+/// Why a tree could not be built.
+enum BuildError {
+    /// A fix could not be made again and was removed from the queue (it is
+    /// recorded as failed); the segment starts over.
+    Removed,
+    /// No trial worktree could be created.
+    NoTree(String),
+}
+
+/// What the verification of a stage did, for its closing event.
+#[derive(Debug, Default)]
+struct StageCount {
+    runs: u32,
+    reruns: u32,
+    each_runs: u32,
+    landed: u32,
+    dropped: u32,
+}
+
+/// Verifies the queue of a stage (or resumes its verification) until every
+/// fix is landed or failed. `groups`: the groups to close afterwards (the
+/// queue's groups are added).
+pub(crate) async fn verify_stage(
+    shared: &Shared,
+    mut state: VerifyState,
+    progress: &HashMap<String, Progress>,
+    groups: &[String],
+) {
+    let mut close: BTreeSet<String> = groups.iter().cloned().collect();
+    close.extend(state.queue.iter().map(|q| q.group_id.clone()));
+    let stage = state.stage;
+    shared.sink.emit(&Event::JobStarted {
+        id: format!("verify-stage-{stage}"),
+        title: Some(format!(
+            "Verify stage {stage} at landing: {} fixes ({})",
+            state.queue.len(),
+            state.config.mode
+        )),
+    });
+    let runs_before = shared.test_runs();
+    let mut count = StageCount::default();
+    let mut on_branch = landed_commits(shared).await;
+    let mut trial: Option<TrialTree> = None;
+    // One-line descriptions of this process's failing runs, by run id.
+    let mut short_failures: HashMap<u32, String> = HashMap::new();
+    'segments: loop {
+        short_failures.clear();
+        save_state(shared, &state);
+        let ids: Vec<String> = state.queue.iter().map(|q| q.finding_id.clone()).collect();
+        let mut verifier = match Verifier::resume(
+            ids.clone(),
+            state.config.clone(),
+            state.outcomes.iter().cloned(),
+        ) {
+            Ok(v) => v,
+            Err(e) => {
+                shared.warn(format!(
+                    "the recorded verification cannot be replayed ({e}); it starts over"
+                ));
+                state.outcomes.clear();
+                state.config = segment_config(shared);
+                match Verifier::new(ids, state.config.clone()) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        shared.warn(format!("cannot verify the stage's fixes: {e}"));
+                        fail_queue(shared, &mut state, progress, &e.to_string());
+                        break 'segments;
+                    }
+                }
+            }
+        };
+        let start = verifier.report();
+        let (each_start, reruns_start) = (start.each_runs, start.reruns);
+        let mut flaky_seen = start.flaky.len();
+        // Landed positions of this segment already on the branch.
+        let mut synced = 0usize;
+        loop {
+            let report = verifier.report();
+            // Land what the verifier decided, in order.
+            while synced < report.landed.len() {
+                let Some(fid) = state.queue.get(synced).map(|q| q.finding_id.clone()) else {
+                    break 'segments;
+                };
+                let landed_before = shared
+                    .findings
+                    .get(&fid)
+                    .is_some_and(|f| on_branch.contains_key(&commit_message(f)));
+                if landed_before {
+                    // Landed by the interrupted run: the tip already holds it.
+                    if let Some(t) = trial.as_mut()
+                        && !t.built.is_empty()
+                    {
+                        t.built.remove(0);
+                    }
+                    land(
+                        shared,
+                        &fid,
+                        &CommitId(String::new()),
+                        progress,
+                        &mut on_branch,
+                    )
+                    .await;
+                    count.landed += 1;
+                    synced += 1;
+                    continue;
+                }
+                if trial.as_ref().is_none_or(|t| t.built.is_empty()) {
+                    match ensure_built(
+                        shared,
+                        &mut trial,
+                        &mut state,
+                        synced,
+                        report.landed.len(),
+                        progress,
+                    )
+                    .await
+                    {
+                        Ok(()) => {}
+                        Err(BuildError::Removed) => {
+                            account(shared, &verifier, each_start, reruns_start, &mut count);
+                            restart(shared, &mut state, synced, None, &mut trial);
+                            continue 'segments;
+                        }
+                        Err(BuildError::NoTree(e)) => {
+                            fail_queue(shared, &mut state, progress, &e);
+                            break 'segments;
+                        }
+                    }
+                }
+                let Some(t) = trial.as_mut() else {
+                    break 'segments;
+                };
+                let (fid, commit) = t.built.remove(0);
+                land(shared, &fid, &commit, progress, &mut on_branch).await;
+                count.landed += 1;
+                synced += 1;
+            }
+            for flaky in report.flaky.iter().skip(flaky_seen) {
+                if let Some(p) = group_progress(shared, &state, &flaky.fix, progress) {
+                    record_flaky(
+                        shared,
+                        p,
+                        &flaky.fix,
+                        &FlakyFailure {
+                            failure: short_failures
+                                .get(&flaky.failed_run.0)
+                                .cloned()
+                                .unwrap_or_else(|| first_line(&flaky.log_ref)),
+                            failed_runs: 1,
+                        },
+                    );
+                }
+            }
+            flaky_seen = report.flaky.len();
+            if let Some(dropped) = report.dropped.first() {
+                account(shared, &verifier, each_start, reruns_start, &mut count);
+                count.dropped += 1;
+                let item = drop_fix(shared, &state, dropped.position, &dropped.log_ref, progress);
+                close_trial(shared, &mut trial).await;
+                restart(shared, &mut state, dropped.position, Some(item), &mut trial);
+                continue 'segments;
+            }
+            let step = verifier.next_step();
+            let Step::Test(spec) = step else {
+                account(shared, &verifier, each_start, reruns_start, &mut count);
+                break 'segments;
+            };
+            let end = spec.candidates.end.min(state.queue.len());
+            match ensure_built(shared, &mut trial, &mut state, synced, end, progress).await {
+                Ok(()) => {}
+                Err(BuildError::Removed) => {
+                    account(shared, &verifier, each_start, reruns_start, &mut count);
+                    restart(shared, &mut state, synced, None, &mut trial);
+                    continue 'segments;
+                }
+                Err(BuildError::NoTree(e)) => {
+                    fail_queue(shared, &mut state, progress, &e);
+                    break 'segments;
+                }
+            }
+            let Some(t) = trial.as_ref() else {
+                break 'segments;
+            };
+            let label = state
+                .queue
+                .get(synced.min(end)..end)
+                .unwrap_or_default()
+                .iter()
+                .map(|q| q.finding_id.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
+            let outcome = match run_tests(shared, &t.env, Some(label), None).await {
+                Ok(r) if r.is_pass() => RunOutcome::Pass,
+                Ok(r) => {
+                    short_failures.insert(spec.run.0, short_failure(&r));
+                    RunOutcome::fail(describe_failure_as(
+                        &r,
+                        "the tests failed with the fix on top of the fixes landed before it",
+                        "the fix was dropped at landing",
+                    ))
+                }
+                Err(message) => RunOutcome::fail(message),
+            };
+            if let Err(e) = verifier.record(spec.run, outcome.clone()) {
+                shared.warn(format!("the verifier refused a test result: {e}"));
+                break 'segments;
+            }
+            state.outcomes.push(outcome);
+            save_state(shared, &state);
+        }
+    }
+    close_trial(shared, &mut trial).await;
+    remove_state(shared);
+    count.runs = shared.test_runs() - runs_before;
+    // Close the groups whose fixes were waiting here (also those a killed
+    // run left waiting with every fix landed); their progress files get the
+    // stage's figures.
+    for group in &shared.plan.groups {
+        let Some(p) = progress.get(&group.group_id) else {
+            continue;
+        };
+        let snapshot = p.snapshot();
+        let waiting = snapshot.phase == "verifying"
+            && snapshot
+                .findings
+                .iter()
+                .all(|f| f.status == ProgressStatus::Completed);
+        if close.contains(&group.group_id) || waiting {
+            let flaky = snapshot
+                .errors
+                .iter()
+                .filter(|e| e.error_type == "flaky_test")
+                .count() as u32;
+            p.update(|p| {
+                p.verification = Some(ProgressVerification {
+                    mode: state.config.mode,
+                    test_runs: count.runs,
+                    reruns: count.reruns,
+                    each_runs: count.each_runs,
+                    runs_saved: i64::from(count.each_runs) - i64::from(count.runs),
+                    flaky,
+                });
+            });
+            finish_group(shared, group, p);
+        }
+    }
+    shared.sink.emit(&Event::JobFinished {
+        id: format!("verify-stage-{stage}"),
+        status: JobStatus::Completed,
+        detail: Some(format!(
+            "{} test runs for {} landed and {} dropped fixes (one by one: {}, saved {})",
+            count.runs,
+            count.landed,
+            count.dropped,
+            count.each_runs,
+            i64::from(count.each_runs) - i64::from(count.runs)
+        )),
+    });
+}
+
+/// Adds a segment's re-runs and each-equivalent runs (those made in this
+/// process) to the session's counts, and its decisions to the prior.
+fn account(
+    shared: &Shared,
+    verifier: &Verifier<String>,
+    each_start: u32,
+    reruns_start: u32,
+    count: &mut StageCount,
+) {
+    let report = verifier.report();
+    let each = report.each_runs.saturating_sub(each_start);
+    let reruns = report.reruns.saturating_sub(reruns_start);
+    shared.with_stats(|s| {
+        s.each_runs += each;
+        s.reruns += reruns;
+    });
+    count.each_runs += each;
+    count.reruns += reruns;
+    shared.add_decided(report.dropped.len() as u32, report.landed.len() as u32);
+}
+
+/// Starts a new segment: the queue from the first undecided position
+/// (`decided`), with `front` (a dropped fix sent back) in place of it.
+fn restart(
+    shared: &Shared,
+    state: &mut VerifyState,
+    decided: usize,
+    front: Option<Option<QueuedFix>>,
+    trial: &mut Option<TrialTree>,
+) {
+    let rest: Vec<QueuedFix> = match front {
+        // A drop: the dropped fix is at `decided`.
+        Some(item) => item
+            .into_iter()
+            .chain(state.queue.iter().skip(decided + 1).cloned())
+            .collect(),
+        None => state.queue.iter().skip(decided).cloned().collect(),
+    };
+    state.queue = rest;
+    state.outcomes.clear();
+    state.segment += 1;
+    state.config = segment_config(shared);
+    // The trial tree stays usable when it holds a prefix of the new queue.
+    if let Some(t) = trial.as_mut() {
+        let prefix = t.built.len() <= state.queue.len()
+            && t.built
+                .iter()
+                .zip(&state.queue)
+                .all(|((fid, _), q)| *fid == q.finding_id);
+        if !prefix {
+            t.stale = true;
+        }
+    }
+    save_state(shared, state);
+}
+
+/// Records a drop: the failure in the progress file, then the fix back into
+/// the retry loop (`Some`) or failed for good (`None`).
+fn drop_fix(
+    shared: &Shared,
+    state: &VerifyState,
+    position: usize,
+    log_ref: &str,
+    progress: &HashMap<String, Progress>,
+) -> Option<QueuedFix> {
+    let mut item = state.queue.get(position)?.clone();
+    let p = progress.get(&item.group_id)?;
+    p.error(&item.finding_id, "test_failure", log_ref);
+    shared.sink.emit(&Event::AttemptFailed {
+        id: item.finding_id.clone(),
+        round: 1,
+        attempt: item.attempts,
+        error: first_line(log_ref),
+    });
+    if let Some(digest) = item.digest.take() {
+        item.failed.push(KnownFailure {
+            digest,
+            message: log_ref.to_owned(),
+        });
+    }
+    let max = shared.config.max_iterations.max(1);
+    if item.attempts >= max {
+        finish_failed(
+            shared,
+            p,
+            &item.finding_id,
+            format!("max iterations reached ({}): {log_ref}", item.attempts),
+        );
+        return None;
+    }
+    item.commit = None;
+    item.failure = Some(log_ref.to_owned());
+    Some(item)
+}
+
+fn group_progress<'a>(
+    shared: &Shared,
+    state: &VerifyState,
+    finding: &str,
+    progress: &'a HashMap<String, Progress>,
+) -> Option<&'a Progress> {
+    let gid = state
+        .queue
+        .iter()
+        .find(|q| q.finding_id == finding)
+        .map(|q| q.group_id.clone())
+        .or_else(|| {
+            shared
+                .plan
+                .groups
+                .iter()
+                .find(|g| g.findings.iter().any(|f| f == finding))
+                .map(|g| g.group_id.clone())
+        })?;
+    progress.get(&gid)
+}
+
+/// Fails every fix left in the queue (the verification cannot go on).
+fn fail_queue(
+    shared: &Shared,
+    state: &mut VerifyState,
+    progress: &HashMap<String, Progress>,
+    reason: &str,
+) {
+    for q in std::mem::take(&mut state.queue) {
+        if let Some(p) = progress.get(&q.group_id) {
+            finish_failed(
+                shared,
+                p,
+                &q.finding_id,
+                format!("the fix could not be verified: {reason}"),
+            );
+        }
+    }
+}
+
+/// Lands one verified commit of the trial tree on the checked-out branch
+/// (unless a commit with its message is there already) and records it.
+async fn land(
+    shared: &Shared,
+    finding: &str,
+    commit: &CommitId,
+    progress: &HashMap<String, Progress>,
+    on_branch: &mut HashMap<String, CommitId>,
+) {
+    let Some(f) = shared.findings.get(finding) else {
+        return;
+    };
+    let Some(p) = shared
+        .plan
+        .groups
+        .iter()
+        .find(|g| g.findings.iter().any(|x| x == finding))
+        .and_then(|g| progress.get(&g.group_id))
+    else {
+        return;
+    };
+    let message = commit_message(f);
+    let landed = match on_branch.get(&message) {
+        Some(c) => Ok(c.clone()),
+        None => match shared.vcs.cherry_pick(commit).await {
+            Ok(CherryPick::Applied { commit: landed }) => {
+                shared.sink.emit(&Event::CommitMade {
+                    id: finding.to_owned(),
+                    commit: landed.to_string(),
+                    summary: message.clone(),
+                });
+                on_branch.insert(message, landed.clone());
+                Ok(landed)
+            }
+            Ok(CherryPick::Conflict { paths }) => {
+                Err(format!("landing conflicted in {}", paths.join(", ")))
+            }
+            Err(e) => Err(format!("landing failed: {e}")),
+        },
+    };
+    match landed {
+        Ok(c) => {
+            p.update(|p| {
+                if let Some(entry) = p.finding_mut(finding) {
+                    entry.status = ProgressStatus::Completed;
+                    entry.result = Some(FixResult::Fixed);
+                    entry.commit_hash = Some(c.to_string());
+                    entry.test_passed = Some(true);
+                    entry.completed_at = Some(now());
+                    entry.error_message = None;
+                }
+            });
+            shared.sink.emit(&Event::JobFinished {
+                id: finding.to_owned(),
+                status: JobStatus::Completed,
+                detail: Some(format!("committed {}", c.short())),
+            });
+        }
+        Err(message) => {
+            p.error(finding, "landing_conflict", &message);
+            finish_failed(shared, p, finding, message);
+        }
+    }
+}
+
+/// Makes the trial tree hold exactly the queue positions `from..to` on top
+/// of the last good state (the branch tip).
+async fn ensure_built(
+    shared: &Shared,
+    trial: &mut Option<TrialTree>,
+    state: &mut VerifyState,
+    from: usize,
+    to: usize,
+    progress: &HashMap<String, Progress>,
+) -> Result<(), BuildError> {
+    let want = to.saturating_sub(from);
+    if trial
+        .as_ref()
+        .is_some_and(|t| t.stale || t.built.len() > want)
+    {
+        close_trial(shared, trial).await;
+    }
+    if trial.is_none() {
+        *trial = Some(open_trial(shared).await.map_err(BuildError::NoTree)?);
+    }
+    let Some(t) = trial.as_mut() else {
+        return Err(BuildError::NoTree("no trial tree".to_owned()));
+    };
+    while t.built.len() < want {
+        let position = from + t.built.len();
+        let Some(item) = state.queue.get(position).cloned() else {
+            break;
+        };
+        let picked = match &item.commit {
+            Some(c) => match t.vcs.cherry_pick(&CommitId(c.clone())).await {
+                Ok(CherryPick::Applied { commit }) => Some(commit),
+                Ok(CherryPick::Conflict { .. }) | Err(_) => None,
+            },
+            None => None,
+        };
+        if let Some(commit) = picked {
+            t.built.push((item.finding_id.clone(), commit));
+            continue;
+        }
+        // Made again by the agent on this tree: after a drop with the
+        // failing output, or because it no longer applies.
+        let start = match &item.failure {
+            Some(failure) => FixStart {
+                attempts: item.attempts,
+                failure: Some(failure.clone()),
+                known: item.failed.clone(),
+            },
+            None => FixStart {
+                attempts: 0,
+                failure: None,
+                known: item.failed.clone(),
+            },
+        };
+        let group = shared.plan.group(&item.group_id).cloned();
+        let finding = shared.findings.get(&item.finding_id).cloned();
+        let p = progress.get(&item.group_id);
+        let (Some(group), Some(finding), Some(p)) = (group, finding, p) else {
+            state.queue.remove(position);
+            return Err(BuildError::Removed);
+        };
+        let tree = Tree {
+            vcs: Arc::clone(&t.vcs),
+            env: t.env.clone(),
+            is_main: false,
+            defer: true,
+        };
+        match fix_one(shared, &group, &tree, p, &finding, start).await {
+            Some(committed) => {
+                let entry = &mut state.queue[position];
+                entry.commit = Some(committed.commit.to_string());
+                entry.digest = committed.digest;
+                entry.attempts = committed.attempts;
+                entry.failure = None;
+                t.built.push((item.finding_id.clone(), committed.commit));
+                save_state(shared, state);
+            }
+            None => {
+                // Recorded as failed by fix_one.
+                state.queue.remove(position);
+                return Err(BuildError::Removed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the trial worktree at the branch tip.
+async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
+    let head = shared
+        .vcs
+        .head()
+        .await
+        .map_err(|e| format!("failed to read HEAD: {e}"))?;
+    let run = shared.run_number();
+    let mut path = shared.paths.worktree(run, "verify");
+    let mut n = 1;
+    while path.exists() {
+        n += 1;
+        path = shared.paths.worktree(run, &format!("verify-{n}"));
+    }
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let branch = format!("review-fix/{}/{name}", shared.paths.id());
+    let vcs = shared
+        .vcs
+        .worktree_add(&path, &branch, &head)
+        .await
+        .map_err(|e| format!("failed to create the verification worktree: {e}"))?;
+    shared.update_active(|a| {
+        a.worktrees.push(WorktreeRecord {
+            group_id: "verify".to_owned(),
+            path: path.clone(),
+            branch: branch.clone(),
+        })
+    });
+    let linked = link_dependency_dirs(shared, &path).await;
+    // A slot of its own, after the groups' slots: its Cargo target directory
+    // is never used by a group's tree.
+    let slot = shared.config.max_parallel_groups.max(1);
+    let env = TreeEnv {
+        root: path.clone(),
+        worktree_slot: Some(slot),
+        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(slot)),
+    };
+    Ok(TrialTree {
+        vcs,
+        path,
+        branch,
+        env,
+        linked,
+        stale: false,
+        built: Vec::new(),
+    })
+}
+
+/// Removes the trial worktree, if any.
+async fn close_trial(shared: &Shared, trial: &mut Option<TrialTree>) {
+    let Some(t) = trial.take() else {
+        return;
+    };
+    for link in &t.linked {
+        let _ = std::fs::remove_file(link);
+    }
+    match shared.vcs.worktree_remove(&t.path, &t.branch).await {
+        Ok(()) => shared.update_active(|a| a.worktrees.retain(|w| w.path != t.path)),
+        Err(e) => shared.warn(format!(
+            "failed to remove worktree {}: {e}; remove it by hand",
+            t.path.display()
+        )),
+    }
+}
