@@ -51,7 +51,7 @@ pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, 
 pub use handoff::{FailedCheck, Handoff, HandoffError};
 pub use patch::{Patch, PatchError};
 pub use provider::{
-    CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
-    ProviderError, WatchOutcome, watch,
+    CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
+    LocalProvider, ProviderError, WatchOutcome, watch,
 };
 pub use state::Target;

@@ -911,8 +911,10 @@ fn checks_json(bucket: &str, state: &str) -> String {
 }
 
 /// A fake `gh` in `<tmp>/bin` replaying files from `<tmp>/gh`:
-/// `pr checks` prints `checks-<n>.json` on its n-th call (or
-/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed),
+/// `pr checks --required` prints `checks-<n>.json` on its n-th call (or
+/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed); `pr
+/// checks` without `--required` (all checks) prints `all-checks.json`, or
+/// else the same file as the last `--required` call, without counting,
 /// `run view <id> --log-failed` prints `run-<id>.log`, `pr diff` prints
 /// `pr.diff`. Every call is appended to `calls.log`.
 struct FakeGh {
@@ -934,8 +936,10 @@ echo "$*" >> "$d/calls.log"
 if [ -f "$d/fail-with" ]; then cat "$d/fail-with" >&2; exit 1; fi
 case "$1 $2" in
   "pr checks")
-    n=$(cat "$d/count" 2>/dev/null || echo 0); n=$((n+1)); echo "$n" > "$d/count"
+    n=$(cat "$d/count" 2>/dev/null || echo 0)
+    case "$*" in *--required*) n=$((n+1)); echo "$n" > "$d/count";; esac
     f="$d/checks-$n.json"; [ -f "$f" ] || f="$d/checks-last.json"
+    case "$*" in *--required*) ;; *) [ -f "$d/all-checks.json" ] && f="$d/all-checks.json";; esac
     cat "$f"
     if grep -q '"pending"' "$f"; then exit 8; fi
     if grep -q '"fail"' "$f"; then exit 1; fi
@@ -998,6 +1002,8 @@ fn pr_fixture() -> (Fixture, FakeGh, PathBuf) {
 }
 
 const CHECKS_CALL: &str = "pr checks 7 --required --json bucket,name,state,link,workflow";
+/// The watcher's query of all checks, for `auxiliaryFailCount`.
+const ALL_CHECKS_CALL: &str = "pr checks 7 --json bucket,name,state,link,workflow";
 
 #[test]
 fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
@@ -1136,7 +1142,8 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     assert_eq!(h.failed_checks[0].name, "rustfmt");
     assert_eq!(h.failed_checks[0].run_id.as_deref(), Some(RUN_ID));
     assert!(stderr(&o).contains("1 required check(s) of PR #7 failed: rustfmt"));
-    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL]);
+    assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 0));
+    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL, ALL_CHECKS_CALL]);
 
     // Green: exit 0, nothing on stdout.
     gh.checks(None, "pass", "SUCCESS");
@@ -1176,6 +1183,54 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     let o = watch(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("--timeout"), "{}", show(&o));
+}
+
+/// The handoff counts the required checks (`totalRequired`) and the failed
+/// checks that are not required (`auxiliaryFailCount`, from a second `gh pr
+/// checks` without `--required`); only required failures are in
+/// `failedChecks`.
+#[test]
+fn watch_handoff_counts_required_and_auxiliary_checks() {
+    let (f, gh, _remote) = pr_fixture();
+    gh.checks(None, "fail", "FAILURE");
+    let link = |job: u32| format!("https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/{job}");
+    let row = |bucket: &str, name: &str, state: &str, workflow: &str, job: u32| {
+        format!(
+            r#"{{"bucket":"{bucket}","link":"{}","name":"{name}","state":"{state}","workflow":"{workflow}"}}"#,
+            link(job)
+        )
+    };
+    let all = [
+        row("fail", "rustfmt", "FAILURE", "CI", 1),
+        row("pass", "test", "SUCCESS", "CI", 2),
+        row("fail", "coverage", "FAILURE", "Coverage", 3),
+        row("cancel", "bench", "CANCELLED", "Bench", 4),
+        row("fail", "docs preview", "FAILURE", "Docs", 5),
+        row("pass", "audit", "SUCCESS", "Audit", 6),
+        row("skipping", "deploy", "SKIPPED", "CD", 7),
+    ];
+    write(
+        &gh.data.join("all-checks.json"),
+        &format!("[{}]\n", all.join(",")),
+    );
+    let o = f
+        .cmd(&["ci-autofix", "watch", "--pr", PR, "--poll-interval", "0"])
+        .path_first(&gh.bin)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(json["totalRequired"], 2, "{json}");
+    assert_eq!(json["auxiliaryFailCount"], 3, "{json}");
+    let failed: Vec<&str> = json["failedChecks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["rustfmt"], "only required failures: {json}");
+    let h = Handoff::parse(&stdout(&o)).unwrap();
+    assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 3));
+    assert_eq!(gh.calls(), [CHECKS_CALL, ALL_CHECKS_CALL]);
 }
 
 // ------------------------------------------------------------ invariants
