@@ -2,24 +2,36 @@
 //! push → wait for the checks → again, until green, escalated or out of
 //! iterations.
 //!
-//! A patch is what the agent changed in the working tree (builtin agents and
-//! CLI agents edit files directly): the write-set since a [`Vcs::checkpoint`].
-//! An agent that changed nothing but answered with a unified diff (a
-//! ` ```diff ` block or the whole answer) has the diff applied by
-//! [`crate::patch`] — strictly, all-or-nothing, protected paths refused — and
-//! the write-set is taken after that; a diff that does not apply cleanly
-//! escalates with the reason and nothing written. A patch that touches a
-//! protected path ([`is_protected`]) is restored and the loop escalates.
+//! A patch is what the agent changed in the tree it ran in (builtin agents
+//! and CLI agents edit files directly): the write-set since a
+//! [`Vcs::checkpoint`]. An agent that changed nothing but answered with a
+//! unified diff (a ` ```diff ` block or the whole answer) has the diff
+//! applied by [`crate::patch`] — strictly, all-or-nothing, protected paths
+//! refused — and the write-set is taken after that; a diff that does not
+//! apply cleanly escalates with the reason and nothing written. A patch that
+//! touches a protected path ([`is_protected`]) is discarded and the loop
+//! escalates.
+//!
+//! **Where the agent runs.** A dirty tree is refused unless `allow_dirty`.
+//! A clean tree is fixed in place. A dirty one is never handed to the agent:
+//! the agent runs in a temporary git worktree at HEAD, outside the
+//! repository, and only a patch whose files are all clean in the user's tree
+//! is copied over (contents and deletions) and committed — exactly those
+//! paths; a patch that changes a dirty or untracked file escalates with the
+//! files named and the user's tree untouched. The worktree and its branch
+//! are removed afterwards, also on errors. Why only when dirty: the in-place
+//! path is as safe when nothing is uncommitted, and it keeps the warm build
+//! directory that fixers like `cargo clippy --fix` need (details in the
+//! `fix_tree` module).
 //!
 //! Each iteration fetches the failed logs (a failure is an error) and the PR
 //! diff ([`CiProvider::diff`]; a failure is only a warning: an
 //! [`Event::Warning`] and a `warnings` line in the audit log). The agent's
 //! instruction carries the log tails and the first [`DIFF_CAP`] bytes of the
 //! PR diff, cut at a line end — the head, because a diff's first files and
-//! hunk headers say most about the change. A dirty tree is refused unless `allow_dirty`; then the
-//! checkpoint guarantees that files dirty before the run are never changed or
-//! committed. Fix commits are new commits (`fix(ci): auto-fix <class> failure
-//! (iter <N>)`); pushes never force — the [`Vcs`] API has no way to.
+//! hunk headers say most about the change. Fix commits are new commits
+//! (`fix(ci): auto-fix <class> failure (iter <N>)`); pushes never force —
+//! the [`Vcs`] API has no way to.
 
 use std::sync::Arc;
 
@@ -31,8 +43,8 @@ use orchestrator_core::gate::{Answer, Gate, GateOption, Question};
 use orchestrator_core::vcs::{PushOutcome, Vcs, VcsError};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
+use crate::fix_tree::{self, Made};
 use crate::handoff::FailedCheck;
-use crate::patch;
 use crate::provider::{CheckRun, CiProvider, ProviderError};
 use crate::report::{
     EscalationInput, append_audit, audit_header, audit_log_path, audit_section, escalation_report,
@@ -158,6 +170,17 @@ pub enum AutofixError {
     /// The gate failed.
     #[error("gate: {0}")]
     Gate(#[from] orchestrator_core::gate::GateError),
+    /// A file operation while moving a fix out of its temporary worktree.
+    #[error("failed to {what} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("read", "write", …).
+        what: String,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<StateFileError> for AutofixError {
@@ -319,8 +342,8 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             .await;
         }
 
-        // Ask the agent for a patch; it edits the working tree.
-        let checkpoint = ctx.vcs.checkpoint().await?;
+        // Ask the agent for a patch: in place in a clean tree, in a
+        // temporary worktree when the tree is dirty (see `fix_tree`).
         let req = AgentRequest::new(
             format!("ci-autofix.fix.iter-{iteration}"),
             Role::Fix,
@@ -328,66 +351,29 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             root.clone(),
         )
         .with_context(fix_context(&report, &logs));
-        let agent_result = ctx.agent.run(req).await;
-        // A pre-dirty file changed: nothing can be restored safely.
-        let mut write_set = ctx.vcs.changed_since(&checkpoint).await?;
-        let mut diff_problem = None;
-        if write_set.is_empty()
-            && let Ok(response) = &agent_result
-            && let Some(diff) = patch::extract_diff(&response.text)
-        {
-            let protected = |p: &str| is_protected(p, &cfg.protected_paths);
-            if let Err(e) = patch::parse(&diff).and_then(|p| patch::apply(&root, &p, &protected)) {
-                diff_problem = Some(format!("the agent's diff was not applied: {e}"));
-            }
-            write_set = ctx.vcs.changed_since(&checkpoint).await?;
-        }
-        let problem = match (&agent_result, diff_problem, write_set.is_empty()) {
-            (Err(e), _, _) => Some(format!("the agent failed: {e}")),
-            (Ok(_), Some(reason), _) => Some(reason),
-            (Ok(_), None, true) => Some(
-                "the agent proposed no patch (no file changed, and no unified diff in its answer changed one)"
-                    .to_owned(),
-            ),
-            _ => None,
-        }
-        .or_else(|| {
-            let bad: Vec<&String> = write_set
-                .iter()
-                .filter(|p| is_protected(p, &cfg.protected_paths))
-                .collect();
-            (!bad.is_empty()).then(|| {
-                format!(
-                    "the patch touches protected paths ({}); it was discarded",
-                    bad.iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+        let staged = match fix_tree::make_patch(&ctx, req, iteration, &mut entry.warnings).await? {
+            Made::Patch(staged) => staged,
+            Made::Problem(reason) => {
+                return escalate(
+                    &ctx,
+                    &file,
+                    &mut state,
+                    entry,
+                    EscalateArgs {
+                        action: Action::EscalateNoPatch,
+                        reason,
+                        report: &report,
+                        per_check: &per_check,
+                        diagnosis: None,
+                        blocking: false,
+                        audit: (&audit_path, &header),
+                        now: now(),
+                    },
                 )
-            })
-        });
-        if let Some(reason) = problem {
-            if !write_set.is_empty() {
-                ctx.vcs.restore(&checkpoint).await?;
+                .await;
             }
-            return escalate(
-                &ctx,
-                &file,
-                &mut state,
-                entry,
-                EscalateArgs {
-                    action: Action::EscalateNoPatch,
-                    reason,
-                    report: &report,
-                    per_check: &per_check,
-                    diagnosis: None,
-                    blocking: false,
-                    audit: (&audit_path, &header),
-                    now: now(),
-                },
-            )
-            .await;
-        }
+        };
+        let write_set = staged.write_set.clone();
 
         if decision.action == Action::ConfirmAndApply {
             let q = Question::new(
@@ -424,7 +410,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 choice: answer.index().and_then(|i| q.label(i)).map(str::to_owned),
             });
             if answer.index() != Some(0) {
-                ctx.vcs.restore(&checkpoint).await?;
+                staged.discard(ctx.vcs.as_ref()).await?;
                 let reason = match answer {
                     Answer::Deferred => {
                         "the patch confirmation was deferred; the patch was discarded"
@@ -451,6 +437,25 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             }
         }
 
+        if let Err(reason) = staged.land(&ctx).await? {
+            return escalate(
+                &ctx,
+                &file,
+                &mut state,
+                entry,
+                EscalateArgs {
+                    action: Action::EscalateNoPatch,
+                    reason,
+                    report: &report,
+                    per_check: &per_check,
+                    diagnosis: None,
+                    blocking: false,
+                    audit: (&audit_path, &header),
+                    now: now(),
+                },
+            )
+            .await;
+        }
         let commit = ctx
             .vcs
             .commit(&write_set, &commit_message(class, iteration))

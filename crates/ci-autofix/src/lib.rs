@@ -20,7 +20,9 @@
 //!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report)
 //!      patch = the agent's write-set since a Vcs checkpoint, or the unified
 //!      diff of its answer (patch::apply: strict, all-or-nothing), protected
-//!      paths refused; the PR diff (capped) goes into the instruction;
+//!      paths refused; made in place in a clean tree, in a temporary git
+//!      worktree at HEAD when the tree is dirty (then copied over only if it
+//!      touches no dirty file); the PR diff (capped) goes into the instruction;
 //!      commit `fix(ci): auto-fix <class> failure (iter N)`, push (never
 //!      forced), wait for the checks, next iteration
 //!                                                 ▼
@@ -32,9 +34,12 @@
 //! - No process is spawned here: `gh` and check commands go through
 //!   `orchestrator_core::command::CommandRunner`.
 //! - Semantic and unknown failures are never patched; iteration 1 always asks.
+//! - With `allow_dirty`, the agent never runs in the user's tree, and a file
+//!   that was dirty or untracked there is never written or committed.
 //! - No code path can force-push or amend (a test scans the sources).
 pub mod classify;
 pub mod fix_loop;
+mod fix_tree;
 pub mod handoff;
 pub mod patch;
 pub mod provider;
@@ -46,7 +51,7 @@ pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, 
 pub use handoff::{FailedCheck, Handoff, HandoffError};
 pub use patch::{Patch, PatchError};
 pub use provider::{
-    CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
-    ProviderError, WatchOutcome, watch,
+    CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
+    LocalProvider, ProviderError, WatchOutcome, watch,
 };
 pub use state::Target;

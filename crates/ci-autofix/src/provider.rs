@@ -3,14 +3,18 @@
 //! - [`GithubProvider`] drives the `gh` CLI through a [`CommandRunner`]:
 //!   `gh run view <id> --log-failed` (capped at [`LOG_CAP`], the tail kept),
 //!   `gh pr diff <N>`, and `gh pr checks <N> --required --json
-//!   bucket,name,state,link,workflow` polled until no check is pending.
+//!   bucket,name,state,link,workflow` polled until no check is pending. For
+//!   a watcher handoff ([`watch`]) one more `gh pr checks <N> --json …`
+//!   without `--required` counts the failed checks that are not required
+//!   (`auxiliaryFailCount`); `gh`'s JSON has no "required" field, so a check
+//!   is required when its name is among the `--required` query's.
 //! - [`LocalProvider`] runs configured check commands (`sh -c <cmd>`) in the
 //!   repository and keeps the output of the failing ones as their logs.
 //!
 //! Neither spawns a process itself: the runner does (the real one lives in
 //! `orchestrator-adapters`, tests use `fakes::ScriptedCommands`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -77,6 +81,15 @@ pub enum CheckRun {
     TimedOut,
 }
 
+/// The counts a watcher handoff carries besides the failed checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CheckCounts {
+    /// How many required checks there are (`totalRequired`).
+    pub total_required: u64,
+    /// How many checks that are not required failed (`auxiliaryFailCount`).
+    pub auxiliary_failed: u64,
+}
+
 /// A source of CI results. Object-safe.
 #[async_trait]
 pub trait CiProvider: Send + Sync + fmt::Debug {
@@ -92,6 +105,13 @@ pub trait CiProvider: Send + Sync + fmt::Debug {
     /// The change under test (PR diff), for the agent's context. A failure
     /// here is only a warning for the loop.
     async fn diff(&self) -> Result<String, ProviderError>;
+
+    /// The counts for a handoff of the last finished
+    /// [`CiProvider::wait_for_checks`]; `None` when unknown (the handoff then
+    /// says 0). The default knows nothing.
+    async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
+        Ok(None)
+    }
 }
 
 fn keep_tail(mut text: String, cap: usize) -> String {
@@ -123,6 +143,9 @@ pub struct GithubProvider {
     runner: Arc<dyn CommandRunner>,
     repo_dir: PathBuf,
     config: GithubConfig,
+    /// The names of the required checks at the last poll that found none
+    /// pending.
+    last_required: Arc<Mutex<Option<BTreeSet<String>>>>,
 }
 
 /// One row of `gh pr checks --json bucket,name,state,link,workflow`.
@@ -146,6 +169,7 @@ impl GithubProvider {
             runner,
             repo_dir: repo_dir.into(),
             config,
+            last_required: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -171,20 +195,17 @@ impl GithubProvider {
         Ok(out.stdout)
     }
 
-    /// One poll of the required checks: `None` while some are pending.
-    async fn poll(&self) -> Result<Option<CheckRun>, ProviderError> {
-        let args: Vec<String> = vec![
-            "pr".into(),
-            "checks".into(),
-            self.config.pr.to_string(),
-            "--required".into(),
-            "--json".into(),
-            "bucket,name,state,link,workflow".into(),
-        ];
+    /// `gh pr checks <N> [--required] --json …`, parsed. `gh` exits 8
+    /// while checks are pending and 1 when some failed; the JSON on stdout
+    /// is what counts.
+    async fn checks(&self, required: bool) -> Result<Vec<GhCheck>, ProviderError> {
+        let mut args: Vec<String> = vec!["pr".into(), "checks".into(), self.config.pr.to_string()];
+        if required {
+            args.push("--required".into());
+        }
+        args.extend(["--json".into(), "bucket,name,state,link,workflow".into()]);
         let command = format!("gh {}", args.join(" "));
         let spec = CommandSpec::new("gh", args, self.repo_dir.clone());
-        // `gh pr checks` exits 8 while checks are pending and 1 when some
-        // failed; the JSON on stdout is what counts.
         let out = self
             .runner
             .run(spec)
@@ -201,17 +222,23 @@ impl GithubProvider {
                 stderr: out.stderr.trim().to_owned(),
             });
         }
-        let checks: Vec<GhCheck> =
-            serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
-                command: command.clone(),
-                message: e.to_string(),
-            })?;
+        serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
+            command,
+            message: e.to_string(),
+        })
+    }
+
+    /// One poll of the required checks: `None` while some are pending.
+    async fn poll(&self) -> Result<Option<CheckRun>, ProviderError> {
+        let checks = self.checks(true).await?;
         if checks.iter().any(|c| c.bucket == "pending") {
             return Ok(None);
         }
+        *self.last_required.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(checks.iter().map(|c| c.name.clone()).collect());
         let failed: Vec<FailedCheck> = checks
             .iter()
-            .filter(|c| c.bucket == "fail" || c.bucket == "cancel")
+            .filter(|c| is_failure(&c.bucket))
             .map(|c| FailedCheck {
                 name: c.name.clone(),
                 run_id: run_id_from_url(&c.link),
@@ -281,6 +308,34 @@ impl CiProvider for GithubProvider {
         self.gh(vec!["pr".into(), "diff".into(), self.config.pr.to_string()])
             .await
     }
+
+    /// `totalRequired` from the last poll; `auxiliaryFailCount` from one
+    /// more query of all checks: the failed (or cancelled) ones whose name
+    /// is not a required check's.
+    async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
+        let Some(required) = self
+            .last_required
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return Ok(None);
+        };
+        let all = self.checks(false).await?;
+        let auxiliary_failed = all
+            .iter()
+            .filter(|c| is_failure(&c.bucket) && !required.contains(&c.name))
+            .count();
+        Ok(Some(CheckCounts {
+            total_required: required.len() as u64,
+            auxiliary_failed: auxiliary_failed as u64,
+        }))
+    }
+}
+
+/// Whether a `gh pr checks` bucket is a failure (`fail`, `cancel`).
+fn is_failure(bucket: &str) -> bool {
+    bucket == "fail" || bucket == "cancel"
 }
 
 /// What [`watch`] saw.
@@ -305,7 +360,9 @@ impl WatchOutcome {
     }
 }
 
-/// The CI watcher: waits for the required checks of `pr` on `branch`.
+/// The CI watcher: waits for the required checks of `pr` on `branch`. A
+/// failure's handoff carries the provider's [`CiProvider::check_counts`]
+/// (an error fetching them is an error of the watch).
 pub async fn watch(
     provider: &dyn CiProvider,
     pr: u64,
@@ -314,13 +371,16 @@ pub async fn watch(
     Ok(match provider.wait_for_checks().await? {
         CheckRun::Green => WatchOutcome::Green,
         CheckRun::TimedOut => WatchOutcome::TimedOut,
-        CheckRun::Failed(failed_checks) => WatchOutcome::Failed(Handoff {
-            pr_number: pr,
-            branch: branch.to_owned(),
-            total_required: 0,
-            auxiliary_fail_count: 0,
-            failed_checks,
-        }),
+        CheckRun::Failed(failed_checks) => {
+            let counts = provider.check_counts().await?.unwrap_or_default();
+            WatchOutcome::Failed(Handoff {
+                pr_number: pr,
+                branch: branch.to_owned(),
+                total_required: counts.total_required,
+                auxiliary_fail_count: counts.auxiliary_failed,
+                failed_checks,
+            })
+        }
     })
 }
 
@@ -427,6 +487,14 @@ impl CiProvider for LocalProvider {
     async fn diff(&self) -> Result<String, ProviderError> {
         Ok(String::new())
     }
+
+    /// Every configured check is required; there are no others.
+    async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
+        Ok(Some(CheckCounts {
+            total_required: self.config.checks.len() as u64,
+            auxiliary_failed: 0,
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -451,10 +519,19 @@ mod tests {
         let pending = r#"[{"bucket":"pending","name":"Lint","state":"IN_PROGRESS","link":"","workflow":"ci"}]"#;
         let failed = r#"[{"bucket":"pass","name":"Build","state":"SUCCESS","link":"https://github.com/o/r/actions/runs/1/job/2","workflow":"ci"},
                          {"bucket":"fail","name":"Lint","state":"FAILURE","link":"https://github.com/o/r/actions/runs/12345678/job/3","workflow":"ci"}]"#;
+        // All checks: the two required ones, a failed and a cancelled
+        // optional one, a passing and a skipped optional one.
+        let all = r#"[{"bucket":"pass","name":"Build","state":"SUCCESS","link":"","workflow":"ci"},
+                      {"bucket":"fail","name":"Lint","state":"FAILURE","link":"","workflow":"ci"},
+                      {"bucket":"fail","name":"Coverage","state":"FAILURE","link":"","workflow":"cov"},
+                      {"bucket":"cancel","name":"Bench","state":"CANCELLED","link":"","workflow":"bench"},
+                      {"bucket":"pass","name":"Docs","state":"SUCCESS","link":"","workflow":"docs"},
+                      {"bucket":"skipping","name":"Deploy","state":"SKIPPED","link":"","workflow":"cd"}]"#;
         let runner = Arc::new(
             ScriptedCommands::new()
-                .on("gh pr checks 785", 8, pending)
-                .on("gh pr checks 785", 1, failed),
+                .on("gh pr checks 785 --json", 1, all)
+                .on("gh pr checks 785 --required", 8, pending)
+                .on("gh pr checks 785 --required", 1, failed),
         );
         let out = watch(&gh_provider(runner.clone()), 785, "feat/x")
             .await
@@ -465,17 +542,58 @@ mod tests {
         assert_eq!(out.exit_code(), 2);
         assert_eq!(h.failed_checks.len(), 1);
         assert_eq!(h.failed_checks[0].run_id.as_deref(), Some("12345678"));
-        assert_eq!(runner.calls().len(), 2);
+        assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 2));
+        let calls: Vec<Vec<String>> = runner.calls().into_iter().map(|c| c.args).collect();
+        let required = [
+            "pr",
+            "checks",
+            "785",
+            "--required",
+            "--json",
+            "bucket,name,state,link,workflow",
+        ];
+        let all_checks = [
+            "pr",
+            "checks",
+            "785",
+            "--json",
+            "bucket,name,state,link,workflow",
+        ];
+        assert_eq!(calls, [&required[..], &required[..], &all_checks[..]]);
+    }
+
+    #[tokio::test]
+    async fn counts_need_a_finished_poll_and_a_failing_count_query_fails_the_watch() {
+        let failed = r#"[{"bucket":"fail","name":"Lint","link":"https://github.com/o/r/actions/runs/7/job/3"}]"#;
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on("gh pr checks 785 --json", 4, "")
+                .on("gh pr checks 785 --required", 1, failed),
+        );
+        let p = gh_provider(runner.clone());
+        assert_eq!(p.check_counts().await.unwrap(), None, "no poll yet");
+        assert!(runner.calls().is_empty());
+        let err = watch(&p, 785, "b").await.unwrap_err();
         assert_eq!(
-            runner.calls()[0].args,
-            [
-                "pr",
-                "checks",
-                "785",
-                "--required",
-                "--json",
-                "bucket,name,state,link,workflow"
-            ]
+            err.to_string(),
+            "`gh pr checks 785 --json bucket,name,state,link,workflow` failed with exit status 4: "
+        );
+        // Local checks: every configured check is required.
+        let local = LocalProvider::new(
+            runner,
+            "/repo",
+            LocalConfig {
+                checks: vec!["a".into(), "b".into(), "c".into()],
+                push: false,
+                time_limit: None,
+            },
+        );
+        assert_eq!(
+            local.check_counts().await.unwrap(),
+            Some(CheckCounts {
+                total_required: 3,
+                auxiliary_failed: 0
+            })
         );
     }
 

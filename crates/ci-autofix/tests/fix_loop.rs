@@ -701,6 +701,327 @@ async fn a_failed_diff_fetch_is_a_warning_and_a_failed_log_fetch_an_error() {
     assert_eq!(ci.diff_calls(), 0);
 }
 
+// ------------------------------------------------------------ dirty trees
+
+const OTHER_AT_HEAD: &str = "pub fn two() -> u32 {\n    2\n}\n";
+/// The user's uncommitted edit of `src/other.rs` (badly formatted, too).
+const OTHER_DIRTY: &str = "pub fn two()->u32{2}\n// work in progress, not committed\n";
+const FIXED_LIB: &str = "pub fn f() -> u32 {\n    1\n}\n";
+
+/// `repo()` plus committed `src/other.rs` and `src/old.rs`; then the user
+/// edits `src/other.rs` and adds an untracked `notes.txt`.
+fn dirty_repo() -> (tempfile::TempDir, Arc<FakeVcs>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/lib.rs"), "pub fn f()->u32{1}\n").unwrap();
+    std::fs::write(dir.path().join("src/other.rs"), OTHER_AT_HEAD).unwrap();
+    std::fs::write(dir.path().join("src/old.rs"), "// unused\n").unwrap();
+    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    std::fs::write(dir.path().join("src/other.rs"), OTHER_DIRTY).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "my notes\n").unwrap();
+    (dir, vcs)
+}
+
+/// The user's uncommitted files are byte-identical and still uncommitted.
+async fn assert_dirty_files_untouched(dir: &Path, vcs: &FakeVcs) {
+    assert_eq!(
+        std::fs::read(dir.join("src/other.rs")).unwrap(),
+        OTHER_DIRTY.as_bytes()
+    );
+    assert_eq!(std::fs::read(dir.join("notes.txt")).unwrap(), b"my notes\n");
+    assert_eq!(
+        vcs.status().await.unwrap().dirty_paths(),
+        ["notes.txt", "src/other.rs"]
+    );
+}
+
+/// The fix agent ran in a temporary worktree outside the repository, and
+/// that worktree, its directory and its branch are gone.
+async fn assert_fix_ran_in_a_removed_worktree(root: &Path, vcs: &FakeVcs, agent: &FakeAgent) {
+    let calls = agent.calls();
+    let fix = calls.iter().find(|c| c.role == Role::Fix).unwrap();
+    let workdir = &fix.workdir;
+    assert!(!workdir.starts_with(root), "{}", workdir.display());
+    assert!(!workdir.exists(), "{} is left", workdir.display());
+    assert!(!workdir.parent().unwrap().exists(), "its temp dir is left");
+    // The branch is named after the worktree's directory; a branch of that
+    // name can be created again, so it was deleted.
+    let branch = workdir.file_name().unwrap().to_str().unwrap();
+    assert!(branch.starts_with("ci-autofix-"), "{branch}");
+    let probe = tempfile::tempdir().unwrap();
+    let path = probe.path().join("probe");
+    let head = vcs.head().await.unwrap();
+    vcs.worktree_add(&path, branch, &head).await.unwrap();
+    vcs.worktree_remove(&path, branch).await.unwrap();
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_a_patch_that_rewrites_a_dirty_file_escalates_and_changes_nothing() {
+    let (dir, vcs) = dirty_repo();
+    let head = vcs.head().await.unwrap();
+    // Like `cargo fmt --all`: the agent rewrites every file, the user's too.
+    let agent = FakeAgent::new("fmt").otherwise(Reply::Edit {
+        files: vec![
+            ("src/lib.rs".into(), Some(FIXED_LIB.into())),
+            (
+                "src/other.rs".into(),
+                Some("pub fn two() -> u32 { 2 }\n".into()),
+            ),
+        ],
+        response: AgentResponse::text("formatted"),
+    });
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    let AutofixOutcome::Escalated { action, reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert_eq!(action, Action::EscalateNoPatch);
+    assert_eq!(
+        reason,
+        "the patch changes src/other.rs, which has uncommitted changes in your working tree; \
+         nothing was applied and your files were left as they are"
+    );
+    let asked: Vec<String> = r.gate.asked().into_iter().map(|q| q.id).collect();
+    assert_eq!(asked, ["ci-autofix.escalate-no-patch"], "no patch offered");
+    assert_eq!(vcs.head().await.unwrap(), head, "nothing committed");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        "pub fn f()->u32{1}\n",
+        "the clean file is not half-applied either"
+    );
+    assert_dirty_files_untouched(dir.path(), &vcs).await;
+    assert_fix_ran_in_a_removed_worktree(dir.path(), &vcs, &r.agent).await;
+    assert!(audit(dir.path()).contains("- **escalation_reason**: the patch changes src/other.rs"));
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_a_patch_of_clean_files_is_copied_over_and_committed_alone() {
+    let (dir, vcs) = dirty_repo();
+    let start = vcs.head().await.unwrap();
+    // A change, a deletion and a new file, all clean in the user's tree.
+    let agent = FakeAgent::new("fmt").otherwise(Reply::Edit {
+        files: vec![
+            ("src/lib.rs".into(), Some(FIXED_LIB.into())),
+            ("src/old.rs".into(), None),
+            (
+                "src/new.rs".into(),
+                Some("pub fn three() -> u32 {\n    3\n}\n".into()),
+            ),
+        ],
+        response: AgentResponse::text("formatted"),
+    });
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
+        panic!("not green")
+    };
+    assert_eq!(commits.len(), 1);
+    let asked = r.gate.asked();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0]
+            .details
+            .as_deref()
+            .unwrap()
+            .starts_with("Files changed:\n- src/lib.rs\n- src/new.rs\n- src/old.rs\n"),
+        "{:?}",
+        asked[0].details
+    );
+    let root = dir.path();
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/lib.rs")).unwrap(),
+        FIXED_LIB
+    );
+    assert!(!root.join("src/old.rs").exists());
+    assert!(root.join("src/new.rs").is_file());
+    // Committed: the three files are clean now; the user's files are not.
+    assert_dirty_files_untouched(root, &vcs).await;
+    let log = vcs.log_since(&start).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        log[0].message,
+        "fix(ci): auto-fix mechanical failure (iter 1)"
+    );
+    assert_fix_ran_in_a_removed_worktree(root, &vcs, &r.agent).await;
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_an_agents_diff_is_applied_in_the_worktree() {
+    let (dir, vcs) = dirty_repo();
+    let head = vcs.head().await.unwrap();
+    // The diff is made against HEAD (the worktree), where other.rs is clean
+    // and formatted; it still touches the user's dirty file.
+    let to_other = "```diff\n--- a/src/other.rs\n+++ b/src/other.rs\n@@ -1,3 +1 @@\n-pub fn two() -> u32 {\n-    2\n-}\n+pub fn two() -> u32 { 2 }\n```\n";
+    let agent = FakeAgent::new("llm").otherwise(Reply::text(to_other));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    let AutofixOutcome::Escalated { reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert!(
+        reason.starts_with("the patch changes src/other.rs, which has uncommitted changes"),
+        "{reason}"
+    );
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert_dirty_files_untouched(dir.path(), &vcs).await;
+    assert_fix_ran_in_a_removed_worktree(dir.path(), &vcs, &r.agent).await;
+
+    // A diff of the clean file only lands and is committed.
+    std::fs::remove_file(dir.path().join(".moai/state/ci-autofix-785.json")).unwrap();
+    let answer = format!("```diff\n{FMT_DIFF}```\n");
+    let agent = FakeAgent::new("llm").otherwise(Reply::text(answer));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    assert!(matches!(r.outcome.unwrap(), AutofixOutcome::Green { .. }));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        FIXED_LIB
+    );
+    assert_eq!(vcs.log_since(&head).await.unwrap().len(), 1);
+    assert_dirty_files_untouched(dir.path(), &vcs).await;
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_an_untracked_file_is_never_overwritten() {
+    let (dir, vcs) = dirty_repo();
+    let agent = FakeAgent::new("x").otherwise(Reply::Edit {
+        files: vec![
+            ("src/lib.rs".into(), Some(FIXED_LIB.into())),
+            ("notes.txt".into(), Some("generated\n".into())),
+        ],
+        response: AgentResponse::text("done"),
+    });
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    let AutofixOutcome::Escalated { reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert!(
+        reason.starts_with("the patch changes notes.txt, which has"),
+        "{reason}"
+    );
+    assert_dirty_files_untouched(dir.path(), &vcs).await;
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_no_change_at_head_says_the_failure_may_be_the_users() {
+    let (dir, vcs) = dirty_repo();
+    let agent = FakeAgent::new("fmt").otherwise(Reply::Edit {
+        files: vec![],
+        response: AgentResponse::text("nothing to format"),
+    });
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.allow_dirty = true
+    })
+    .await;
+    let AutofixOutcome::Escalated { reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert_eq!(
+        reason,
+        "the agent proposed no patch (no file changed, and no unified diff in its answer changed one); \
+         it ran on a clean checkout of HEAD, without your uncommitted changes (notes.txt, src/other.rs) \
+         — if the failure comes from them, fix it by hand"
+    );
+    assert_dirty_files_untouched(dir.path(), &vcs).await;
+    assert_fix_ran_in_a_removed_worktree(dir.path(), &vcs, &r.agent).await;
+}
+
+/// A gate that, while the patch waits for confirmation, lets the user commit
+/// (or edit) `src/lib.rs`, then accepts.
+#[derive(Debug)]
+struct BusyUserGate {
+    vcs: Arc<FakeVcs>,
+    commit: bool,
+}
+
+#[async_trait]
+impl orchestrator_core::gate::Gate for BusyUserGate {
+    async fn ask(
+        &self,
+        q: &orchestrator_core::gate::Question,
+    ) -> Result<Answer, orchestrator_core::gate::GateError> {
+        if q.id == "ci-autofix.apply-patch" {
+            std::fs::write(
+                self.vcs.root().join("src/lib.rs"),
+                "pub fn f() -> u32 { 7 }\n",
+            )
+            .unwrap();
+            if self.commit {
+                self.vcs
+                    .commit(&["src/lib.rs".into()], "user: f is 7")
+                    .await
+                    .unwrap();
+            }
+        }
+        Ok(Answer::chose(0))
+    }
+}
+
+#[tokio::test]
+async fn in_a_dirty_tree_a_patch_does_not_land_over_what_the_user_did_meanwhile() {
+    for commit in [true, false] {
+        let (dir, vcs) = dirty_repo();
+        let mut config = AutofixConfig::new(Target::Pr {
+            number: 785,
+            branch: "main".into(),
+        });
+        config.initial_failures = Some(vec![check("Lint")]);
+        config.allow_dirty = true;
+        let ctx = AutofixContext {
+            vcs: vcs.clone(),
+            agent: Arc::new(FakeAgent::new("fmt").otherwise(edit("src/lib.rs", FIXED_LIB))),
+            gate: Arc::new(BusyUserGate {
+                vcs: vcs.clone(),
+                commit,
+            }),
+            provider: ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true),
+            sink: Arc::new(CollectingSink::new()),
+            config,
+        };
+        let AutofixOutcome::Escalated { reason, .. } = run_autofix(ctx).await.unwrap() else {
+            panic!("not escalated")
+        };
+        if commit {
+            assert!(
+                reason.starts_with("HEAD moved from ")
+                    && reason.ends_with(" while the fix was made; the patch was discarded"),
+                "{reason}"
+            );
+        } else {
+            assert!(
+                reason.starts_with("the patch changes src/lib.rs, which has uncommitted changes"),
+                "{reason}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+            "pub fn f() -> u32 { 7 }\n",
+            "the user's version stays"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("src/other.rs")).unwrap(),
+            OTHER_DIRTY.as_bytes()
+        );
+    }
+}
+
 /// No code path in this crate can pass a force or amend flag to git.
 #[test]
 fn no_force_push_or_amend_anywhere_in_the_sources() {

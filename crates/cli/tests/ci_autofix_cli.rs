@@ -582,6 +582,137 @@ fn a_dirty_tree_is_refused_unless_allowed_and_then_left_byte_identical() {
     assert_eq!(f.status(), " M README.md\n?? notes.txt\n");
 }
 
+/// `src/lib.rs` declares `mod other;`, so `cargo fmt` formats both files.
+const LIB_WITH_OTHER: &str = "pub mod other;\n\npub fn add(a:i32,b:i32)->i32{a+b}\n";
+const LIB_WITH_OTHER_FIXED: &str =
+    "pub mod other;\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n";
+/// The user's uncommitted `src/other.rs`: work in progress, badly formatted.
+const OTHER_DIRTY: &str = "pub fn two()->i32{2}\npub fn three()->i32{3}\n";
+
+/// A fixture whose `src/other.rs` is committed as `other_at_head` and then
+/// edited by the user (left uncommitted); runs `--allow-dirty -y` with its
+/// own `TMPDIR`, and checks what must hold whatever the outcome: the dirty
+/// file is byte-identical and still dirty, and no temporary worktree,
+/// branch or directory is left behind. Returns the fixture, the run and the
+/// HEAD before it.
+fn run_with_dirty_other(other_at_head: &str) -> (Fixture, Output, String) {
+    let f = Fixture::new(LIB_WITH_OTHER);
+    write(&f.repo().join("src/other.rs"), other_at_head);
+    git(&f.repo(), &["add", "src/other.rs"]);
+    git(&f.repo(), &["commit", "-q", "-m", "other"]);
+    let other = f.repo().join("src/other.rs");
+    write(&other, OTHER_DIRTY);
+    let head = f.head();
+    let tmpdir = f.tmp.path().join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "cargo fmt --check",
+            "--allow-dirty",
+            "-y",
+        ])
+        .env("TMPDIR", &tmpdir)
+        .output();
+    assert_eq!(
+        std::fs::read(&other).unwrap(),
+        OTHER_DIRTY.as_bytes(),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(f.status(), " M src/other.rs\n", "{}", show(&o));
+    assert_eq!(
+        git(&f.repo(), &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "the temporary worktree is removed"
+    );
+    assert_eq!(
+        git(&f.repo(), &["branch", "--format=%(refname:short)"]),
+        "main\n",
+        "the temporary branch is deleted"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&tmpdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("ci-autofix-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    (f, o, head)
+}
+
+/// `cargo fmt --check` fails on `src/lib.rs` (committed) and on the user's
+/// uncommitted `src/other.rs`, whose HEAD version is formatted. The fix runs
+/// in a worktree at HEAD, where only `src/lib.rs` needs formatting: that fix
+/// is committed (iteration 1, confirmed by `-y`). The check still fails —
+/// on `src/other.rs`, which the engine never touches — and in iteration 2
+/// the formatter has nothing left to change at HEAD, so the run escalates
+/// (exit 3) and says the failure may come from the uncommitted changes.
+/// This is the honest outcome: the engine cannot make the check green
+/// without rewriting the user's work, and it does not.
+#[test]
+fn allow_dirty_commits_the_clean_fix_then_escalates_on_the_users_own_unformatted_file() {
+    let (f, o, head) = run_with_dirty_other("pub fn two() -> i32 {\n    2\n}\n");
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert_eq!(
+        f.subjects(),
+        [
+            "fix(ci): auto-fix mechanical failure (iter 1)",
+            "other",
+            "init"
+        ]
+    );
+    assert_eq!(
+        git(&f.repo(), &["diff", "--name-only", &head, "HEAD"]),
+        "src/lib.rs\n",
+        "only the clean file is committed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        LIB_WITH_OTHER_FIXED
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("without your uncommitted changes (src/other.rs)"),
+        "{}",
+        show(&o)
+    );
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("ci-autofix: escalated on branch main (local)"),
+        "{last}"
+    );
+}
+
+/// The same, but `src/other.rs` is badly formatted at HEAD too: the
+/// formatter in the worktree rewrites it as well, so the patch touches a
+/// file the user has uncommitted changes in. The run escalates in iteration
+/// 1 naming that file, before any commit: `src/lib.rs` is not fixed either
+/// (a patch is landed whole or not at all).
+#[test]
+fn allow_dirty_escalates_before_committing_when_the_fix_would_rewrite_a_dirty_file() {
+    let (f, o, head) = run_with_dirty_other("pub fn two()->i32{2}\n");
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert_eq!(f.head(), head, "nothing committed");
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        LIB_WITH_OTHER
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "the patch changes src/other.rs, which has uncommitted changes in your working tree"
+        ),
+        "{}",
+        show(&o)
+    );
+    assert!(!stderr(&o).contains("apply-patch"), "no patch was offered");
+}
+
 #[test]
 fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
     let f = Fixture::new(UNFORMATTED);
@@ -780,8 +911,10 @@ fn checks_json(bucket: &str, state: &str) -> String {
 }
 
 /// A fake `gh` in `<tmp>/bin` replaying files from `<tmp>/gh`:
-/// `pr checks` prints `checks-<n>.json` on its n-th call (or
-/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed),
+/// `pr checks --required` prints `checks-<n>.json` on its n-th call (or
+/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed); `pr
+/// checks` without `--required` (all checks) prints `all-checks.json`, or
+/// else the same file as the last `--required` call, without counting,
 /// `run view <id> --log-failed` prints `run-<id>.log`, `pr diff` prints
 /// `pr.diff`. Every call is appended to `calls.log`.
 struct FakeGh {
@@ -803,8 +936,10 @@ echo "$*" >> "$d/calls.log"
 if [ -f "$d/fail-with" ]; then cat "$d/fail-with" >&2; exit 1; fi
 case "$1 $2" in
   "pr checks")
-    n=$(cat "$d/count" 2>/dev/null || echo 0); n=$((n+1)); echo "$n" > "$d/count"
+    n=$(cat "$d/count" 2>/dev/null || echo 0)
+    case "$*" in *--required*) n=$((n+1)); echo "$n" > "$d/count";; esac
     f="$d/checks-$n.json"; [ -f "$f" ] || f="$d/checks-last.json"
+    case "$*" in *--required*) ;; *) [ -f "$d/all-checks.json" ] && f="$d/all-checks.json";; esac
     cat "$f"
     if grep -q '"pending"' "$f"; then exit 8; fi
     if grep -q '"fail"' "$f"; then exit 1; fi
@@ -867,6 +1002,8 @@ fn pr_fixture() -> (Fixture, FakeGh, PathBuf) {
 }
 
 const CHECKS_CALL: &str = "pr checks 7 --required --json bucket,name,state,link,workflow";
+/// The watcher's query of all checks, for `auxiliaryFailCount`.
+const ALL_CHECKS_CALL: &str = "pr checks 7 --json bucket,name,state,link,workflow";
 
 #[test]
 fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
@@ -1005,7 +1142,8 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     assert_eq!(h.failed_checks[0].name, "rustfmt");
     assert_eq!(h.failed_checks[0].run_id.as_deref(), Some(RUN_ID));
     assert!(stderr(&o).contains("1 required check(s) of PR #7 failed: rustfmt"));
-    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL]);
+    assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 0));
+    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL, ALL_CHECKS_CALL]);
 
     // Green: exit 0, nothing on stdout.
     gh.checks(None, "pass", "SUCCESS");
@@ -1045,6 +1183,54 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     let o = watch(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("--timeout"), "{}", show(&o));
+}
+
+/// The handoff counts the required checks (`totalRequired`) and the failed
+/// checks that are not required (`auxiliaryFailCount`, from a second `gh pr
+/// checks` without `--required`); only required failures are in
+/// `failedChecks`.
+#[test]
+fn watch_handoff_counts_required_and_auxiliary_checks() {
+    let (f, gh, _remote) = pr_fixture();
+    gh.checks(None, "fail", "FAILURE");
+    let link = |job: u32| format!("https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/{job}");
+    let row = |bucket: &str, name: &str, state: &str, workflow: &str, job: u32| {
+        format!(
+            r#"{{"bucket":"{bucket}","link":"{}","name":"{name}","state":"{state}","workflow":"{workflow}"}}"#,
+            link(job)
+        )
+    };
+    let all = [
+        row("fail", "rustfmt", "FAILURE", "CI", 1),
+        row("pass", "test", "SUCCESS", "CI", 2),
+        row("fail", "coverage", "FAILURE", "Coverage", 3),
+        row("cancel", "bench", "CANCELLED", "Bench", 4),
+        row("fail", "docs preview", "FAILURE", "Docs", 5),
+        row("pass", "audit", "SUCCESS", "Audit", 6),
+        row("skipping", "deploy", "SKIPPED", "CD", 7),
+    ];
+    write(
+        &gh.data.join("all-checks.json"),
+        &format!("[{}]\n", all.join(",")),
+    );
+    let o = f
+        .cmd(&["ci-autofix", "watch", "--pr", PR, "--poll-interval", "0"])
+        .path_first(&gh.bin)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(json["totalRequired"], 2, "{json}");
+    assert_eq!(json["auxiliaryFailCount"], 3, "{json}");
+    let failed: Vec<&str> = json["failedChecks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["rustfmt"], "only required failures: {json}");
+    let h = Handoff::parse(&stdout(&o)).unwrap();
+    assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 3));
+    assert_eq!(gh.calls(), [CHECKS_CALL, ALL_CHECKS_CALL]);
 }
 
 // ------------------------------------------------------------ invariants
