@@ -40,6 +40,28 @@ use serde_json::json;
 use super::{Exit, out};
 use crate::setup;
 
+/// How `--verify` tests fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyArg {
+    /// One test run per fix (the seed's behaviour).
+    Each,
+    /// A stage's fixes landed in order and tested at the tip, bisected on
+    /// failure (merge-queue style); lands exactly what `each` lands.
+    Batch,
+    /// `batch`, switching to `each` when the estimated failure rate is high.
+    Auto,
+}
+
+impl From<VerifyArg> for orchestrator_review_fix::VerifyMode {
+    fn from(arg: VerifyArg) -> Self {
+        match arg {
+            VerifyArg::Each => Self::Each,
+            VerifyArg::Batch => Self::Batch,
+            VerifyArg::Auto => Self::Auto,
+        }
+    }
+}
+
 /// Where `--isolation` runs groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum IsolationArg {
@@ -100,6 +122,13 @@ pub struct ReviewFixArgs {
     /// Run on a dirty tree; dirty and untracked files are then never touched.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// How fixes are verified: one test run each, or batched with bisection.
+    #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
+    pub verify: VerifyArg,
+    /// Re-runs of an identical tree after a failing test run; a failure that
+    /// then passes is reported as flaky and not blamed on the fix.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub flaky_reruns: u32,
     /// Plan only: print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -265,6 +294,8 @@ pub fn flow_config(
             .map(usize_of)
             .unwrap_or(defaults.max_parallel_groups),
         isolation: args.isolation.into(),
+        verify: args.verify.into(),
+        flaky_reruns: args.flaky_reruns,
         allow_dirty: args.allow_dirty,
         dry_run: args.dry_run,
         resume: args.resume,
@@ -607,14 +638,24 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
             report.count("failed"),
             report.count("rejected"),
         );
+        let v = &report.verification;
         let _ = writeln!(
             out,
             "  commits: {}; test runs: {} (`{}`, {}); wall time {:.1}s",
             report.commits.len(),
-            report.test_runs,
+            v.test_runs,
             context.test_command,
             context.test_source,
             context.wall.as_secs_f64()
+        );
+        let _ = writeln!(
+            out,
+            "  verification: {}; one by one would need {} runs, saved {}; re-runs {}, flaky {}",
+            v.mode,
+            v.each_runs,
+            v.runs_saved(),
+            v.reruns,
+            v.flaky
         );
         for c in &report.commits {
             let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
@@ -681,7 +722,15 @@ pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json:
             "id": c.id.as_str(),
             "message": c.message.lines().next().unwrap_or_default(),
         })).collect::<Vec<_>>(),
-        "test_runs": report.test_runs,
+        "test_runs": report.verification.test_runs,
+        "verification": {
+            "mode": report.verification.mode.to_string(),
+            "test_runs": report.verification.test_runs,
+            "reruns": report.verification.reruns,
+            "each_runs": report.verification.each_runs,
+            "runs_saved": report.verification.runs_saved(),
+            "flaky": report.verification.flaky,
+        },
         "test_command": context.test_command,
         "test_command_source": context.test_source,
         "wall_time_s": context.wall.as_secs_f64(),
