@@ -306,19 +306,31 @@ fn pathological_inputs_end_in_bounded_time() {
     let cases: Vec<(&str, String)> = vec![
         ("open braces", "{".repeat(n)),
         ("open brackets", "[".repeat(n)),
-        ("braces in a string", format!("{{\"a\": \"{}", "{".repeat(n))),
+        (
+            "braces in a string",
+            format!("{{\"a\": \"{}", "{".repeat(n)),
+        ),
         ("unclosed objects", "{\"a\":".repeat(n / 5)),
         ("fences", "```\n".repeat(n / 4)),
         ("quotes", "\"".repeat(n)),
-        ("nested arrays", format!("{}{}", "[".repeat(n), "]".repeat(n))),
+        (
+            "nested arrays",
+            format!("{}{}", "[".repeat(n), "]".repeat(n)),
+        ),
     ];
     let budget = Duration::from_secs(5);
     for (name, text) in &cases {
-        bounded(budget, &format!("extract_json on {name}"), || extract_json(text));
-        bounded(budget, &format!("parse_report on {name}"), || parse_report(text, None));
-        check_findings_result(bounded(budget, &format!("detect_and_parse on {name}"), || {
-            formats::detect_and_parse(text, SOURCE)
-        }));
+        bounded(budget, &format!("extract_json on {name}"), || {
+            extract_json(text)
+        });
+        bounded(budget, &format!("parse_report on {name}"), || {
+            parse_report(text, None)
+        });
+        check_findings_result(bounded(
+            budget,
+            &format!("detect_and_parse on {name}"),
+            || formats::detect_and_parse(text, SOURCE),
+        ));
         bounded(budget, &format!("review cycle on {name}"), || {
             parse_review_cycle_export(text, SOURCE)
         })
@@ -342,7 +354,9 @@ fn extract_json_is_linear_in_megabytes_of_braces() {
         format!("{}{{\"ok\": true}}", "{ \"x\" ".repeat(1 << 18)),
     ] {
         bounded(budget, "extract_json on 2 MiB", || extract_json(&text));
-        bounded(budget, "parse_report on 2 MiB", || parse_report(&text, None));
+        bounded(budget, "parse_report on 2 MiB", || {
+            parse_report(&text, None)
+        });
     }
     let found = extract_json(&format!("{}{{\"ok\": true}}", "{ ".repeat(1 << 18)));
     assert_eq!(found, Some(serde_json::json!({"ok": true})));

@@ -78,7 +78,10 @@ pub fn mutation() -> impl Strategy<Value = Mutation> {
 
 /// The span `[start, end)` of the line (with its `\n`) that holds byte `at`.
 fn line_span(bytes: &[u8], at: usize) -> (usize, usize) {
-    let start = bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let start = bytes[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
     let end = bytes[at..]
         .iter()
         .position(|&b| b == b'\n')
@@ -127,9 +130,8 @@ pub fn mutated(fixture: Vec<u8>, max: usize) -> impl Strategy<Value = Vec<u8>> {
 
 /// Like [`mutated`], as text (invalid UTF-8 replaced, the way a reader that
 /// got the bytes through `from_utf8_lossy` would see them).
-pub fn mutated_text(fixture: &str, max: usize) -> impl Strategy<Value = String> {
-    mutated(fixture.as_bytes().to_vec(), max)
-        .prop_map(|b| String::from_utf8_lossy(&b).into_owned())
+pub fn mutated_text(fixture: &str, max: usize) -> impl Strategy<Value = String> + use<> {
+    mutated(fixture.as_bytes().to_vec(), max).prop_map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// Arbitrary text made of parser-significant tokens and arbitrary Unicode.
