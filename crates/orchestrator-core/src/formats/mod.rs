@@ -202,8 +202,18 @@ impl FormatError {
             format: format.as_str(),
             line: e.line(),
             column: e.column(),
-            message: e.to_string(),
+            message: without_position(e),
         }
+    }
+}
+
+/// serde_json's message without its " at line L column C" suffix (the
+/// error reports the position in its own fields).
+fn without_position(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    match full.rfind(" at line ") {
+        Some(pos) => full[..pos].to_owned(),
+        None => full,
     }
 }
 
@@ -379,7 +389,7 @@ pub fn detect_format(text: &str, source_name: &str) -> Result<InputFormat, Forma
                     format: "json",
                     line: e.line(),
                     column: e.column(),
-                    message: e.to_string(),
+                    message: without_position(&e),
                 });
             }
             Ok(_) => InputFormat::ReviewCycle,

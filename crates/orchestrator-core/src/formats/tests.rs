@@ -199,7 +199,7 @@ fn sarif_errors_name_the_source_and_line() {
     let err = sarif::parse("{\n  \"runs\": [\n    {,\n", "broken.sarif").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "failed to read sarif findings from broken.sarif: invalid JSON at line 3, column 6: key must be a string at line 3 column 6"
+        "failed to read sarif findings from broken.sarif: invalid JSON at line 3, column 6: key must be a string"
     );
     let err = sarif::parse(r#"{"version":"2.1.0","runs":{}}"#, "x.sarif").unwrap_err();
     assert_eq!(
