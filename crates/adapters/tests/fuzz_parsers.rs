@@ -27,10 +27,8 @@ fn fixture(name: &str) -> String {
 }
 
 fn example_config() -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("orchestrator.example.toml"),
-    )
-    .unwrap()
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("orchestrator.example.toml"))
+        .unwrap()
 }
 
 fn config(default_cases: u32) -> ProptestConfig {
@@ -48,7 +46,12 @@ fn raw_output(fixtures: &'static [&'static str]) -> impl Strategy<Value = RawOut
             .prop_flat_map(|name| mutated_text(&fixture(name), 6)),
         1 => hostile_text(48),
     ];
-    let code = prop_oneof![Just(Some(0)), Just(Some(1)), Just(None), any::<i32>().prop_map(Some)];
+    let code = prop_oneof![
+        Just(Some(0)),
+        Just(Some(1)),
+        Just(None),
+        any::<i32>().prop_map(Some)
+    ];
     (stdout, hostile_text(8), code).prop_map(|(stdout, stderr, code)| RawOutput {
         code,
         stdout,
@@ -68,7 +71,11 @@ const CLAUDE: &[&str] = &[
     "claude_api_error.json",
     "claude_error_max_turns.json",
 ];
-const CODEX: &[&str] = &["codex_success.jsonl", "codex_schema.jsonl", "codex_turn_failed.jsonl"];
+const CODEX: &[&str] = &[
+    "codex_success.jsonl",
+    "codex_schema.jsonl",
+    "codex_turn_failed.jsonl",
+];
 const GEMINI: &[&str] = &[
     "gemini_success.json",
     "gemini_schema.json",
@@ -216,12 +223,18 @@ fn huge_test_logs_are_read_in_bounded_time() {
     go.push_str("FAIL\tmod/pkg\t0.1s\n");
     let budget = Duration::from_secs(5);
     for (name, log) in [("cargo", &cargo), ("pytest", &pytest), ("go", &go)] {
-        let s = bounded(budget, &format!("summary::parse on {name}"), || summary::parse(log))
-            .unwrap_or_else(|| panic!("{name} log not recognised"));
+        let s = bounded(budget, &format!("summary::parse on {name}"), || {
+            summary::parse(log)
+        })
+        .unwrap_or_else(|| panic!("{name} log not recognised"));
         assert_eq!(s.failing_tests.len(), n, "{name}");
     }
     let long_line = "x".repeat(8 << 20);
-    bounded(budget, "summary::parse on an 8 MiB line", || summary::parse(&long_line));
-    bounded(budget, "split_command on an 8 MiB line", || split_command(&long_line))
-        .expect("one word");
+    bounded(budget, "summary::parse on an 8 MiB line", || {
+        summary::parse(&long_line)
+    });
+    bounded(budget, "split_command on an 8 MiB line", || {
+        split_command(&long_line)
+    })
+    .expect("one word");
 }

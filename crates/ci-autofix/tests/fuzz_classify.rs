@@ -47,7 +47,11 @@ fn check_report(log: &str) -> Result<(), TestCaseError> {
     let report = bounded(PARSE_BUDGET, "classify", || classify(log));
     let lines = log.lines().count().max(1);
     for e in &report.evidence {
-        prop_assert!(e.line >= 1 && e.line <= lines, "evidence line {} of {lines}", e.line);
+        prop_assert!(
+            e.line >= 1 && e.line <= lines,
+            "evidence line {} of {lines}",
+            e.line
+        );
     }
     // The outputs render whatever was found.
     prop_assert!(report.to_text().contains("classification="));
@@ -128,9 +132,15 @@ fn huge_and_odd_logs_are_classified_in_bounded_time() {
     let cases = [
         ("a 1 MiB line", "x".repeat(1 << 20)),
         ("128k short lines", "error: e\n".repeat(1 << 17)),
-        ("ANSI escapes", "\x1b[31merror\x1b[0m: \x1b[1m".repeat(1 << 14)),
+        (
+            "ANSI escapes",
+            "\x1b[31merror\x1b[0m: \x1b[1m".repeat(1 << 14),
+        ),
         ("NULs and CRs", "\0\r".repeat(1 << 19)),
-        ("an unterminated escape", format!("\x1b[{}", "9".repeat(1 << 20))),
+        (
+            "an unterminated escape",
+            format!("\x1b[{}", "9".repeat(1 << 20)),
+        ),
     ];
     for (name, log) in &cases {
         let report = bounded(budget, &format!("classify on {name}"), || classify(log));
