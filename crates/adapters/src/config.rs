@@ -232,6 +232,11 @@ impl Config {
                 path: Some(path.to_owned()),
                 message,
             },
+            // Name the file here too: the bare error says only the field.
+            command @ ConfigError::Command { .. } => ConfigError::Invalid {
+                path: Some(path.to_owned()),
+                message: command.to_string(),
+            },
             other => other,
         })?;
         Ok(config)

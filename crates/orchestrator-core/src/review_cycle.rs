@@ -25,6 +25,10 @@
 //! - Optional text fields may be missing or `null`; blank strings are treated
 //!   as missing. A field of the wrong JSON type is an error.
 //!
+//! [`read_review_cycle_export`] fails on the first bad finding;
+//! [`read_review_cycle_entries`] (what [`crate::formats::detect_and_parse`]
+//! uses) reports each bad finding on its own so the rest can go on.
+//!
 //! The reader neither merges nor drops findings: de-duplication by
 //! fingerprint is a separate, explicit step ([`crate::finding::dedup_by_fingerprint`]).
 
@@ -138,6 +142,73 @@ pub fn read_review_cycle_export(
     text: &str,
     source_name: &str,
 ) -> Result<ReviewCycleExport, ReviewCycleError> {
+    let (session_id, items) = read_layout(text, source_name)?;
+    let entries = read_entries(items, source_name);
+    let mut findings = Vec::with_capacity(entries.len());
+    for entry in entries {
+        findings.push(entry?);
+    }
+    Ok(ReviewCycleExport {
+        session_id,
+        findings,
+    })
+}
+
+/// Like [`read_review_cycle_export`], but a bad finding (not an object, no
+/// id, a field of the wrong type, an id used before) is reported on its own
+/// instead of failing the whole export: the result holds one entry per
+/// finding, in file order. Only an unreadable export (invalid JSON, wrong
+/// top-level layout) is an error.
+pub fn read_review_cycle_entries(
+    text: &str,
+    source_name: &str,
+) -> Result<Vec<Result<Finding, ReviewCycleError>>, ReviewCycleError> {
+    let (_, items) = read_layout(text, source_name)?;
+    Ok(read_entries(items, source_name))
+}
+
+/// Reads every finding of the export; a repeated id is an error of the
+/// later finding only.
+fn read_entries(items: Vec<Value>, source_name: &str) -> Vec<Result<Finding, ReviewCycleError>> {
+    let mut first_index_of: HashMap<String, usize> = HashMap::with_capacity(items.len());
+    let mut out = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let Value::Object(map) = item else {
+            out.push(Err(ReviewCycleError::NotAnObject {
+                source_name: source_name.to_owned(),
+                index,
+                found: type_name(&item),
+            }));
+            continue;
+        };
+        let finding = FindingReader {
+            source_name,
+            index,
+            map: &map,
+        }
+        .read();
+        let entry = finding.and_then(|finding| {
+            if let Some(&first_index) = first_index_of.get(finding.id.as_str()) {
+                return Err(ReviewCycleError::DuplicateId {
+                    source_name: source_name.to_owned(),
+                    index,
+                    first_index,
+                    id: finding.id.0,
+                });
+            }
+            first_index_of.insert(finding.id.0.clone(), index);
+            Ok(finding)
+        });
+        out.push(entry);
+    }
+    out
+}
+
+/// Parses the JSON and finds the findings array (and the session id).
+fn read_layout(
+    text: &str,
+    source_name: &str,
+) -> Result<(Option<String>, Vec<Value>), ReviewCycleError> {
     let value: Value = serde_json::from_str(text).map_err(|e| ReviewCycleError::Syntax {
         source_name: source_name.to_owned(),
         line: e.line(),
@@ -184,38 +255,7 @@ pub fn read_review_cycle_export(
             )));
         }
     };
-
-    let mut first_index_of: HashMap<String, usize> = HashMap::with_capacity(items.len());
-    let mut findings = Vec::with_capacity(items.len());
-    for (index, item) in items.into_iter().enumerate() {
-        let Value::Object(map) = item else {
-            return Err(ReviewCycleError::NotAnObject {
-                source_name: source_name.to_owned(),
-                index,
-                found: type_name(&item),
-            });
-        };
-        let finding = FindingReader {
-            source_name,
-            index,
-            map: &map,
-        }
-        .read()?;
-        if let Some(&first_index) = first_index_of.get(finding.id.as_str()) {
-            return Err(ReviewCycleError::DuplicateId {
-                source_name: source_name.to_owned(),
-                index,
-                first_index,
-                id: finding.id.0,
-            });
-        }
-        first_index_of.insert(finding.id.0.clone(), index);
-        findings.push(finding);
-    }
-    Ok(ReviewCycleExport {
-        session_id,
-        findings,
-    })
+    Ok((session_id, items))
 }
 
 /// serde_json appends " at line L column C" to its messages; we report the

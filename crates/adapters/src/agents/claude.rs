@@ -115,6 +115,13 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
         // A success object with a failing exit status: trust the status.
         return Err(raw.failed("claude"));
     }
+    if message.result.is_none() && message.structured_output.is_none() {
+        // A success object that carries no answer at all is not an answer.
+        return Err(AgentError::Garbage {
+            message: "the result object has neither `result` nor `structured_output`".into(),
+            snippet: snippet(raw.stdout.trim()),
+        });
+    }
     tracing::debug!(session_id = ?message.session_id, "claude finished");
     let usage = message.usage.unwrap_or_default();
     Ok(ClaudeOutput {

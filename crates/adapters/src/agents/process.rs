@@ -28,7 +28,8 @@ pub enum InstructionInput {
     /// Written to stdin, which is then closed.
     Stdin,
     /// Substituted for `{instruction}` in the arguments; appended as the last
-    /// argument when no argument holds the placeholder.
+    /// argument when no argument holds the placeholder. An instruction that
+    /// starts with `-` gets a leading space so it is never read as an option.
     Argument,
 }
 
@@ -313,6 +314,7 @@ impl ProcessAgent {
             }
             Dialect::Text | Dialect::Json => {}
         }
+        let prompt = &prompt_argument(prompt);
         let mut placed = false;
         for arg in &self.args {
             if self.input == InstructionInput::Argument && arg.contains(INSTRUCTION_PLACEHOLDER) {
@@ -373,6 +375,18 @@ impl ProcessAgent {
             }
             Dialect::Gemini => gemini::parse(raw, request.schema.is_some()).map(|p| p.response),
         }
+    }
+}
+
+/// The prompt as (part of) a command-line argument. One that starts with `-`
+/// gets a leading space, so that no CLI reads an instruction — which may
+/// quote a finding or a task title such as `--yolo` — as an option (`gemini
+/// -p --yolo` would be read as a flag). Models ignore the space.
+fn prompt_argument(prompt: &str) -> String {
+    if prompt.starts_with('-') {
+        format!(" {prompt}")
+    } else {
+        prompt.to_owned()
     }
 }
 

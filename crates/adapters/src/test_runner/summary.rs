@@ -67,11 +67,20 @@ impl Summary {
         }
     }
 
+    /// Records a failing test; duplicates are dropped by [`Self::finish`]
+    /// (checking here would make a log of many failures quadratic).
     fn add_failing(&mut self, name: &str) {
         let name = name.trim();
-        if !name.is_empty() && !self.failing_tests.iter().any(|n| n == name) {
+        if !name.is_empty() {
             self.failing_tests.push(name.to_owned());
         }
+    }
+
+    /// Drops repeated failing-test names, keeping first appearances in order.
+    fn finish(mut self) -> Self {
+        let mut seen = std::collections::HashSet::new();
+        self.failing_tests.retain(|name| seen.insert(name.clone()));
+        self
     }
 }
 
@@ -139,7 +148,7 @@ pub fn cargo_test(log: &str) -> Option<Summary> {
             s.add_failing(name);
         }
     }
-    seen.then_some(s)
+    seen.then_some(s.finish())
 }
 
 /// cargo nextest output.
@@ -200,7 +209,7 @@ pub fn nextest(log: &str) -> Option<Summary> {
             }
         }
     }
-    seen.then_some(s)
+    seen.then_some(s.finish())
 }
 
 /// Splits a pytest closing line into its count items, or `None` if the line
@@ -261,7 +270,7 @@ pub fn pytest(log: &str) -> Option<Summary> {
             s.add_failing(id);
         }
     }
-    Some(s)
+    Some(s.finish())
 }
 
 /// go test output (verbose or not).
@@ -296,7 +305,7 @@ pub fn go_test(log: &str) -> Option<Summary> {
             seen = true;
         }
     }
-    seen.then_some(s)
+    seen.then_some(s.finish())
 }
 
 /// node --test output, TAP or spec reporter.
@@ -337,7 +346,7 @@ pub fn node_test(log: &str) -> Option<Summary> {
     }
     s.passed = pass?;
     tests?;
-    Some(s)
+    Some(s.finish())
 }
 
 /// A plain `N passed, N failed[, N skipped]` line, optionally after one word

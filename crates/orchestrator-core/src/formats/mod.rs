@@ -37,7 +37,7 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::finding::{Finding, FindingId, dedup_by_fingerprint};
-use crate::review_cycle::{ReviewCycleError, parse_review_cycle_export};
+use crate::review_cycle::{ReviewCycleError, read_review_cycle_entries};
 
 /// The formats [`detect_and_parse`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -202,8 +202,18 @@ impl FormatError {
             format: format.as_str(),
             line: e.line(),
             column: e.column(),
-            message: e.to_string(),
+            message: without_position(e),
         }
+    }
+}
+
+/// serde_json's message without its " at line L column C" suffix (the
+/// error reports the position in its own fields).
+fn without_position(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    match full.rfind(" at line ") {
+        Some(pos) => full[..pos].to_owned(),
+        None => full,
     }
 }
 
@@ -283,8 +293,20 @@ pub fn detect_and_parse_with(
 ) -> Result<ParseOutcome, FormatError> {
     match detect_format(text, source_name)? {
         InputFormat::ReviewCycle => {
+            // As in the other formats, a bad finding is rejected on its own
+            // and the rest of a readable export goes on.
             let mut outcome = ParseOutcome::new(InputFormat::ReviewCycle);
-            outcome.findings = parse_review_cycle_export(text, source_name)?;
+            for (index, entry) in read_review_cycle_entries(text, source_name)?
+                .into_iter()
+                .enumerate()
+            {
+                match entry {
+                    Ok(finding) => outcome.findings.push(finding),
+                    Err(e) => {
+                        outcome.reject(format!("{source_name}: findings[{index}]"), e.to_string())
+                    }
+                }
+            }
             Ok(outcome.finish())
         }
         InputFormat::Sarif => sarif::parse_with(text, source_name, options),
@@ -367,7 +389,7 @@ pub fn detect_format(text: &str, source_name: &str) -> Result<InputFormat, Forma
                     format: "json",
                     line: e.line(),
                     column: e.column(),
-                    message: e.to_string(),
+                    message: without_position(&e),
                 });
             }
             Ok(_) => InputFormat::ReviewCycle,

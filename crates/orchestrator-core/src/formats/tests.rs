@@ -199,7 +199,7 @@ fn sarif_errors_name_the_source_and_line() {
     let err = sarif::parse("{\n  \"runs\": [\n    {,\n", "broken.sarif").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "failed to read sarif findings from broken.sarif: invalid JSON at line 3, column 6: key must be a string at line 3 column 6"
+        "failed to read sarif findings from broken.sarif: invalid JSON at line 3, column 6: key must be a string"
     );
     let err = sarif::parse(r#"{"version":"2.1.0","runs":{}}"#, "x.sarif").unwrap_err();
     assert_eq!(
@@ -315,8 +315,26 @@ fn review_cycle_exports_are_read_through_their_reader() {
         out.duplicates,
         [(FindingId::from("F2"), FindingId::from("F1"))]
     );
-    let err =
-        detect_and_parse(r#"[{"title": "no id", "severity": "low"}]"#, "bad.json").unwrap_err();
+    // A bad finding is rejected on its own; the rest goes on.
+    let out = detect_and_parse(
+        r#"[{"title": "no id", "severity": "low"},
+            {"id": "F1", "title": "ok", "severity": "low"},
+            {"id": "F1", "title": "again", "severity": "low"}]"#,
+        "bad.json",
+    )
+    .unwrap();
+    let ids: Vec<&str> = out.findings.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["F1"]);
+    let rejected: Vec<String> = out.rejected.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        rejected,
+        [
+            "bad.json: findings[0]: failed to read review-cycle export bad.json: findings[0] has no `id`",
+            "bad.json: findings[2]: failed to read review-cycle export bad.json: findings[2] reuses id `F1` of findings[1]",
+        ]
+    );
+    // An unreadable export still fails as a whole.
+    let err = detect_and_parse(r#"{"findings": 3}"#, "bad.json").unwrap_err();
     assert!(matches!(err, FormatError::ReviewCycle(_)), "{err}");
     assert!(err.to_string().contains("bad.json"), "{err}");
 }
