@@ -422,6 +422,40 @@ fn line_format(map: &serde_json::Map<String, Value>) -> Option<InputFormat> {
 }
 
 /// The JSON type of a value, for messages.
+/// Parses a whole-document format (SARIF, rdjson): JSON (a leading BOM
+/// ignored) whose top level must be an object, and the array at `key` in it.
+/// `noun` names the document in messages ("the log has no `runs` array").
+/// Returns the rest of the object (without `key`) and the array.
+pub(crate) fn document_array(
+    text: &str,
+    source_name: &str,
+    format: InputFormat,
+    key: &str,
+    noun: &str,
+) -> Result<(serde_json::Map<String, Value>, Vec<Value>), FormatError> {
+    let shape = |problem: String| FormatError::Shape {
+        source_name: source_name.to_owned(),
+        format: format.as_str(),
+        problem,
+    };
+    let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| FormatError::json(source_name, format, &e))?;
+    let Value::Object(mut map) = doc else {
+        return Err(shape(format!(
+            "the top-level value is a {}, expected an object",
+            json_type(&doc)
+        )));
+    };
+    match map.remove(key) {
+        Some(Value::Array(items)) => Ok((map, items)),
+        Some(other) => Err(shape(format!(
+            "`{key}` is a {}, expected an array",
+            json_type(&other)
+        ))),
+        None => Err(shape(format!("the {noun} has no `{key}` array"))),
+    }
+}
+
 pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -30,8 +30,8 @@ use serde_json::Value;
 
 use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
-    FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, json_type, str_field,
-    u32_field, unanchored_note,
+    FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
+    str_field, u32_field, unanchored_note,
 };
 use crate::finding::{Finding, Fingerprint, Severity, Suggestion};
 
@@ -46,29 +46,13 @@ pub fn parse_with(
     source_name: &str,
     options: &ParseOptions<'_>,
 ) -> Result<ParseOutcome, FormatError> {
-    let shape = |problem: String| FormatError::Shape {
-        source_name: source_name.to_owned(),
-        format: InputFormat::Rdjson.as_str(),
-        problem,
-    };
-    let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| FormatError::json(source_name, InputFormat::Rdjson, &e))?;
-    if !doc.is_object() {
-        return Err(shape(format!(
-            "the top-level value is a {}, expected an object",
-            json_type(&doc)
-        )));
-    }
-    let diagnostics = match doc.get("diagnostics") {
-        Some(Value::Array(d)) => d,
-        Some(other) => {
-            return Err(shape(format!(
-                "`diagnostics` is a {}, expected an array",
-                json_type(other)
-            )));
-        }
-        None => return Err(shape("the document has no `diagnostics` array".to_owned())),
-    };
+    let (doc, diagnostics) = document_array(
+        text,
+        source_name,
+        InputFormat::Rdjson,
+        "diagnostics",
+        "document",
+    )?;
     let defaults = Defaults {
         source: doc
             .get("source")

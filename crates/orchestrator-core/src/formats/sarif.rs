@@ -38,8 +38,8 @@ use serde_json::Value;
 
 use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
-    FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, json_type, str_field,
-    u32_field, unanchored_note,
+    FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
+    str_field, u32_field, unanchored_note,
 };
 use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
 
@@ -55,29 +55,7 @@ pub fn parse_with(
     source_name: &str,
     options: &ParseOptions<'_>,
 ) -> Result<ParseOutcome, FormatError> {
-    let shape = |problem: String| FormatError::Shape {
-        source_name: source_name.to_owned(),
-        format: InputFormat::Sarif.as_str(),
-        problem,
-    };
-    let log: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| FormatError::json(source_name, InputFormat::Sarif, &e))?;
-    if !log.is_object() {
-        return Err(shape(format!(
-            "the top-level value is a {}, expected an object",
-            json_type(&log)
-        )));
-    }
-    let runs = match log.get("runs") {
-        Some(Value::Array(runs)) => runs,
-        Some(other) => {
-            return Err(shape(format!(
-                "`runs` is a {}, expected an array",
-                json_type(other)
-            )));
-        }
-        None => return Err(shape("the log has no `runs` array".to_owned())),
-    };
+    let (log, runs) = document_array(text, source_name, InputFormat::Sarif, "runs", "log")?;
     let mut out = ParseOutcome::new(InputFormat::Sarif);
     match log.get("version").and_then(Value::as_str) {
         Some("2.1.0") | None => {}
