@@ -303,6 +303,18 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             finished_at: String::new(),
         };
 
+        // The arguments of every "escalate, no patch applied" exit below.
+        let no_patch = |reason: String| EscalateArgs {
+            action: Action::EscalateNoPatch,
+            reason,
+            report: &report,
+            per_check: &per_check,
+            diagnosis: None,
+            blocking: false,
+            audit: (&audit_path, &header),
+            now: now(),
+        };
+
         if !decision.action.applies_patch() {
             let diagnosis = if decision.action == Action::EscalateNoPatch {
                 let req = AgentRequest::new(
@@ -354,23 +366,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         let staged = match fix_tree::make_patch(&ctx, req, iteration, &mut entry.warnings).await? {
             Made::Patch(staged) => staged,
             Made::Problem(reason) => {
-                return escalate(
-                    &ctx,
-                    &file,
-                    &mut state,
-                    entry,
-                    EscalateArgs {
-                        action: Action::EscalateNoPatch,
-                        reason,
-                        report: &report,
-                        per_check: &per_check,
-                        diagnosis: None,
-                        blocking: false,
-                        audit: (&audit_path, &header),
-                        now: now(),
-                    },
-                )
-                .await;
+                return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
             }
         };
         let write_set = staged.write_set.clone();
@@ -417,44 +413,12 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     }
                     _ => "the user rejected the patch",
                 };
-                return escalate(
-                    &ctx,
-                    &file,
-                    &mut state,
-                    entry,
-                    EscalateArgs {
-                        action: Action::EscalateNoPatch,
-                        reason: reason.into(),
-                        report: &report,
-                        per_check: &per_check,
-                        diagnosis: None,
-                        blocking: false,
-                        audit: (&audit_path, &header),
-                        now: now(),
-                    },
-                )
-                .await;
+                return escalate(&ctx, &file, &mut state, entry, no_patch(reason.into())).await;
             }
         }
 
         if let Err(reason) = staged.land(&ctx).await? {
-            return escalate(
-                &ctx,
-                &file,
-                &mut state,
-                entry,
-                EscalateArgs {
-                    action: Action::EscalateNoPatch,
-                    reason,
-                    report: &report,
-                    per_check: &per_check,
-                    diagnosis: None,
-                    blocking: false,
-                    audit: (&audit_path, &header),
-                    now: now(),
-                },
-            )
-            .await;
+            return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
         }
         let commit = ctx
             .vcs
