@@ -594,6 +594,23 @@ pub struct ReviewFixSection {
     /// Fix attempts per finding (seed default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<NonZeroU32>,
+    /// The findings command re-run after each pass (an argv array, or a
+    /// string split into words; write `sh -c '…'` for a pipeline): its
+    /// output feeds the next pass (see `--relint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relint: Option<CommandValue>,
+    /// Passes in all when `relint` is set (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relint_passes: Option<NonZeroU32>,
+}
+
+impl ReviewFixSection {
+    /// The re-lint command, when one is set.
+    pub fn relint_command(&self) -> Option<Result<CommandLine, ConfigError>> {
+        self.relint
+            .as_ref()
+            .map(|v| v.resolve(false, "[review_fix] relint"))
+    }
 }
 
 /// `[planex]`: knobs of the lite-planex flow (unset: the flow's default).

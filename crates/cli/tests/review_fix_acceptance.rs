@@ -16,7 +16,11 @@
 //!    `Cargo.lock`, `/target` ignored) and commits it;
 //! 2. takes the findings from `cargo clippy --all-targets
 //!    --message-format=json -- -W clippy::pedantic`;
-//! 3. runs `orchestrator review-fix --agent builtin -y --json` on them;
+//! 3. runs `orchestrator review-fix --agent builtin --relint "cargo clippy
+//!    …" -y --json` on them — one invocation; `--relint` re-runs clippy
+//!    after each pass and fixes what the earlier fixes uncovered, as `cargo
+//!    clippy --fix` re-lints and applies again (a fix can leave an import
+//!    unused, or rewrite the text an overlapping suggestion was to replace);
 //! 4. counts the machine-applicable clippy warnings left, and those left by
 //!    `cargo clippy --fix` on a fresh copy;
 //! 5. checks out every fix commit in a scratch worktree and runs
@@ -26,17 +30,12 @@
 //! the acceptance criteria: no more machine-applicable warnings left than
 //! `cargo clippy --fix` leaves, and every commit passes the crate's tests.
 //!
-//! Review-fix runs in rounds (at most three, until clippy reports no
-//! machine-applicable warning or a round commits nothing), as `cargo clippy
-//! --fix` re-lints and applies again: a fix can leave an import unused, or
-//! rewrite the text an overlapping suggestion was to replace.
-//!
-//! Measured on smallvec 1.16.6 (2-core machine shared with other builds):
-//! 94 findings, 49 of them machine-applicable; round 1 fixed 48 with 48
-//! commits and 48 test runs in 174 s and left 6 machine-applicable warnings
-//! (one overlapping suggestion gone stale, five new ones the fixes caused);
-//! round 2 fixed those 6 (6 commits, 6 test runs, 43 s) and left none.
-//! `cargo clippy --fix` left 2 (`unused_mut`). All 54 commits pass
+//! Measured on smallvec 1.16.6 (2-core machine shared with other builds),
+//! one invocation, default `--verify auto`: 100 findings over 2 passes (94
+//! from the first clippy run, 49 of them machine-applicable; 6 new after
+//! pass 1), 53 fixed, 53 commits, 11 test runs, 27.7 s wall; 1
+//! machine-applicable warning left (`unnecessary_semicolon`) against 2
+//! (`unused_mut`) left by `cargo clippy --fix`. All 53 commits pass
 //! `cargo test`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -187,12 +186,24 @@ fn repository(source: &Path, dir: &Path, target: &Path) {
     git(dir, &["commit", "-q", "-m", "crate source"]);
 }
 
-/// One `orchestrator review-fix --agent builtin -y --json` run: its summary
-/// line, wall time and exit code.
-fn review_fix(repo: &Path, findings: &Path, target: &Path) -> (Value, f64, Option<i32>) {
+/// The re-lint command: the same clippy invocation the findings came from.
+fn relint_command() -> String {
+    format!("cargo {}", CLIPPY_ARGS.join(" "))
+}
+
+/// One `orchestrator review-fix --agent builtin --relint … -y --json` run:
+/// its `pass_summary` lines, its last `summary` line, wall time and exit
+/// code.
+fn review_fix(
+    repo: &Path,
+    findings: &Path,
+    target: &Path,
+) -> (Vec<Value>, Value, f64, Option<i32>) {
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-        .args(["review-fix", "--agent", "builtin", "-y", "--json", "--fix"])
+        .args(["review-fix", "--agent", "builtin", "-y", "--json"])
+        .args(["--relint", &relint_command()])
+        .arg("--fix")
         .arg(findings)
         .current_dir(repo)
         .env("CARGO_TARGET_DIR", target)
@@ -203,10 +214,20 @@ fn review_fix(repo: &Path, findings: &Path, target: &Path) -> (Value, f64, Optio
         .output()
         .unwrap();
     let wall = started.elapsed().as_secs_f64();
-    let summary = String::from_utf8_lossy(&out.stdout)
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let passes: Vec<Value> = lines
+        .iter()
+        .filter(|v| v["event"] == "pass_summary")
+        .cloned()
+        .collect();
+    let summary = lines
+        .iter()
+        .rev()
         .find(|v| v["event"] == "summary")
+        .cloned()
         .unwrap_or_else(|| {
             panic!(
                 "no summary; exit {:?}\n{}",
@@ -214,7 +235,7 @@ fn review_fix(repo: &Path, findings: &Path, target: &Path) -> (Value, f64, Optio
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-    (summary, wall, out.status.code())
+    (passes, summary, wall, out.status.code())
 }
 
 #[test]
@@ -244,53 +265,43 @@ fn builtin_review_fix_on_a_real_crate_matches_cargo_clippy_fix() {
     let source = crate_source(name, version, tmp);
     let clippy_target = tmp.join("target-clippy");
 
-    // Ours: review-fix on clippy's findings, in rounds like `cargo clippy
-    // --fix` (which re-lints and applies again until nothing changes): a
-    // fix can make a new warning (an import left unused) or move the text an
-    // overlapping suggestion replaces. Round 1 is the issue's figure; later
-    // rounds run on the findings clippy reports after it.
+    // Ours: one review-fix invocation on clippy's findings. With
+    // `--relint` it re-runs clippy after each pass and fixes what the
+    // previous fixes uncovered, as `cargo clippy --fix` re-lints and applies
+    // again: a fix can make a new warning (an import left unused) or move
+    // the text an overlapping suggestion replaces.
     let ours = tmp.join("ours");
     repository(&source, &ours, &clippy_target);
     let base = git(&ours, &["rev-parse", "HEAD"]).trim().to_owned();
-    let mut stream = clippy_json(&ours, &clippy_target);
+    let stream = clippy_json(&ours, &clippy_target);
     let before = machine_applicable(&stream);
-    let mut rounds = Vec::new();
-    let mut left_after_round_1 = None;
-    for round in 1..=3 {
-        let findings_file = tmp.join(format!("clippy-{round}.json"));
-        std::fs::write(&findings_file, &stream).unwrap();
-        let head = git(&ours, &["rev-parse", "HEAD"]);
-        let (summary, wall, code) = review_fix(&ours, &findings_file, &tmp.join("target-main"));
-        assert!(matches!(code, Some(0 | 1)), "round {round} exited {code:?}");
-        assert_eq!(git(&ours, &["status", "--porcelain"]), "", "a clean tree");
-        stream = clippy_json(&ours, &clippy_target);
-        let left = machine_applicable(&stream);
-        if round == 1 {
-            left_after_round_1 = Some(left.len());
-        }
-        rounds.push(json!({
-            "round": round,
-            "findings": summary["counts"]["total"],
-            "fixed": summary["counts"]["fixed"],
-            "failed": summary["counts"]["failed"],
-            "rejected": summary["counts"]["rejected"],
-            "commits": summary["commits"].as_array().map_or(0, Vec::len),
-            "test_runs": summary["test_runs"],
-            "wall_time_s": (wall * 10.0).round() / 10.0,
-            "exit_code": code,
-            "machine_applicable_left": left.len(),
-            "not_fixed_with_a_suggestion": summary["findings"].as_array().unwrap().iter()
-                .filter(|f| f["result"] != "fixed")
-                .filter_map(|f| f["error"].as_str())
-                .filter(|e| !e.contains("carries no machine-applicable suggestion"))
-                .map(|e| e.lines().next().unwrap_or("").to_owned())
-                .collect::<Vec<_>>(),
-        }));
-        if left.is_empty() || git(&ours, &["rev-parse", "HEAD"]) == head {
-            break;
-        }
-    }
-    let left_by_us = machine_applicable(&stream);
+    let findings_file = tmp.join("clippy.json");
+    std::fs::write(&findings_file, &stream).unwrap();
+    let (passes, summary, wall, code) = review_fix(&ours, &findings_file, &tmp.join("target-main"));
+    assert!(matches!(code, Some(0 | 1)), "review-fix exited {code:?}");
+    assert_eq!(git(&ours, &["status", "--porcelain"]), "", "a clean tree");
+    let rounds: Vec<Value> = passes
+        .iter()
+        .map(|p| {
+            json!({
+                "pass": p["pass"],
+                "findings": p["counts"]["total"],
+                "fixed": p["counts"]["fixed"],
+                "failed": p["counts"]["failed"],
+                "rejected": p["counts"]["rejected"],
+                "commits": p["commits"].as_array().map_or(0, Vec::len),
+                "test_runs": p["test_runs"],
+                "wall_time_s": p["wall_time_s"].as_f64().map(|w| (w * 10.0).round() / 10.0),
+                "not_fixed_with_a_suggestion": p["findings"].as_array().unwrap().iter()
+                    .filter(|f| f["result"] != "fixed")
+                    .filter_map(|f| f["error"].as_str())
+                    .filter(|e| !e.contains("carries no machine-applicable suggestion"))
+                    .map(|e| e.lines().next().unwrap_or("").to_owned())
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let left_by_us = machine_applicable(&clippy_json(&ours, &clippy_target));
 
     // Every commit passes the crate's tests, each checked out on its own.
     let commits: Vec<String> = git(&ours, &["rev-list", "--reverse", &format!("{base}..HEAD")])
@@ -357,12 +368,16 @@ fn builtin_review_fix_on_a_real_crate_matches_cargo_clippy_fix() {
 
     let figures = json!({
         "crate": spec,
-        "findings_round_1": rounds[0]["findings"],
+        "findings": summary["counts"]["total"],
+        "fixed": summary["counts"]["fixed"],
         "machine_applicable_findings": before.len(),
-        "rounds": rounds,
+        "passes": rounds,
+        "relint_stop": summary["relint_stop"],
+        "test_runs": summary["test_runs"],
+        "wall_time_s": (wall * 10.0).round() / 10.0,
+        "exit_code": code,
         "commits": commits.len(),
         "commits_failing_tests": failing_commits.len(),
-        "machine_applicable_left_after_round_1": left_after_round_1,
         "machine_applicable_left_by_us": left_by_us.len(),
         "machine_applicable_left_by_clippy_fix": left_by_clippy_fix.len(),
         "clippy_fix_wall_time_s": (fix_wall * 10.0).round() / 10.0,
@@ -373,7 +388,7 @@ fn builtin_review_fix_on_a_real_crate_matches_cargo_clippy_fix() {
     });
     println!("acceptance: {figures}");
 
-    let fixed: u64 = rounds.iter().map(|r| r["fixed"].as_u64().unwrap()).sum();
+    let fixed = summary["counts"]["fixed"].as_u64().unwrap();
     assert_eq!(commits.len() as u64, fixed, "one commit per fix");
     assert!(
         failing_commits.is_empty(),

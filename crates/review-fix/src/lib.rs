@@ -52,6 +52,7 @@ pub mod files;
 pub mod input;
 mod landing;
 pub mod plan;
+pub mod relint;
 pub mod session;
 pub mod summary;
 
@@ -145,6 +146,10 @@ pub struct ReviewFixConfig {
     /// Re-runs of a failing test run on the identical tree before a fix is
     /// blamed (`--flaky-reruns N`, default 1; `0` trusts every failure).
     pub flaky_reruns: u32,
+    /// Findings to leave out of a new session, by [`relint::relint_key`]:
+    /// the findings an earlier re-lint pass already tried (see [`relint`]).
+    /// Empty by default.
+    pub skip: BTreeSet<String>,
 }
 
 impl Default for ReviewFixConfig {
@@ -166,6 +171,7 @@ impl Default for ReviewFixConfig {
             test_time_limit: None,
             verify: VerifyMode::Auto,
             flaky_reruns: 1,
+            skip: BTreeSet::new(),
         }
     }
 }
@@ -724,7 +730,12 @@ async fn open_new(
     let dirty_set: BTreeSet<&String> = dirty.iter().collect();
     let mut findings = Vec::new();
     let mut rejected = loaded.rejected;
+    let mut skipped = 0usize;
     for f in loaded.findings {
+        if !config.skip.is_empty() && config.skip.contains(&relint::relint_key(&f)) {
+            skipped += 1;
+            continue;
+        }
         let touches_dirty = plan::finding_files(&f)
             .iter()
             .find(|p| dirty_set.contains(p))
@@ -744,6 +755,11 @@ async fn open_new(
         });
     }
     let mut notes = loaded.notes;
+    if skipped > 0 {
+        notes.push(format!(
+            "findings already tried in an earlier pass, left out: {skipped}"
+        ));
+    }
     for (dropped, kept) in &loaded.duplicates {
         notes.push(format!("finding {dropped} duplicates {kept}; dropped"));
     }

@@ -9,3 +9,5 @@ mod batch;
 mod e2e;
 #[path = "suite/flow.rs"]
 mod flow;
+#[path = "suite/relint.rs"]
+mod relint;

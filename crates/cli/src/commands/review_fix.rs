@@ -26,11 +26,14 @@ use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::config::{CommandLine, Config, split_command};
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
 use orchestrator_core::agent::Agent;
+use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::state::SessionLock;
 use orchestrator_core::test_runner::TestRunner;
+use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
 use orchestrator_review_fix::{
     FixPlan, Isolation, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
     TestRunnerFactory, TreeEnv, infer_test_command,
@@ -129,6 +132,16 @@ pub struct ReviewFixArgs {
     /// then passes is reported as flaky and not blamed on the fix.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub flaky_reruns: u32,
+    /// Re-run this findings command after each pass and fix, in a further
+    /// pass, what earlier fixes uncovered (e.g. `cargo clippy
+    /// --message-format=json`; its stdout is read like a `--fix` file).
+    /// Default: `[review_fix] relint` of `orchestrator.toml`, else no
+    /// re-lint.
+    #[arg(long, value_name = "CMD")]
+    pub relint: Option<String>,
+    /// Passes in all with `--relint`, the first included [default: 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub relint_passes: Option<u32>,
     /// Plan only: print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -304,6 +317,43 @@ pub fn flow_config(
     }
 }
 
+/// The default number of passes with a re-lint command.
+pub const DEFAULT_RELINT_PASSES: u32 = 4;
+
+/// The re-lint command and pass limit: `--relint` (split into words like
+/// `--test-cmd`) over `[review_fix] relint`; `None` without either.
+pub fn resolve_relint(
+    args: &ReviewFixArgs,
+    config: &Config,
+    repo: &Path,
+) -> Result<Option<Relint>, String> {
+    let argv = match (&args.relint, config.review_fix.relint_command()) {
+        (Some(line), _) => {
+            let argv = split_command(line).map_err(|e| {
+                format!("--relint {line:?}: {e} (for a shell pipeline use: --relint \"sh -c '…'\")")
+            })?;
+            if argv.is_empty() {
+                return Err("--relint is empty".to_owned());
+            }
+            argv
+        }
+        (None, Some(Ok(CommandLine::Argv(argv)))) => argv,
+        (None, Some(Ok(CommandLine::Shell(script)))) => vec!["sh".into(), "-c".into(), script],
+        (None, Some(Err(e))) => return Err(e.to_string()),
+        (None, None) => return Ok(None),
+    };
+    let passes = args
+        .relint_passes
+        .or(config.review_fix.relint_passes.map(|n| n.get()))
+        .unwrap_or(DEFAULT_RELINT_PASSES);
+    let (program, rest) = argv.split_first().ok_or("--relint is empty")?;
+    Ok(Some(Relint::new(
+        CommandSpec::new(program.clone(), rest.iter().cloned(), repo),
+        Arc::new(ProcessRunner::default()),
+        passes,
+    )))
+}
+
 fn fail(message: impl std::fmt::Display) -> Exit {
     eprintln!("error: {message}");
     Exit::BadInput
@@ -345,6 +395,10 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
+    let relint = match resolve_relint(args, &config, &repo) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     let (agent, planner, agent_name): (Arc<dyn Agent>, PlannerMode, String) =
         match build_agent(&config) {
             Ok(AgentChoice::Builtin) => (
@@ -378,6 +432,17 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         tests.display(),
         tests.source
     );
+    if let Some(r) = &relint {
+        eprintln!(
+            "review-fix: re-lint with `{}` after each pass (at most {} passes)",
+            orchestrator_adapters::config::join_command(
+                &std::iter::once(r.command.program.clone())
+                    .chain(r.command.args.iter().cloned())
+                    .collect::<Vec<_>>()
+            ),
+            r.max_passes
+        );
+    }
     let flow = flow_config(args, &config, inputs, planner);
     let runtime = match setup::runtime() {
         Ok(rt) => rt,
@@ -420,7 +485,7 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             sink,
         };
         let result = tokio::select! {
-            r = orchestrator_review_fix::run(flow, services) => r,
+            r = run_with_relint(flow, services, relint.as_ref()) => r,
             _ = tokio::signal::ctrl_c() => {
                 if let Some(h) = &human {
                     h.finish();
@@ -437,18 +502,18 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             h.finish();
         }
         match result {
-            Ok(report) => {
+            Ok(passes) => {
                 let context = SummaryContext {
                     test_command: test_display,
                     test_source,
                     wall: started.elapsed(),
                 };
                 if json_mode {
-                    out(&format!("{}\n", summary_json(&report, &context)));
+                    out(&render_passes_json(&passes, &context));
                 } else {
-                    out(&render_summary(&report, &context));
+                    out(&render_passes(&passes, &context));
                 }
-                exit_of(report.outcome.exit_code())
+                exit_of(passes.outcome().exit_code())
             }
             Err(e) => {
                 eprintln!("error: {e}");
@@ -691,6 +756,94 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
     out
 }
 
+/// The closing summary of all passes: one pass is [`render_summary`]; with
+/// re-lint passes, each pass's summary under a `pass N` heading, then the
+/// totals and why the passes stopped.
+pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String {
+    let [only] = passes.passes.as_slice() else {
+        let mut out = String::new();
+        let n = passes.passes.len();
+        for (i, report) in passes.passes.iter().enumerate() {
+            let _ = writeln!(out, "pass {}/{n}:", i + 1);
+            out.push_str(&render_summary(report, &pass_context(passes, i, context)));
+        }
+        let _ = writeln!(
+            out,
+            "review-fix: {n} passes ({}): {}; {} findings ({} fixed, {} failed, {} rejected); {} commits; {} test runs; wall time {:.1}s",
+            passes.stop,
+            outcome_line(&passes.outcome()),
+            passes.findings(),
+            passes.count("fixed"),
+            passes.count("failed"),
+            passes.count("rejected"),
+            passes.commits(),
+            passes.test_runs(),
+            context.wall.as_secs_f64()
+        );
+        return out;
+    };
+    let mut out = render_summary(only, context);
+    if let StopReason::CommandFailed(message) = &passes.stop {
+        let _ = writeln!(out, "  re-lint: {}", first_line(message));
+    }
+    out
+}
+
+/// The summary context of pass `i`: its own wall time.
+fn pass_context(passes: &PassesReport, i: usize, context: &SummaryContext) -> SummaryContext {
+    SummaryContext {
+        wall: passes.walls.get(i).copied().unwrap_or(context.wall),
+        ..context.clone()
+    }
+}
+
+/// The `--json` closing lines: one pass gives one `summary` line
+/// ([`summary_json`]); with re-lint passes, a `pass_summary` line per pass
+/// and a last `summary` line with the totals (`passes`, `relint_stop`, the
+/// findings and commits of every pass).
+pub fn render_passes_json(passes: &PassesReport, context: &SummaryContext) -> String {
+    let mut out = String::new();
+    let many = passes.passes.len() > 1 || passes.stop != StopReason::NotAsked;
+    if !many && let [only] = passes.passes.as_slice() {
+        let _ = writeln!(out, "{}", summary_json(only, context));
+        return out;
+    }
+    let mut findings = Vec::new();
+    let mut commits = Vec::new();
+    for (i, report) in passes.passes.iter().enumerate() {
+        let mut line = summary_json(report, &pass_context(passes, i, context));
+        line["event"] = json!("pass_summary");
+        line["pass"] = json!(i + 1);
+        if let Some(f) = line["findings"].as_array() {
+            findings.extend(f.iter().cloned());
+        }
+        if let Some(c) = line["commits"].as_array() {
+            commits.extend(c.iter().cloned());
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let outcome = passes.outcome();
+    let last = passes.passes.last().map(|r| summary_json(r, context));
+    // `wall_time_s` stays the whole run's.
+    let mut total = last.unwrap_or_else(|| json!({}));
+    total["event"] = json!("summary");
+    total["outcome"] = json!(outcome.as_str());
+    total["exit_code"] = json!(outcome.exit_code());
+    total["passes"] = json!(passes.passes.len());
+    total["relint_stop"] = json!(passes.stop.to_string());
+    total["findings"] = json!(findings);
+    total["commits"] = json!(commits);
+    total["counts"] = json!({
+        "total": passes.findings(),
+        "fixed": passes.count("fixed"),
+        "failed": passes.count("failed"),
+        "rejected": passes.count("rejected"),
+    });
+    total["test_runs"] = json!(passes.test_runs());
+    let _ = writeln!(out, "{total}");
+    out
+}
+
 /// The closing summary as one JSON object (`--json`).
 pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json::Value {
     let summary = report
@@ -839,6 +992,47 @@ mod tests {
         assert_eq!(flag.source, "--test-cmd");
         let piped = resolve_tests(Some("cargo test | tee log"), &file, dir.path()).unwrap_err();
         assert!(piped.contains("sh -c"), "{piped}");
+    }
+
+    #[test]
+    fn the_relint_command_comes_from_the_flag_or_the_file() {
+        let repo = Path::new("/repo");
+        let none = Config::default();
+        assert!(
+            resolve_relint(&parse(&["--fix", "x"]), &none, repo)
+                .unwrap()
+                .is_none()
+        );
+        let file = Config::parse_str(
+            "version = 1\n[review_fix]\nrelint = [\"cargo\", \"clippy\", \"--message-format=json\"]\nrelint_passes = 2\n",
+        )
+        .unwrap();
+        let from_file = resolve_relint(&parse(&["--fix", "x"]), &file, repo)
+            .unwrap()
+            .unwrap();
+        assert_eq!(from_file.command.program, "cargo");
+        assert_eq!(from_file.command.args, ["clippy", "--message-format=json"]);
+        assert_eq!(from_file.command.cwd, repo);
+        assert_eq!(from_file.max_passes, 2);
+        let flag = resolve_relint(
+            &parse(&[
+                "--fix",
+                "x",
+                "--relint",
+                "ruff check --output-format sarif",
+                "--relint-passes",
+                "7",
+            ]),
+            &file,
+            repo,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(flag.command.program, "ruff");
+        assert_eq!(flag.max_passes, 7, "the flag wins over the file");
+        let bad = Config::parse_str("version = 1\n[review_fix]\nrelint = []\n").unwrap();
+        let err = resolve_relint(&parse(&["--fix", "x"]), &bad, repo).unwrap_err();
+        assert!(err.contains("[review_fix] relint"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,231 @@
+//! `orchestrator review-fix --relint`: the findings command runs again after
+//! each pass, and what earlier fixes uncovered is fixed in a further pass.
+//!
+//! The "linter" is a shell script around `awk`: every line of `a.txt` that
+//! starts with `((` is reported (rdjsonl) with a suggestion removing one
+//! layer of parentheses, so `((((x))))` needs three passes. The test command
+//! fails when `a.txt` holds the line `(q)`, so the fix of `((q))` is rolled
+//! back — and, reported again by every re-lint, never tried a second time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const LINTER: &str = r#"awk '/^\(\(/ {
+  inner = substr($0, 2, length($0) - 2);
+  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"a.txt\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", NR, NR, length($0) + 1, NR, NR, length($0) + 1, inner
+}' a.txt
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+struct Fixture {
+    tmp: tempfile::TempDir,
+    repo: PathBuf,
+    lint: PathBuf,
+    findings: PathBuf,
+    base: String,
+}
+
+fn fixture(text: &str) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("a.txt"), text).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "start"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let lint = tmp.path().join("lint.sh");
+    std::fs::write(&lint, LINTER).unwrap();
+    let out = Command::new("sh")
+        .arg(&lint)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let findings = tmp.path().join("findings.rdjsonl");
+    std::fs::write(&findings, &out.stdout).unwrap();
+    Fixture {
+        tmp,
+        repo,
+        lint,
+        findings,
+        base,
+    }
+}
+
+impl Fixture {
+    fn run(&self, extra: &[&str]) -> Output {
+        let relint = format!("sh {}", self.lint.display());
+        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .args([
+                "review-fix",
+                "--fix",
+                self.findings.to_str().unwrap(),
+                "--relint",
+                &relint,
+                "--test-cmd",
+                "sh -c '! grep -qx \"(q)\" a.txt'",
+                "--isolation",
+                "serial",
+                "--max-iterations",
+                "1",
+                "-y",
+            ])
+            .args(extra)
+            .current_dir(&self.repo)
+            .env("RUST_BACKTRACE", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("ORCHESTRATOR_AGENT")
+            .output()
+            .unwrap()
+    }
+
+    /// Session ids, paths, commit ids and wall times replaced.
+    fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        let mut sessions: Vec<String> = std::fs::read_dir(self.repo.join(".review/fixes"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
+            .collect();
+        sessions.sort();
+        for (i, id) in sessions.iter().enumerate() {
+            out = out.replace(id, &format!("fix-<session{}>", i + 1));
+        }
+        let real = self.tmp.path().canonicalize().unwrap();
+        out = out
+            .replace(real.to_str().unwrap(), "<tmp>")
+            .replace(self.tmp.path().to_str().unwrap(), "<tmp>");
+        let ids = git(
+            &self.repo,
+            &[
+                "log",
+                "--reverse",
+                "--format=%h",
+                "--abbrev=7",
+                &format!("{}..HEAD", self.base),
+            ],
+        );
+        for (i, c) in ids.lines().enumerate() {
+            out = out.replace(c, &format!("<c{}>", i + 1));
+        }
+        // The re-lint output files are named by pass and millisecond.
+        while let Some(at) = out.find("/relint/pass-") {
+            let from = at + "/relint/pass-".len() + 2;
+            let digits = out[from..].chars().take_while(char::is_ascii_digit).count();
+            out.replace_range(from..from + digits, "<ms>");
+            out.replace_range(at..at + 1, "\u{0}");
+        }
+        out = out.replace('\u{0}', "/");
+        out.lines()
+            .map(|l| match l.find("wall time ") {
+                Some(at) => format!("{}wall time <s>", &l[..at]),
+                None => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+#[test]
+fn relint_passes_fix_what_earlier_fixes_uncover() {
+    let fx = fixture("((((x))))\nplain\n((q))\n");
+    let o = fx.run(&[]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("re-lint with `sh ") && err.contains("(at most 4 passes)"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("a.txt")).unwrap(),
+        "(x)\nplain\n((q))\n"
+    );
+    let subjects = git(
+        &fx.repo,
+        &["log", "--format=%s", &format!("{}..HEAD", fx.base)],
+    );
+    assert_eq!(subjects.lines().count(), 3, "{subjects}");
+    assert_eq!(git(&fx.repo, &["status", "--porcelain"]), "");
+    insta::assert_snapshot!("relint_summary", fx.redact(&out));
+}
+
+#[test]
+fn relint_json_ends_with_the_totals() {
+    let fx = fixture("((((x))))\n");
+    let o = fx.run(&["--json", "--relint-passes", "2"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let passes: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|v| v["event"] == "pass_summary")
+        .collect();
+    assert_eq!(passes.len(), 2, "{out}");
+    assert_eq!(passes[0]["pass"], 1);
+    assert_eq!(passes[1]["counts"]["fixed"], 1);
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "summary", "{out}");
+    assert_eq!(last["passes"], 2);
+    assert_eq!(last["relint_stop"], "the pass limit was reached");
+    assert_eq!(last["counts"]["fixed"], 2);
+    assert_eq!(last["commits"].as_array().unwrap().len(), 2);
+    assert_eq!(last["outcome"], "all_fixed");
+    assert_eq!(last["exit_code"], 0);
+}
+
+#[test]
+fn a_relint_command_that_cannot_be_split_is_a_usage_error() {
+    let fx = fixture("((x))\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args([
+            "review-fix",
+            "--fix",
+            fx.findings.to_str().unwrap(),
+            "--relint",
+            "cargo clippy 'unbalanced",
+            "--test-cmd",
+            "true",
+        ])
+        .current_dir(&fx.repo)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--relint \"cargo clippy 'unbalanced\""),
+        "{err}"
+    );
+    assert_eq!(
+        git(
+            &fx.repo,
+            &["log", "--format=%s", &format!("{}..HEAD", fx.base)]
+        ),
+        "",
+        "nothing ran"
+    );
+}

@@ -1,0 +1,228 @@
+//! Re-lint passes with real git, a real linter process and the builtin
+//! suggestion agent.
+//!
+//! The "linter" is a small `awk` program: every line of `a.txt` that starts
+//! with `((` is reported (rdjsonl) with a suggestion that removes one layer
+//! of parentheses. So `((((x))))` takes three fixes, and each fix only
+//! exposes the next finding once it is committed — as with clippy lints
+//! that appear after another lint's fix.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use orchestrator_adapters::builtin::SuggestionAgent;
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::process::ProcessRunner;
+use orchestrator_adapters::test_runner::CommandTestRunner;
+use orchestrator_core::command::CommandSpec;
+use orchestrator_core::event::NullSink;
+use orchestrator_core::gate::AutoYes;
+use orchestrator_review_fix::relint::{Relint, StopReason, run_with_relint};
+use orchestrator_review_fix::{
+    Isolation, Outcome, PlannerMode, ReviewFixConfig, Services, SharedRunner,
+};
+
+const LINTER: &str = r#"awk '/^\(\(/ {
+  inner = substr($0, 2, length($0) - 2);
+  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"a.txt\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", NR, NR, length($0) + 1, NR, NR, length($0) + 1, inner
+}' a.txt"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A repository with `a.txt`, and the first pass's findings (the linter's
+/// output on it) as a file outside the repository.
+fn fixture(parent: &Path, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let repo = parent.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("a.txt"), text).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "start"]);
+    let out = Command::new("sh")
+        .args(["-c", LINTER])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let input = parent.join("findings.rdjsonl");
+    std::fs::write(&input, &out.stdout).unwrap();
+    (repo, input)
+}
+
+async fn services(repo: &Path, test: &str) -> Services {
+    Services {
+        agent: Arc::new(SuggestionAgent::new()),
+        vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
+        tests: Arc::new(SharedRunner(Arc::new(CommandTestRunner::shell(test)))),
+        gate: Arc::new(AutoYes),
+        sink: Arc::new(NullSink),
+    }
+}
+
+fn config(input: std::path::PathBuf) -> ReviewFixConfig {
+    ReviewFixConfig {
+        inputs: vec![input],
+        planner: PlannerMode::Deterministic,
+        isolation: Isolation::Serial,
+        max_iterations: 1,
+        ..ReviewFixConfig::default()
+    }
+}
+
+fn relint(max_passes: u32) -> Relint {
+    Relint::new(
+        CommandSpec::shell(LINTER, "."),
+        Arc::new(ProcessRunner::default()),
+        max_passes,
+    )
+}
+
+fn subjects(repo: &Path) -> Vec<String> {
+    git(repo, &["log", "--format=%s", "--reverse"])
+        .lines()
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn relint_fixes_what_earlier_fixes_uncover_and_never_retries_a_failed_finding() {
+    let tmp = tempfile::tempdir().unwrap();
+    // `((q))` → `(q)` breaks the "tests"; the three layers around x come
+    // off one pass at a time.
+    let (repo, input) = fixture(tmp.path(), "((((x))))\nplain\n((q))\n");
+    let test = "! grep -qx '(q)' a.txt";
+    let report = run_with_relint(config(input), services(&repo, test).await, Some(&relint(5)))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "(x)\nplain\n((q))\n"
+    );
+    assert_eq!(report.passes.len(), 3, "one pass per layer of x");
+    assert_eq!(report.stop, StopReason::NoNewFindings);
+    // Pass 1 tried x and q; q failed and is reported again by every re-lint,
+    // but it is never tried again.
+    let per_pass: Vec<(usize, usize, usize)> = report
+        .passes
+        .iter()
+        .map(|p| (p.findings.len(), p.count("fixed"), p.commits.len()))
+        .collect();
+    assert_eq!(per_pass, [(2, 1, 1), (1, 1, 1), (1, 1, 1)]);
+    assert!(
+        report.passes[1]
+            .notes
+            .iter()
+            .any(|n| n.contains("already tried in an earlier pass, left out: 1")),
+        "{:?}",
+        report.passes[1].notes
+    );
+    assert_eq!(
+        (report.findings(), report.count("fixed"), report.commits()),
+        (4, 3, 3)
+    );
+    assert_eq!(report.outcome(), Outcome::SomeFailed, "q was not fixed");
+    assert_eq!(
+        report.test_runs(),
+        5,
+        "x: one run per pass; q: its failing run and the re-run that rules out a flaky test"
+    );
+    let subjects = subjects(&repo);
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    assert!(
+        subjects.iter().all(|s| s.starts_with("fix(")),
+        "{subjects:?}"
+    );
+    // Each pass is a complete session of its own.
+    let sessions: BTreeSet<_> = report
+        .passes
+        .iter()
+        .map(|p| p.session_dir.clone())
+        .collect();
+    assert_eq!(sessions.len(), 3);
+    for p in &report.passes {
+        assert!(p.session_dir.join("fix-summary.md").is_file());
+        assert!(!p.session_dir.join("active-fix-session.json").exists());
+    }
+    assert_eq!(
+        git(&repo, &["status", "--porcelain"]),
+        "",
+        "the tree is clean"
+    );
+}
+
+#[tokio::test]
+async fn the_pass_limit_stops_the_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = fixture(tmp.path(), "((((x))))\n");
+    let report = run_with_relint(
+        config(input),
+        services(&repo, "true").await,
+        Some(&relint(2)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.passes.len(), 2);
+    assert_eq!(report.stop, StopReason::PassLimit);
+    assert_eq!(report.outcome(), Outcome::AllFixed);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "((x))\n"
+    );
+}
+
+#[tokio::test]
+async fn without_relint_one_pass_runs_and_a_failing_linter_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = fixture(tmp.path(), "((((x))))\n");
+    let once = run_with_relint(config(input.clone()), services(&repo, "true").await, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (once.passes.len(), once.stop.clone()),
+        (1, StopReason::NotAsked)
+    );
+    assert_eq!(once.outcome(), Outcome::AllFixed);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = fixture(tmp.path(), "((((x))))\n");
+    let broken = Relint::new(
+        CommandSpec::shell("echo 'lint: no such config' >&2; exit 3", "."),
+        Arc::new(ProcessRunner::default()),
+        4,
+    );
+    let report = run_with_relint(config(input), services(&repo, "true").await, Some(&broken))
+        .await
+        .unwrap();
+    assert_eq!(report.passes.len(), 1, "the first pass ran");
+    match &report.stop {
+        StopReason::CommandFailed(m) => {
+            assert!(m.contains("exited with 3"), "{m}");
+            assert!(m.contains("lint: no such config"), "{m}");
+        }
+        other => panic!("stopped because {other:?}"),
+    }
+    assert_eq!(
+        report.outcome(),
+        Outcome::SomeFailed,
+        "a re-lint that cannot run is not a clean finish"
+    );
+}
