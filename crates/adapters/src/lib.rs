@@ -33,11 +33,32 @@
 //! a finding's machine-applicable suggestions (re-anchored by the text they
 //! replace), `FormatterAgent` runs the project's formatter and
 //! `LinterFixAgent` the linter's own fixer, both through a core
-//! `CommandRunner` ([`process::ProcessRunner`] by default).
+//! `CommandRunner` ([`process::ProcessRunner`] by default), and `CiFixAgent`
+//! dispatches a classified CI failure to one of those two.
 //!
 //! ## Wrappers
 //! [`wrappers`] adds cross-cutting behaviour to any `Agent`: time limits,
 //! retry with backoff, budgets, loop detection, and JSONL recording/replay.
+//!
+//! ## Conformance
+//! Every adapter passes its core conformance suite
+//! (`orchestrator_core::conformance`, feature `test-support`) in this
+//! crate's integration tests, with real processes, git and files:
+//!
+//! | adapter | suite | test |
+//! |---|---|---|
+//! | `GitVcs` | `vcs` | `git_conformance.rs` |
+//! | `CommandTestRunner` | `test_runner` | `procs_conformance.rs` |
+//! | `ProcessRunner` | `command` | `procs_conformance.rs` |
+//! | `ProcessAgent` (generic, claude, codex, gemini) | `agent` | `procs_conformance.rs` |
+//! | `OpenAiAgent` | `agent` | `openai_conformance.rs` |
+//! | every wrapper, alone and stacked | `agent` | `wrappers_conformance.rs` |
+//! | the builtin agents (`CiFixAgent` with both tools) | `agent_contract` | `builtin_conformance.rs` |
+//! | `TerminalGate` | `gate` | `terminal_gate_conformance.rs` |
+//!
+//! `Replay` runs no suite of its own: it answers from a transcript, and
+//! `wrappers_conformance.rs` checks that a recorded suite run replays
+//! identically.
 
 pub mod agents;
 pub mod builtin;

@@ -1,6 +1,7 @@
 //! The core conformance suites run against the real process adapters:
-//! CommandTestRunner, ProcessRunner, and ProcessAgent — generic and each
-//! preset (claude, codex, gemini) driven through the fake CLIs.
+//! CommandTestRunner (`test_runner`), ProcessRunner (`command`), and
+//! ProcessAgent (`agent`) — generic and each preset (claude, codex, gemini)
+//! driven through the fake CLIs.
 
 // Helpers outside #[test] functions unwrap too: this file is all test code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,11 +60,8 @@ async fn command_test_runner_conforms() {
     orchestrator_core::conformance::test_runner::run_suite(&harness).await;
 }
 
-/// The command contract, checked here rather than through
-/// `conformance::command::run_suite`: that suite's bounded-output check
-/// expects `yes 0123456789 | head -c 3000000` to end with `0123456789\n`,
-/// but 3 000 000 is not a multiple of the 11-byte line, so every correct
-/// runner ends with `012` and fails it. Switch to the suite once it is fixed.
+/// `ProcessRunner` passes the core `CommandRunner` conformance suite with
+/// real processes.
 #[tokio::test]
 async fn process_runner_meets_the_command_contract() {
     orchestrator_core::conformance::command::run_suite(

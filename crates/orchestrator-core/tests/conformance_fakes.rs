@@ -2,14 +2,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use orchestrator_core::conformance::{agent, gate, test_runner, vcs};
+use orchestrator_core::conformance::{agent, agent_contract, gate, test_runner, vcs};
 use orchestrator_core::fakes::{FakeAgent, FakeVcs, Reply, ScriptedGate, ScriptedTestRunner};
 use orchestrator_core::gate::AutoYes;
 use orchestrator_core::test_runner::{TestOutcome, TestReport};
-use orchestrator_core::{Agent, Answer, TestRunner, Vcs};
+use orchestrator_core::{Agent, AgentRequest, AgentResponse, Answer, Role, TestRunner, Vcs};
 
 struct FakeAgents;
 
@@ -35,6 +35,67 @@ impl agent::AgentHarness for FakeAgents {
 #[tokio::test]
 async fn fake_agent_conforms() {
     agent::run_suite(&FakeAgents).await;
+}
+
+/// A FakeAgent scripted as a workdir fixer: it rewrites `src/lib.rs` for
+/// request `fix`, declines every other id and hangs on `slow`.
+struct FakeFixers {
+    dirs: Mutex<Vec<tempfile::TempDir>>,
+}
+
+impl FakeFixers {
+    fn agent() -> Arc<dyn Agent> {
+        Arc::new(
+            FakeAgent::new("fake-fixer")
+                .on(
+                    "fix",
+                    Reply::Edit {
+                        files: vec![("src/lib.rs".into(), Some("pub fn fixed() {}\n".into()))],
+                        response: AgentResponse::text("rewrote src/lib.rs"),
+                    },
+                )
+                .on("slow", Reply::Hang),
+        )
+    }
+
+    fn fresh(&self) -> PathBuf {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "pub fn broken( ) {}\n").unwrap();
+        std::fs::write(dir.path().join("README.md"), "untouched\n").unwrap();
+        let path = dir.path().to_path_buf();
+        self.dirs.lock().unwrap().push(dir);
+        path
+    }
+}
+
+#[async_trait]
+impl agent_contract::ContractHarness for FakeFixers {
+    async fn agent(&self) -> Arc<dyn Agent> {
+        Self::agent()
+    }
+    async fn workdir(&self) -> PathBuf {
+        self.fresh()
+    }
+    fn ok_request(&self, workdir: &Path) -> AgentRequest {
+        AgentRequest::new("fix", Role::Fix, "fix src/lib.rs", workdir)
+    }
+    async fn failing(&self) -> agent_contract::Case {
+        let request = AgentRequest::new("unknown-finding", Role::Fix, "fix", self.fresh());
+        agent_contract::Case::new(Self::agent(), request).mentioning("unknown-finding")
+    }
+    async fn slow(&self) -> agent_contract::SlowCase {
+        let request = AgentRequest::new("slow", Role::Fix, "fix", self.fresh());
+        agent_contract::SlowCase::Slow(agent_contract::Case::new(Self::agent(), request))
+    }
+}
+
+#[tokio::test]
+async fn fake_agent_passes_the_contract_suite() {
+    agent_contract::run_suite(&FakeFixers {
+        dirs: Mutex::new(Vec::new()),
+    })
+    .await;
 }
 
 struct FakeRunners;
