@@ -12,11 +12,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const LINTER: &str = r#"awk '/^\(\(/ {
-  inner = substr($0, 2, length($0) - 2);
-  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"a.txt\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", NR, NR, length($0) + 1, NR, NR, length($0) + 1, inner
-}' a.txt
-"#;
+/// The linter script (`sh LINTER` in the repository prints its findings).
+const LINTER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../review-fix/tests/data/paren_lint.sh"
+);
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -52,8 +52,7 @@ fn fixture(text: &str) -> Fixture {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "start"]);
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let lint = tmp.path().join("lint.sh");
-    std::fs::write(&lint, LINTER).unwrap();
+    let lint = PathBuf::from(LINTER);
     let out = Command::new("sh")
         .arg(&lint)
         .current_dir(&repo)
@@ -73,7 +72,7 @@ fn fixture(text: &str) -> Fixture {
 
 impl Fixture {
     fn run(&self, extra: &[&str]) -> Output {
-        let relint = format!("sh {}", self.lint.display());
+        let relint = format!("sh '{}'", self.lint.display());
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
             .args([
                 "review-fix",

@@ -24,10 +24,8 @@ use orchestrator_review_fix::{
     Isolation, Outcome, PlannerMode, ReviewFixConfig, Services, SharedRunner,
 };
 
-const LINTER: &str = r#"awk '/^\(\(/ {
-  inner = substr($0, 2, length($0) - 2);
-  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"a.txt\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", NR, NR, length($0) + 1, NR, NR, length($0) + 1, inner
-}' a.txt"#;
+/// The linter script (`sh LINTER` in the repository prints its findings).
+const LINTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/paren_lint.sh");
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -56,7 +54,7 @@ fn fixture(parent: &Path, text: &str) -> (std::path::PathBuf, std::path::PathBuf
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "start"]);
     let out = Command::new("sh")
-        .args(["-c", LINTER])
+        .arg(LINTER)
         .current_dir(&repo)
         .output()
         .unwrap();
@@ -88,7 +86,7 @@ fn config(input: std::path::PathBuf) -> ReviewFixConfig {
 
 fn relint(max_passes: u32) -> Relint {
     Relint::new(
-        CommandSpec::shell(LINTER, "."),
+        CommandSpec::new("sh", [LINTER], "."),
         Arc::new(ProcessRunner::default()),
         max_passes,
     )
