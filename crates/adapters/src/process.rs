@@ -16,7 +16,14 @@
 //!   so background processes cannot hold the pipes open or outlive the call;
 //! - when the future returned by [`run`] is dropped before it completes, a
 //!   guard sends SIGKILL to the whole group (tokio's `kill_on_drop` alone
-//!   would reach only the leader).
+//!   would reach only the leader);
+//! - on Linux, a descendant that left the group (`setsid`, a daemonising
+//!   `nohup … &` in a new session) is found and killed too: every child gets
+//!   a unique tag in [`TREE_ENV`], which its descendants inherit, and each
+//!   group kill also kills every process whose environment carries the tag
+//!   (the "process tree killer" cookie; only a descendant that clears its
+//!   environment escapes it). A daemon meant to outlive the call (a build
+//!   server such as sccache's) must be started with [`TREE_ENV`] unset.
 //!
 //! [`ProcessRunner`] exposes [`run`] as the core's `CommandRunner` trait.
 
@@ -32,6 +39,71 @@ use nix::unistd::Pid;
 use orchestrator_core::command::{CommandError, CommandOutput, CommandRunner, CommandSpec};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
+
+/// The environment variable that tags a child's process tree: a
+/// `:`-separated list of tags, one per nested [`run`] (a tag is appended, so
+/// a process started by a child that itself uses [`run`] carries both).
+pub const TREE_ENV: &str = "ORCHESTRATOR_PROCESS_TREE";
+
+/// Counter making each [`run`]'s tag unique within this process.
+static TREE_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A new tag: this process's pid, a sequence number and the time, so that
+/// it is unique across processes and restarts.
+fn new_tree_tag() -> String {
+    let seq = TREE_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("orch{}x{seq}x{nanos}", std::process::id())
+}
+
+/// Whether an environment block (`KEY=VALUE\0…`, as in `/proc/PID/environ`)
+/// holds `tag` in its [`TREE_ENV`] entry.
+fn environ_has_tag(environ: &[u8], tag: &str) -> bool {
+    let prefix = format!("{TREE_ENV}=");
+    environ
+        .split(|b| *b == 0)
+        .filter_map(|entry| entry.strip_prefix(prefix.as_bytes()))
+        .any(|value| value.split(|b| *b == b':').any(|t| t == tag.as_bytes()))
+}
+
+/// Sends SIGKILL to every process (but this one) whose environment carries
+/// `tag`; returns how many were signalled. Linux only (reads `/proc`);
+/// elsewhere nothing is found.
+fn kill_tagged(tag: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut killed = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Unreadable (another user's, or gone): not ours.
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ_has_tag(&environ, tag) {
+            continue;
+        }
+        let Ok(raw) = i32::try_from(pid) else {
+            continue;
+        };
+        if nix::sys::signal::kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    }
+    killed
+}
 
 /// Default grace period between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
@@ -402,13 +474,26 @@ impl TailBuffer {
     }
 }
 
-/// Kills the child's process group when dropped, unless disarmed.
+/// Kills the child's process group (and the processes carrying its tree
+/// tag) when dropped, unless disarmed.
 struct GroupGuard {
     pgid: Option<Pid>,
+    tag: String,
 }
 
 impl GroupGuard {
     fn signal(&self, signal: Signal) {
+        if signal == Signal::SIGKILL && self.pgid.is_some() {
+            // Those that left the group: a few sweeps, since one being
+            // killed may have been forking.
+            for _ in 0..3 {
+                let n = kill_tagged(&self.tag);
+                if n == 0 {
+                    break;
+                }
+                tracing::debug!(killed = n, "killed processes that had left the group");
+            }
+        }
         if let Some(pgid) = self.pgid {
             // ESRCH (group already gone) is the expected case once everything
             // exited; nothing else can usefully be done with an error here.
@@ -499,6 +584,21 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     for (key, value) in &spec.env {
         cmd.env(key, value);
     }
+    let tag = new_tree_tag();
+    let inherited = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == TREE_ENV)
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os(TREE_ENV))
+        .filter(|v| !v.is_empty());
+    let mut tree = inherited.unwrap_or_default();
+    if !tree.is_empty() {
+        tree.push(":");
+    }
+    tree.push(&tag);
+    cmd.env(TREE_ENV, tree);
 
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
@@ -509,7 +609,7 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let mut guard = GroupGuard { pgid };
+    let mut guard = GroupGuard { pgid, tag };
 
     let mut stdout = Stream::new(child.stdout.take(), spec.output_limit);
     let mut stderr = Stream::new(child.stderr.take(), spec.output_limit);
@@ -677,6 +777,20 @@ mod tests {
         let mut t = TailBuffer::new(0);
         t.push(b"abc");
         assert_eq!(t.finish(), (Vec::new(), 3));
+    }
+
+    #[test]
+    fn tree_tags_match_whole_entries_only() {
+        let env = b"A=1\0ORCHESTRATOR_PROCESS_TREE=orch1x2x3:orch9x8x7\0B=orch5x5x5\0";
+        assert!(environ_has_tag(env, "orch1x2x3"));
+        assert!(environ_has_tag(env, "orch9x8x7"));
+        assert!(!environ_has_tag(env, "orch1x2"), "a prefix is not the tag");
+        assert!(
+            !environ_has_tag(env, "orch5x5x5"),
+            "only the tree variable counts"
+        );
+        assert!(!environ_has_tag(b"", "orch1x2x3"));
+        assert_ne!(new_tree_tag(), new_tree_tag());
     }
 
     #[test]

@@ -206,11 +206,11 @@ async fn children_left_behind_by_an_agent_do_not_survive_the_call() {
 }
 
 /// A child that leaves the process group (`setsid`) is out of reach of the
-/// group kill; the call must still end in time even though it holds the
-/// output pipe open. (It is a known limit, listed in docs/RELIABILITY.md;
-/// the test kills it by pid afterwards.)
+/// group kill, but it carries the call's tree tag in its environment: the
+/// call ends in time although it holds the output pipe open, and the
+/// escaped process is killed — whether the agent exits or hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_child_that_leaves_the_group_does_not_hold_the_call() {
+async fn a_child_that_leaves_the_group_is_killed_with_it() {
     if std::process::Command::new("setsid")
         .arg("--version")
         .output()
@@ -218,11 +218,20 @@ async fn a_child_that_leaves_the_group_does_not_hold_the_call() {
     {
         return;
     }
-    let fake = Fake::new(concat!(
+    let escape = concat!(
         "setsid sh -c 'echo $$ > \"$REC/escaped.tmp\"; mv \"$REC/escaped.tmp\" \"$REC/escaped\"; exec sleep 300' &\n",
         "until [ -s \"$REC/escaped\" ]; do sleep 0.01; done\n",
-        "echo done\n",
-    ));
+    );
+    let escaped_pid = |fake: &Fake| -> i32 {
+        std::fs::read_to_string(fake.dir.path().join("escaped"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+
+    // The agent answers and exits, leaving the escaped process behind.
+    let fake = Fake::new(&format!("{escape}echo done\n"));
     let started = Instant::now();
     let answer = fake.agent(Dialect::Text).run(fake.request()).await.unwrap();
     assert_eq!(answer.text, "done");
@@ -231,13 +240,18 @@ async fn a_child_that_leaves_the_group_does_not_hold_the_call() {
         "took {:?}",
         started.elapsed()
     );
-    if let Ok(text) = std::fs::read_to_string(fake.dir.path().join("escaped"))
-        && let Ok(pid) = text.trim().parse::<i32>()
-    {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
-    }
+    let pid = escaped_pid(&fake);
+    assert_all_dead(&[pid], "a setsid child of an agent that exited");
+
+    // The agent hangs after the escape: the time limit ends it, and the
+    // escaped process goes with the group.
+    let fake = Fake::new(&format!("{escape}sleep 300\n"));
+    let err = run_failing(&fake.agent(Dialect::Text), fake.request(), "setsid + hang").await;
+    assert!(matches!(err, AgentError::Timeout { .. }), "{err:?}");
+    assert_all_dead(
+        &[escaped_pid(&fake)],
+        "a setsid child of an agent that timed out",
+    );
 }
 
 fn peak_rss_kib() -> u64 {
