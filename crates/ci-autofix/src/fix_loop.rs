@@ -227,14 +227,17 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
     let cfg = &ctx.config;
     let now = || cfg.now.unwrap_or_else(Timestamp::now);
     ctx.vcs.exclude(&format!("{MOAI_DIR}/")).await?;
+    let root = ctx.vcs.root().to_path_buf();
+    // The target is locked before the tree is looked at: while another run
+    // is mid-fix its uncommitted patch must not be reported as the user's.
+    let lock = StateFile::lock(&root, &cfg.target)?;
     let status = ctx.vcs.status().await?;
     if !status.is_clean() && !cfg.allow_dirty {
         return Err(AutofixError::DirtyTree {
             paths: status.dirty_paths(),
         });
     }
-    let root = ctx.vcs.root().to_path_buf();
-    let (file, mut state, _) = StateFile::open(&root, &cfg.target, cfg.max_iterations, now())?;
+    let (file, mut state, _) = lock.load(&root, &cfg.target, cfg.max_iterations, now())?;
     let audit_path = audit_log_path(&root, &cfg.target, now());
     let header = audit_header(&cfg.target, now());
     ctx.sink.emit(&Event::PhaseStarted {

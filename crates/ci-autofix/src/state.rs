@@ -240,6 +240,14 @@ impl StateFile {
         max_iterations: u32,
         now: Timestamp,
     ) -> Result<(StateFile, AutofixState, Opened), StateFileError> {
+        Self::lock(root, target)?.load(root, target, max_iterations, now)
+    }
+
+    /// Locks the target without reading or writing its state, so that a run
+    /// can hold the target before it looks at the working tree (a second
+    /// run must be told another run is at work, not that the first run's
+    /// fix in progress is an uncommitted change of the user's).
+    pub fn lock(root: &Path, target: &Target) -> Result<TargetLock, StateFileError> {
         let lock_dir = root
             .join(MOAI_DIR)
             .join("state")
@@ -257,7 +265,25 @@ impl StateFile {
             },
             other => StateFileError::from(other),
         })?;
-        let path = Self::path_for(root, target);
+        Ok(TargetLock(lock))
+    }
+}
+
+/// A held lock on one target ([`StateFile::lock`]), not yet loaded.
+#[derive(Debug)]
+pub struct TargetLock(SessionLock);
+
+impl TargetLock {
+    /// Loads (or creates) the target's state under this lock; see the module
+    /// docs.
+    pub fn load(
+        self,
+        root: &Path,
+        target: &Target,
+        max_iterations: u32,
+        now: Timestamp,
+    ) -> Result<(StateFile, AutofixState, Opened), StateFileError> {
+        let path = StateFile::path_for(root, target);
         let existing: Option<AutofixState> = read_json_if_exists(&path)?;
         let (mut state, opened) = match existing {
             None => (
@@ -271,11 +297,16 @@ impl StateFile {
             Some(s) => (s, Opened::Resumed),
         };
         state.max_iterations = max_iterations;
-        let file = StateFile { path, _lock: lock };
+        let file = StateFile {
+            path,
+            _lock: self.0,
+        };
         file.save(&state)?;
         Ok((file, state, opened))
     }
+}
 
+impl StateFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

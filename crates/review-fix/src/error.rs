@@ -97,8 +97,9 @@ impl From<StateError> for ReviewFixError {
 
 impl ReviewFixError {
     /// The process exit code the CLI uses for this error: 2 for unreadable
-    /// inputs and wrong usage (including a dirty tree, a locked session and
-    /// nothing to resume), 1 for everything else.
+    /// inputs and wrong usage (including a dirty tree, a locked session,
+    /// nothing to resume, and a session file that does not parse), 1 for
+    /// everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
             ReviewFixError::InputRead { .. }
@@ -108,6 +109,7 @@ impl ReviewFixError {
             | ReviewFixError::Locked { .. }
             | ReviewFixError::NothingToResume { .. }
             | ReviewFixError::Version { .. } => 2,
+            ReviewFixError::State(e) if matches!(**e, StateError::Json { .. }) => 2,
             _ => 1,
         }
     }

@@ -502,7 +502,10 @@ pub struct ActiveSession {
     pub session_dir: PathBuf,
     /// The repository.
     pub repo: PathBuf,
-    /// The input files.
+    /// The input files, for the record (resume reads `findings.json`, not
+    /// these). A name that is not UTF-8 is written with U+FFFD in place of
+    /// its invalid bytes: JSON holds only text.
+    #[serde(serialize_with = "paths_as_text")]
     pub inputs: Vec<PathBuf>,
     /// Process id of the engine that holds the session.
     pub pid: u32,
@@ -532,6 +535,14 @@ pub struct ActiveSession {
     /// Stages finished.
     #[serde(default)]
     pub stages_completed: Vec<u32>,
+}
+
+/// Serializes paths as text, lossily where a path is not UTF-8.
+fn paths_as_text<S: serde::Serializer>(
+    paths: &[PathBuf],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
 /// One run of a session in `fix-history.json`.

@@ -212,10 +212,7 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
     let mut seen_ids: HashMap<FindingId, u32> = HashMap::new();
     for input in inputs {
         let path = resolve_input(input)?;
-        let text = std::fs::read_to_string(&path).map_err(|e| ReviewFixError::InputRead {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let text = read_text(&path)?;
         let name = path.display().to_string();
         let parsed =
             parse_input(&text, &name, repo).map_err(|message| ReviewFixError::InputParse {
@@ -255,6 +252,22 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
         }
     }
     Ok(out)
+}
+
+/// The text of an input file; a file that is not UTF-8 is an error naming
+/// the byte offset of the first invalid byte.
+fn read_text(path: &Path) -> Result<String, ReviewFixError> {
+    let bytes = std::fs::read(path).map_err(|e| ReviewFixError::InputRead {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    String::from_utf8(bytes).map_err(|e| ReviewFixError::InputRead {
+        path: path.to_path_buf(),
+        message: format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
 }
 
 /// A test command inferred from the project's files.

@@ -158,14 +158,14 @@ pub fn read_active(paths: &SessionPaths) -> Result<Option<ActiveSession>, Review
     let Some(value) = value else {
         return Ok(None);
     };
-    let version = value
-        .get("version")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0) as u32;
-    if version != ACTIVE_SESSION_VERSION {
+    // A version that is not a number (or none) is left to the typed read
+    // below, whose error names the line and column.
+    if let Some(version) = value.get("version").and_then(serde_json::Value::as_u64)
+        && version != u64::from(ACTIVE_SESSION_VERSION)
+    {
         return Err(ReviewFixError::Version {
             path,
-            found: version,
+            found: u32::try_from(version).unwrap_or(u32::MAX),
             expected: ACTIVE_SESSION_VERSION,
         });
     }

@@ -33,7 +33,7 @@ fn cases() -> Vec<(&'static str, Expect)> {
         ("findings-truncated.json", Error(&["line 12, column 20"])),
         (
             "findings-binary.bin",
-            Error(&["stream did not contain valid UTF-8"]),
+            Error(&["not UTF-8 text (invalid byte at offset 4)"]),
         ),
         (
             "findings-wrong-field-types.json",

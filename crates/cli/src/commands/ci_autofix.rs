@@ -41,6 +41,7 @@ use orchestrator_ci_autofix::{
 };
 use orchestrator_core::Agent;
 use orchestrator_core::command::CommandRunner;
+use orchestrator_core::state::StateError;
 use orchestrator_core::vcs::Vcs;
 use serde_json::json;
 
@@ -636,9 +637,17 @@ impl Summary<'_> {
     }
 
     fn error(&self, e: &AutofixError) -> Exit {
+        let state_is_bad_input = |s: &StateFileError| match s {
+            // Another run holds the target: refused, like a usage error.
+            StateFileError::Busy { .. } => true,
+            // A state file that does not parse is bad input like any file
+            // the run cannot read (the message names the line and column).
+            StateFileError::State(e) => matches!(**e, StateError::Json { .. }),
+            _ => false,
+        };
         let exit = match e {
             AutofixError::DirtyTree { .. } => Exit::BadInput,
-            AutofixError::State(s) if matches!(**s, StateFileError::Busy { .. }) => Exit::BadInput,
+            AutofixError::State(s) if state_is_bad_input(s) => Exit::BadInput,
             _ => Exit::SomeFailed,
         };
         eprintln!("error: {e}");
