@@ -656,6 +656,22 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
     let _ = handle.await;
     assert_eq!(fx.messages(&base).await, ["fix(quality): Rename a1 [F1]"]);
 
+    // Writes the kill cut short leave temporary files; the resume deletes
+    // them all, whichever state file they were for.
+    let session = std::fs::read_dir(fx.root().join(".review/fixes"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let leftovers = [
+        ".fix-progress-1.json.AbC123.tmp",
+        ".fix-plan.json.XyZ789.tmp",
+    ];
+    for name in leftovers {
+        std::fs::write(session.join(name), "cut short").unwrap();
+    }
+
     // A second engine while the first still "holds" nothing: resume works.
     let agent = Arc::new(fake());
     let mut cfg = config(vec![input]);
@@ -675,6 +691,9 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
         .map(|c| (c.message, c.tree))
         .collect();
     assert_eq!(got, expected);
+    for name in leftovers {
+        assert!(!session.join(name).exists(), "{name} is left");
+    }
 }
 
 /// A kill leaves worktrees in states a resume must clean up: with a fix in
