@@ -223,7 +223,11 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     ) -> Result<Arc<dyn Vcs>, VcsError>;
 
     /// Removes a worktree created by [`Vcs::worktree_add`] and deletes its
-    /// branch. Refuses when the worktree has uncommitted changes.
+    /// branch. Refuses when the worktree has uncommitted changes. When the
+    /// worktree's directory is already gone (a crash part-way through a
+    /// removal, or before the worktree was made), forgets whatever is left —
+    /// the worktree's registration, the branch — and succeeds, so removing
+    /// is safe to repeat.
     async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError>;
 
     /// Applies `commit` onto the current branch as a new commit.

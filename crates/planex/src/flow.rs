@@ -9,14 +9,14 @@ use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
 use orchestrator_core::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use orchestrator_core::scheduler::{CancelHandle, Scheduler};
-use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files};
+use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files_in};
 use serde_json::Value;
 
 use crate::error::PlanexError;
 use crate::exec::{
     ExploreHost, JobEnv, TaskHost, drive, explore_specs, scheduler_config, task_specs,
 };
-use crate::journal::{JOURNAL_FILE, JournalEntry};
+use crate::journal::JournalEntry;
 use crate::plan::{RowSource, angles_from_answer, tasks_from_answer, validate_tasks_from};
 use crate::protocol::{
     CONTEXT_VERSION, PLAN_ANGLES_ID, PLAN_TASKS_ID, PlanexContext, angles_schema,
@@ -27,8 +27,7 @@ use crate::report::{
     synthesize,
 };
 use crate::session::{
-    ApprovedBy, EXPLORE_CSV, META_FILE, ResumePhase, Session, SessionSource, SessionState,
-    SessionStatus, TASKS_CSV, session_timestamp,
+    ApprovedBy, ResumePhase, Session, SessionSource, SessionState, SessionStatus, session_timestamp,
 };
 use crate::{
     EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions, Stop,
@@ -301,9 +300,8 @@ impl Planex {
         if let Some(w) = warning {
             self.warn(&mut warnings, w);
         }
-        for name in [EXPLORE_CSV, TASKS_CSV, JOURNAL_FILE, META_FILE] {
-            remove_stale_temp_files(session.dir().join(name))?;
-        }
+        // Every state file's leftovers, wave files and results included.
+        remove_stale_temp_files_in(session.dir())?;
         remove_wave_files(&session)?;
         session.checkpoint(&state)?;
         session.set_status(SessionStatus::Active, None)?;

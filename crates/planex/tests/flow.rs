@@ -721,6 +721,17 @@ async fn resume_after_a_crash_never_reruns_finished_rows() {
             .contains("\"id\":\"T2\"")
     );
 
+    // Writes the crash cut short leave temporary files; the resume deletes
+    // them all, whichever state file they were for.
+    let leftovers = [
+        ".results.csv.AbC123.tmp",
+        ".task-wave-2.csv.XyZ789.tmp",
+        ".context.md.Qq1234.tmp",
+    ];
+    for name in leftovers {
+        std::fs::write(dir.join(name), "cut short").unwrap();
+    }
+
     let second = Arc::new(
         FakeAgent::new("fake2")
             .otherwise(done("T", "later", &[]))
@@ -745,6 +756,9 @@ async fn resume_after_a_crash_never_reruns_finished_rows() {
         "[Task T2: Issue tokens] two\n  Modified: b.rs\n[Task T3: Check tokens] three"
     );
     assert_eq!(first.calls_for("T1"), 1);
+    for name in leftovers {
+        assert!(!dir.join(name).exists(), "{name} is left");
+    }
 }
 
 /// A gate that approves the questions named in `approve` and never answers

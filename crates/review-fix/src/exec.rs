@@ -1453,16 +1453,8 @@ async fn run_in_worktree(
         branch: branch.clone(),
         linked: Vec::new(),
     };
-    let vcs = match shared.vcs.worktree_add(&path, &branch, base).await {
-        Ok(v) => v,
-        Err(e) => {
-            shared.warn(format!(
-                "failed to create a worktree for {} ({e}); it will run in the main tree",
-                group.group_id
-            ));
-            return out;
-        }
-    };
+    // Recorded before it is made: a kill while git makes it (which can leave
+    // the branch without the folder) leaves a record for the resume.
     shared.update_active(|a| {
         a.worktrees.push(WorktreeRecord {
             group_id: group.group_id.clone(),
@@ -1470,6 +1462,17 @@ async fn run_in_worktree(
             branch: branch.clone(),
         })
     });
+    let vcs = match shared.vcs.worktree_add(&path, &branch, base).await {
+        Ok(v) => v,
+        Err(e) => {
+            shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            shared.warn(format!(
+                "failed to create a worktree for {} ({e}); it will run in the main tree",
+                group.group_id
+            ));
+            return out;
+        }
+    };
     out.linked = link_dependency_dirs(shared, &path).await;
     let tree = Tree {
         vcs: Arc::clone(&vcs),
@@ -1672,9 +1675,14 @@ pub(crate) async fn recover(shared: &Shared) {
         // Otherwise the fix was committed before the interruption: the
         // branch log tells, and the tree is clean.
     }
-    for w in &worktrees {
+    // Worktrees are recorded before they are made and forgotten after they
+    // are removed, so a record may stand for a whole worktree, a dirty one
+    // (killed mid-fix), a branch without its folder (killed while git made
+    // or removed it), or nothing at all.
+    let folder = shared.paths.worktrees();
+    for WorktreeRecord { path, branch, .. } in &worktrees {
         for dir in LINKED_DEPENDENCY_DIRS {
-            let link = w.path.join(dir);
+            let link = path.join(dir);
             if link
                 .symlink_metadata()
                 .is_ok_and(|m| m.file_type().is_symlink())
@@ -1682,10 +1690,22 @@ pub(crate) async fn recover(shared: &Shared) {
                 let _ = std::fs::remove_file(&link);
             }
         }
-        if let Err(e) = shared.vcs.worktree_remove(&w.path, &w.branch).await {
+        let mut removed = shared.vcs.worktree_remove(path, branch).await;
+        if removed.is_err() && path.starts_with(&folder) {
+            // Killed mid-fix (uncommitted changes) or while git filled it.
+            // Nothing in an interrupted run's worktree is kept (its landed
+            // fixes are on the branch, the others are redone): its folder
+            // goes, and removing the worktree then forgets the rest.
+            match std::fs::remove_dir_all(path) {
+                Ok(()) => removed = shared.vcs.worktree_remove(path, branch).await,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => shared.warn(format!("failed to delete {}: {e}", path.display())),
+            }
+        }
+        if let Err(e) = removed {
             shared.warn(format!(
                 "an interrupted run left worktree {} that could not be removed: {e}",
-                w.path.display()
+                path.display()
             ));
         }
     }

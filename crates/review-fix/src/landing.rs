@@ -781,11 +781,7 @@ async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let branch = format!("review-fix/{}/{name}", shared.paths.id());
-    let vcs = shared
-        .vcs
-        .worktree_add(&path, &branch, &head)
-        .await
-        .map_err(|e| format!("failed to create the verification worktree: {e}"))?;
+    // Recorded before it is made, for the resume after a kill (see exec::recover).
     shared.update_active(|a| {
         a.worktrees.push(WorktreeRecord {
             group_id: "verify".to_owned(),
@@ -793,6 +789,13 @@ async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
             branch: branch.clone(),
         })
     });
+    let vcs = match shared.vcs.worktree_add(&path, &branch, &head).await {
+        Ok(vcs) => vcs,
+        Err(e) => {
+            shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            return Err(format!("failed to create the verification worktree: {e}"));
+        }
+    };
     let linked = link_dependency_dirs(shared, &path).await;
     // A slot of its own, after the groups' slots: its Cargo target directory
     // is never used by a group's tree.

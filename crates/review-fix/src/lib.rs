@@ -818,6 +818,8 @@ async fn open_for_resume(
         });
     };
     let lock = session::lock_session(&dir)?;
+    // What interrupted atomic writes left (every file is rewritten whole).
+    orchestrator_core::state::remove_stale_temp_files_in(&dir)?;
     let paths = session::SessionPaths::new(&dir);
     let Some(mut active) = session::read_active(&paths)? else {
         return Err(ReviewFixError::NothingToResume {

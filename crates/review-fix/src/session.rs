@@ -97,11 +97,13 @@ impl SessionPaths {
     pub fn verify_state(&self) -> PathBuf {
         self.dir.join(VERIFY_STATE_FILE)
     }
+    /// The folder holding the session's worktrees.
+    pub fn worktrees(&self) -> PathBuf {
+        self.dir.join("worktrees")
+    }
     /// Worktree of a group in a run.
     pub fn worktree(&self, run: u32, group_id: &str) -> PathBuf {
-        self.dir
-            .join("worktrees")
-            .join(format!("r{run}-{group_id}"))
+        self.worktrees().join(format!("r{run}-{group_id}"))
     }
     /// Cargo target directory of a worktree slot.
     pub fn target_dir(&self, slot: usize) -> PathBuf {

@@ -307,6 +307,47 @@ impl GitVcs {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// [`Vcs::worktree_remove`] of a worktree whose directory is gone (a
+    /// crash after `git worktree remove` but before `git branch -D`, or
+    /// before `git worktree add` ran): drops git's record of the worktree,
+    /// if it has one, and deletes the branch, if it exists.
+    async fn forget_worktree(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+        // git lists a worktree by its real path; the directory is gone, so
+        // resolve its parent.
+        let wanted = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => tokio::fs::canonicalize(parent)
+                .await
+                .map_or_else(|_| path.to_owned(), |p| p.join(name)),
+            _ => path.to_owned(),
+        };
+        let _guard = self.write_lock.lock().await;
+        let listing = self
+            .run_ok("worktree", os_args(["list", "--porcelain"]))
+            .await?;
+        let registered = String::from_utf8_lossy(&listing)
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .any(|p| Path::new(p) == wanted);
+        if registered {
+            let mut argv = os_args(["remove", "--"]);
+            argv.push(wanted.into_os_string());
+            self.run_ok("worktree", argv).await?;
+        }
+        let branch_exists = self
+            .run(
+                "rev-parse",
+                os_args(["--verify", "--quiet", &format!("refs/heads/{branch}")]),
+                None,
+            )
+            .await?
+            .status
+            .success();
+        if branch_exists {
+            self.run_ok("branch", os_args(["-D", "--", branch])).await?;
+        }
+        Ok(())
+    }
+
     /// Checks that `name` is a valid branch name that cannot be read as an
     /// option.
     async fn check_branch(&self, name: &str) -> Result<(), VcsError> {
@@ -662,6 +703,12 @@ impl Vcs for GitVcs {
     async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
         self.check_branch(branch).await?;
         let path = self.worktree_path(path);
+        if tokio::fs::symlink_metadata(&path)
+            .await
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return self.forget_worktree(&path, branch).await;
+        }
         let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
         })?;

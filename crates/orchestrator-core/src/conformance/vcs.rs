@@ -58,6 +58,7 @@ pub async fn run_suite(h: &dyn VcsHarness) {
     commit_rejects_bad_paths_and_empty_commits(h).await;
     worktree_commit_and_cherry_pick(h).await;
     cherry_pick_conflict_changes_nothing(h).await;
+    worktree_remove_finishes_an_interrupted_removal(h).await;
 }
 
 /// `status` lists modified and untracked files, minus excluded folders.
@@ -326,4 +327,39 @@ pub async fn cherry_pick_conflict_changes_nothing(h: &dyn VcsHarness) {
         vcs.worktree_remove(&wt_path, "orch/g2").await,
         "worktree_remove",
     );
+}
+
+/// A worktree whose directory is already gone (a crash part-way through its
+/// removal) is removed with its branch, and removing again succeeds.
+pub async fn worktree_remove_finishes_an_interrupted_removal(h: &dyn VcsHarness) {
+    let (_dir, vcs) = fresh(h).await;
+    let wt_parent = must(tempfile::tempdir(), "temp dir");
+    let wt_path = wt_parent.path().join("wt-g3");
+    let base = must(vcs.head().await, "head");
+    let wt = must(
+        vcs.worktree_add(&wt_path, "orch/g3", &base).await,
+        "worktree_add",
+    );
+    write(&wt_path, "b.txt", "fixed in worktree\n");
+    must(wt.commit(&["b.txt".to_string()], "fix b").await, "commit");
+    must(std::fs::remove_dir_all(&wt_path), "remove the directory");
+    must(
+        vcs.worktree_remove(&wt_path, "orch/g3").await,
+        "worktree_remove of a worktree whose directory is gone",
+    );
+    // Neither the registration nor the branch is left: the same worktree
+    // can be made again.
+    must(
+        vcs.worktree_add(&wt_path, "orch/g3", &base).await,
+        "conformance: worktree_add after the interrupted removal",
+    );
+    must(
+        vcs.worktree_remove(&wt_path, "orch/g3").await,
+        "worktree_remove",
+    );
+    must(
+        vcs.worktree_remove(&wt_path, "orch/g3").await,
+        "conformance: removing a removed worktree again succeeds",
+    );
+    assert!(!wt_path.exists(), "conformance: worktree directory removed");
 }

@@ -377,6 +377,20 @@ impl Vcs for FakeVcs {
     }
 
     async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+        if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            // The directory is gone: forget the registration and the branch.
+            let checked_out_here = lock(&self.head).1.as_deref() == Some(branch);
+            let mut store = lock(&self.store);
+            store.worktrees.remove(path);
+            if checked_out_here || store.worktrees.values().any(|b| b == branch) {
+                return Err(VcsError::Other(format!(
+                    "cannot delete branch `{branch}`: it is checked out"
+                )));
+            }
+            store.branches.remove(branch);
+            return Ok(());
+        }
         let head = {
             let store = lock(&self.store);
             if store.worktrees.get(path).map(String::as_str) != Some(branch) {

@@ -11,7 +11,8 @@
 //! temporary file behind. Its name is `.{target}.{random}.tmp`: hidden, with a
 //! suffix no state file has, so it is never read in place of the target;
 //! [`stale_temp_files`] lists such leftovers and [`remove_stale_temp_files`]
-//! deletes them (call it while holding the session lock, so no live writer's
+//! deletes them ([`remove_stale_temp_files_in`]: those of every file in a
+//! folder; call them while holding the session lock, so no live writer's
 //! temporary file is removed).
 //!
 //! [`write_json_atomic`] and [`read_json`] store serde values as pretty JSON;
@@ -111,6 +112,46 @@ pub fn stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateErr
 /// holding the session's [`SessionLock`](super::SessionLock)).
 pub fn remove_stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateError> {
     let stale = stale_temp_files(path)?;
+    for file in &stale {
+        match fs::remove_file(file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StateError::io("remove stale temporary file", file, e)),
+        }
+    }
+    Ok(stale)
+}
+
+/// Deletes the leftover temporary files of interrupted [`write_atomic`]
+/// calls for *any* file in `dir` (names `.{name}.{random}.tmp`), and returns
+/// their paths: for a session folder whose state files are not all known in
+/// advance (numbered plans, wave files). A missing directory yields an empty
+/// list.
+///
+/// Only call this while no other writer can be writing in `dir` (that is,
+/// while holding the session's [`SessionLock`](super::SessionLock)).
+pub fn remove_stale_temp_files_in(dir: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateError> {
+    let dir = dir.as_ref();
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StateError::io("list directory", dir, e)),
+    };
+    let mut stale = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| StateError::io("list directory", dir, e))?;
+        let name = entry.file_name();
+        let temp = name
+            .to_str()
+            .and_then(|n| n.strip_prefix('.'))
+            .and_then(|n| n.strip_suffix(TEMP_SUFFIX))
+            .and_then(|n| n.rsplit_once('.'))
+            .is_some_and(|(target, random)| !target.is_empty() && !random.is_empty());
+        if temp && entry.file_type().is_ok_and(|t| t.is_file()) {
+            stale.push(entry.path());
+        }
+    }
+    stale.sort();
     for file in &stale {
         match fs::remove_file(file) {
             Ok(()) => {}
@@ -424,6 +465,44 @@ mod tests {
         write_atomic(&path, b"after,recovery\n").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"after,recovery\n");
         assert_eq!(names_in(dir.path()), ["tasks.csv"]);
+    }
+
+    #[test]
+    fn every_leftover_in_a_folder_is_removed_and_nothing_else() {
+        let dir = tmpdir();
+        let plan = dir.path().join("partial-plan-3.json");
+        let wave = dir.path().join("task-wave-2.csv");
+        for path in [&plan, &wave] {
+            write_atomic(path, b"complete\n").unwrap();
+            write_temp(path, b"never renamed")
+                .unwrap()
+                .into_temp_path()
+                .keep()
+                .unwrap();
+        }
+        for other in [".lock", "notes.tmp", ".tmp", "..tmp", ".x.tmp.bak"] {
+            fs::write(dir.path().join(other), b"kept").unwrap();
+        }
+        fs::create_dir(dir.path().join(".worktree.abc.tmp")).unwrap();
+        assert_eq!(remove_stale_temp_files_in(dir.path()).unwrap().len(), 2);
+        assert_eq!(
+            names_in(dir.path()),
+            [
+                "..tmp",
+                ".lock",
+                ".tmp",
+                ".worktree.abc.tmp",
+                ".x.tmp.bak",
+                "notes.tmp",
+                "partial-plan-3.json",
+                "task-wave-2.csv"
+            ]
+        );
+        assert!(
+            remove_stale_temp_files_in(dir.path().join("missing"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     /// The two complete versions the killed writer alternates between. They

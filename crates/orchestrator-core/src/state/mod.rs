@@ -30,8 +30,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use atomic::{
-    is_temp_file_for, read_json, read_json_if_exists, remove_stale_temp_files, stale_temp_files,
-    write_atomic, write_json_atomic,
+    is_temp_file_for, read_json, read_json_if_exists, remove_stale_temp_files,
+    remove_stale_temp_files_in, stale_temp_files, write_atomic, write_json_atomic,
 };
 pub use csv_table::{CsvRecord, CsvTable, read_csv, to_csv_bytes, write_csv_atomic};
 pub use lock::{LockHolder, SessionLock};

@@ -576,8 +576,9 @@ async fn resume_with_nothing_to_resume_is_a_usage_error() {
     assert_eq!(err.exit_code(), 2);
 }
 
-/// An agent that edits like a fake, but on one finding hangs after editing
-/// (the run is then dropped mid-fix, as if killed).
+/// An agent that edits like a fake, but on one finding (or on every one,
+/// with `*`) hangs after editing (the run is then dropped mid-fix, as if
+/// killed).
 #[derive(Debug)]
 struct HangsOn {
     inner: FakeAgent,
@@ -592,7 +593,7 @@ impl Agent for HangsOn {
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = request.id.clone();
         let r = self.inner.run(request).await;
-        if id == self.hang_on {
+        if id == self.hang_on || self.hang_on == "*" {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         r
@@ -655,6 +656,22 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
     let _ = handle.await;
     assert_eq!(fx.messages(&base).await, ["fix(quality): Rename a1 [F1]"]);
 
+    // Writes the kill cut short leave temporary files; the resume deletes
+    // them all, whichever state file they were for.
+    let session = std::fs::read_dir(fx.root().join(".review/fixes"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let leftovers = [
+        ".fix-progress-1.json.AbC123.tmp",
+        ".fix-plan.json.XyZ789.tmp",
+    ];
+    for name in leftovers {
+        std::fs::write(session.join(name), "cut short").unwrap();
+    }
+
     // A second engine while the first still "holds" nothing: resume works.
     let agent = Arc::new(fake());
     let mut cfg = config(vec![input]);
@@ -674,4 +691,138 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
         .map(|c| (c.message, c.tree))
         .collect();
     assert_eq!(got, expected);
+    for name in leftovers {
+        assert!(!session.join(name).exists(), "{name} is left");
+    }
+}
+
+/// A kill leaves worktrees in states a resume must clean up: with a fix in
+/// flight (uncommitted changes), a branch without its folder (git killed
+/// while it made or removed the worktree), or recorded but never made.
+/// Found by the CLI crash-resume harness (`crates/cli/tests/crash_resume.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
+    let findings = json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/b.rs", 1, "Rename b1"),
+    ]);
+    let fake = || {
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/b.rs", "B1\nb2\n"))
+    };
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(findings);
+    // Two files, two groups: one parallel stage, each group in a worktree.
+    // Both edits are in their worktrees, uncommitted, when the run is
+    // dropped (both fixes hang after editing, so that no group goes on
+    // after the drop as a detached task could).
+    let hanging = Arc::new(HangsOn {
+        inner: fake(),
+        hang_on: "*".into(),
+    });
+    let services = fx.services(hanging, Arc::new(AutoYes));
+    let cfg = config(vec![input.clone()]);
+    let handle = tokio::spawn(async move { run(cfg, services).await });
+    let fixes = fx.root().join(".review/fixes");
+    let session = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let found = std::fs::read_dir(&fixes)
+                .into_iter()
+                .flatten()
+                .find_map(|e| {
+                    let dir = e.ok()?.path();
+                    let edited = |file: &str, text: &str| {
+                        std::fs::read_dir(dir.join("worktrees"))
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .any(|w| {
+                                std::fs::read_to_string(w.path().join(file))
+                                    .is_ok_and(|t| t == text)
+                            })
+                    };
+                    (edited("src/a.rs", "A1\na2\na3\n") && edited("src/b.rs", "B1\nb2\n"))
+                        .then_some(dir)
+                });
+            if let Some(dir) = found {
+                return dir;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    handle.abort();
+    let _ = handle.await;
+
+    let active_path = session.join("active-fix-session.json");
+    let mut active: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&active_path).unwrap()).unwrap();
+    let id = session.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut left: Vec<(PathBuf, String)> = active["worktrees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                PathBuf::from(w["path"].as_str().unwrap()),
+                w["branch"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(!left.is_empty(), "{active:#}");
+    // Killed part-way through a removal: the folder is gone, the branch
+    // and the record are left.
+    let half = session.join("worktrees/r1-G8");
+    let half_branch = format!("review-fix/{id}/r1-G8");
+    fx.vcs
+        .worktree_add(&half, &half_branch, &base)
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(&half).unwrap();
+    // Killed after the record was written, before git made the worktree.
+    let never = session.join("worktrees/r1-G9");
+    let never_branch = format!("review-fix/{id}/r1-G9");
+    for (path, branch, group) in [(&half, &half_branch, "G8"), (&never, &never_branch, "G9")] {
+        active["worktrees"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"group_id": group, "path": path, "branch": branch}));
+    }
+    std::fs::write(&active_path, serde_json::to_vec_pretty(&active).unwrap()).unwrap();
+    left.push((half, half_branch));
+    left.push((never, never_branch));
+
+    let mut cfg = config(vec![input]);
+    cfg.resume = true;
+    let report = run(cfg, fx.services(Arc::new(fake()), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+    let warnings: Vec<String> = fx
+        .sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Warning { message } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !warnings.iter().any(|w| w.contains("worktree")),
+        "{warnings:#?}"
+    );
+    for (path, branch) in &left {
+        assert!(!path.exists(), "{} is left", path.display());
+        // The branch is gone too: the same worktree can be made again.
+        fx.vcs
+            .worktree_add(path, branch, &base)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("{branch} is left: {e}");
+            });
+        fx.vcs.worktree_remove(path, branch).await.unwrap();
+    }
 }
