@@ -385,8 +385,15 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         lock: _lock,
         mut active,
         findings_file,
-        notes,
+        mut notes,
     } = opened;
+    // A resumed session keeps what its plan was made for: where groups run
+    // and how many run at once.
+    let config = if config.resume {
+        keep_session_layout(config, &active.options, &mut notes)
+    } else {
+        config
+    };
     emit_phase(sink.as_ref(), "discovery", false);
 
     // Planning (skipped when a resumed session already has its plan).
@@ -619,6 +626,33 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         sink.as_ref(),
     )
     .await
+}
+
+/// `config` with the isolation and group parallelism the session was
+/// planned with (the plan's stages depend on both), and a note when the
+/// flags asked for something else.
+fn keep_session_layout(
+    mut config: ReviewFixConfig,
+    options: &SessionOptions,
+    notes: &mut Vec<String>,
+) -> ReviewFixConfig {
+    let isolation = match options.isolation.as_str() {
+        "serial" => Isolation::Serial,
+        "worktree" => Isolation::Worktree,
+        _ => config.isolation,
+    };
+    if isolation != config.isolation || options.max_parallel_groups != config.max_parallel_groups {
+        notes.push(format!(
+            "resumed with the session's isolation {} and {} parallel groups (asked: {} and {})",
+            isolation.as_str(),
+            options.max_parallel_groups,
+            config.isolation.as_str(),
+            config.max_parallel_groups
+        ));
+    }
+    config.isolation = isolation;
+    config.max_parallel_groups = options.max_parallel_groups.max(1);
+    config
 }
 
 /// Resets what a resumed run must redo: in-flight findings and findings

@@ -455,6 +455,9 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     let json_mode = args.json;
     let yes = args.yes;
     let test_display = tests.display();
+    // The test command is not part of the session: a resume must be given
+    // the same one, so the hint repeats a `--test-cmd` the user typed.
+    let resume_test_cmd = (tests.source == "--test-cmd").then(|| test_display.clone());
     let test_source = tests.source.clone();
     let (sink, human) = setup::reporter(json_mode);
     // Failure details carry the tail of the test output: the terminal gets
@@ -492,8 +495,8 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
                 }
                 eprintln!(
                     "\ninterrupted: running fixes were stopped and their files restored on resume; \
-                     continue with `orchestrator review-fix --resume --repo {}`",
-                    root.display()
+                     continue with `{}`",
+                    resume_hint(&root, resume_test_cmd.as_deref())
                 );
                 return Exit::NeedsHuman;
             }
@@ -525,6 +528,34 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     // when their tasks are dropped) without waiting on it for long.
     runtime.shutdown_timeout(Duration::from_secs(5));
     exit
+}
+
+/// `text` quoted for a POSIX shell (as is when it needs no quoting).
+fn shell_quote(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// The command that continues an interrupted run in `root`: `--resume`,
+/// `--repo` and the `--test-cmd` the run was given, quoted for a POSIX
+/// shell.
+pub fn resume_hint(root: &Path, test_cmd: Option<&str>) -> String {
+    let mut hint = format!(
+        "orchestrator review-fix --resume --repo {}",
+        shell_quote(&root.display().to_string())
+    );
+    if let Some(cmd) = test_cmd {
+        hint.push_str(" --test-cmd ");
+        hint.push_str(&shell_quote(cmd));
+    }
+    hint
 }
 
 /// Forwards events with multi-line messages cut to their first line.
@@ -1033,6 +1064,18 @@ mod tests {
         let bad = Config::parse_str("version = 1\n[review_fix]\nrelint = []\n").unwrap();
         let err = resolve_relint(&parse(&["--fix", "x"]), &bad, repo).unwrap_err();
         assert!(err.contains("[review_fix] relint"), "{err}");
+    }
+
+    #[test]
+    fn the_resume_hint_repeats_the_test_command_quoted() {
+        assert_eq!(
+            resume_hint(Path::new("/work/repo"), None),
+            "orchestrator review-fix --resume --repo /work/repo"
+        );
+        assert_eq!(
+            resume_hint(Path::new("/my repo"), Some("sh -c 'make test'")),
+            r"orchestrator review-fix --resume --repo '/my repo' --test-cmd 'sh -c '\''make test'\'''"
+        );
     }
 
     #[test]

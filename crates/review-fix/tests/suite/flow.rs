@@ -12,7 +12,7 @@ use orchestrator_core::gate::{AlwaysDefer, AutoYes, Gate};
 use orchestrator_core::test_runner::TestReport;
 use orchestrator_core::vcs::{CommitId, Vcs};
 use orchestrator_review_fix::{
-    ExecutionMode, FixPlan, FixProgress, FixResult, Outcome, PartialPlan, PlannerMode,
+    ExecutionMode, FixPlan, FixProgress, FixResult, Isolation, Outcome, PartialPlan, PlannerMode,
     ProgressStatus, ReviewFixConfig, ReviewFixError, Services, SharedRunner, VerifyMode, run,
 };
 use serde_json::json;
@@ -554,6 +554,42 @@ async fn a_deferred_gate_needs_a_human_and_resume_finishes_the_session() {
     .unwrap();
     assert_eq!(history["entries"][0]["run"], 2);
     assert_eq!(history["entries"][0]["resumed"], true);
+}
+
+/// A resumed session runs where its plan was made for: flags asking for
+/// another isolation are overridden, with a note.
+#[tokio::test]
+async fn a_resume_keeps_the_sessions_isolation_and_says_so() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(FakeAgent::new("fake").on("F1", edit("src/a.rs", "A1\na2\na3\n")));
+    let mut first = config(vec![input.clone()]);
+    first.isolation = Isolation::Serial;
+    let report = run(first, fx.services(agent.clone(), Arc::new(AlwaysDefer)))
+        .await
+        .unwrap();
+    assert!(matches!(report.outcome, Outcome::NeedsHuman { .. }));
+
+    let mut cfg = config(vec![input]);
+    cfg.resume = true;
+    cfg.isolation = Isolation::Worktree;
+    cfg.verify = VerifyMode::Auto;
+    let resumed = run(cfg, fx.services(agent, Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(resumed.outcome, Outcome::AllFixed);
+    assert!(
+        resumed.notes.iter().any(|n| n.contains(
+            "resumed with the session's isolation serial and 3 parallel groups (asked: worktree and 3)"
+        )),
+        "{:?}",
+        resumed.notes
+    );
+    assert_eq!(
+        resumed.verification.mode,
+        VerifyMode::Each,
+        "serial isolation verifies each fix on its own"
+    );
 }
 
 #[tokio::test]
