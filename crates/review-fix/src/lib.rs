@@ -758,6 +758,7 @@ async fn open_new(
             });
         }
     }
+    let abandoned = session::remove_abandoned_sessions(root, session::ABANDONED_AFTER);
     let dir = session::new_session_dir(root);
     let lock = session::lock_session(&dir)?;
     let paths = session::SessionPaths::new(&dir);
@@ -789,6 +790,16 @@ async fn open_new(
         });
     }
     let mut notes = loaded.notes;
+    if !abandoned.is_empty() {
+        notes.push(format!(
+            "removed session folders of runs killed before their session was recorded: {}",
+            abandoned
+                .iter()
+                .filter_map(|d| d.file_name().and_then(|n| n.to_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if skipped > 0 {
         notes.push(format!(
             "findings already tried in an earlier pass, left out: {skipped}"

@@ -144,6 +144,70 @@ pub fn unfinished_sessions(root: &Path) -> Vec<PathBuf> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
+/// How old a session folder without `active-fix-session.json` must be before
+/// [`remove_abandoned_sessions`] takes it for abandoned: far longer than the
+/// few system calls between creating a session folder and recording it.
+pub const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes the session folders under `root` that a run killed before it
+/// recorded its session left behind: `fix-*` folders holding nothing but
+/// `findings.json`, the lock file and temporary files of interrupted
+/// writes, last modified more than `older_than` ago and locked by nobody.
+/// No resume can pick such a folder up (there is no session to continue),
+/// and nothing else would remove it. Returns the folders removed.
+pub fn remove_abandoned_sessions(root: &Path, older_than: std::time::Duration) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for dir in entries.filter_map(Result::ok).map(|e| e.path()) {
+        let is_session = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("fix-"));
+        if !is_session || !dir.is_dir() {
+            continue;
+        }
+        let old_enough = std::fs::metadata(&dir)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= older_than);
+        if !old_enough || !holds_only_unstarted_files(&dir) {
+            continue;
+        }
+        // Whoever holds the lock is at work in it; otherwise it is ours
+        // until removed.
+        let Ok(lock) = SessionLock::acquire(&dir) else {
+            continue;
+        };
+        let gone = std::fs::remove_dir_all(&dir).is_ok();
+        drop(lock);
+        if gone {
+            removed.push(dir);
+        }
+    }
+    removed.sort();
+    removed
+}
+
+/// Whether `dir` holds only what a session has before it is recorded.
+fn holds_only_unstarted_files(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).all(|e| {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let file = e.file_type().is_ok_and(|t| t.is_file());
+        file && (name == FINDINGS_FILE
+            || name == SessionLock::FILE_NAME
+            || (name.starts_with('.') && name.ends_with(".tmp")))
+    })
+}
+
 /// Locks a session directory (creating it), refusing when another run holds it.
 pub fn lock_session(dir: &Path) -> Result<SessionLock, ReviewFixError> {
     std::fs::create_dir_all(dir).map_err(|e| ReviewFixError::io("create", dir, e))?;
@@ -221,6 +285,49 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["fix-20", "fix-10"]);
+    }
+
+    #[test]
+    fn only_unrecorded_unlocked_old_session_folders_are_abandoned() {
+        use std::time::Duration;
+        let root = tempfile::tempdir().unwrap();
+        let make = |name: &str, files: &[&str]| {
+            let d = root.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            for f in files {
+                std::fs::write(d.join(f), "{}").unwrap();
+            }
+            d
+        };
+        // Killed before the session was recorded: removed.
+        make(
+            "fix-1",
+            &[FINDINGS_FILE, ".lock", ".findings.json.x1y2.tmp"],
+        );
+        make("fix-2", &[]);
+        // Recorded, finished, or not ours: kept.
+        make("fix-3", &[FINDINGS_FILE, ACTIVE_FILE]);
+        make("fix-4", &[FINDINGS_FILE, SUMMARY_FILE, HISTORY_FILE]);
+        make("fix-5", &[FINDINGS_FILE, "notes.txt"]);
+        make("other", &[FINDINGS_FILE]);
+        // Held by a live run: kept.
+        let held = make("fix-6", &[FINDINGS_FILE]);
+        let _lock = lock_session(&held).unwrap();
+
+        // Too young to be taken for abandoned.
+        assert!(remove_abandoned_sessions(root.path(), Duration::from_secs(3600)).is_empty());
+
+        let removed: Vec<String> = remove_abandoned_sessions(root.path(), Duration::ZERO)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(removed, ["fix-1", "fix-2"]);
+        let mut left: Vec<String> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["fix-3", "fix-4", "fix-5", "fix-6", "other"]);
     }
 
     #[test]
