@@ -9,9 +9,21 @@
 //!
 //! The watcher often omits `runId`; it is then taken from `/actions/runs/<id>/`
 //! in `logUrl`. `runId` may be a string or a number. Errors name the field.
+//!
+//! String fields have size limits ([`orchestrator_core::limits`]): `branch`,
+//! and each check's `name`, `runId` and `logUrl` at most
+//! [`MAX_NAME_BYTES`] (4 KiB), `conclusionDetail` at most [`MAX_TEXT_BYTES`]
+//! (64 KiB). A check name is repeated in every later message, commit and
+//! prompt of the run; a field over its limit is an error naming it.
+//!
+//! [`Handoff::read`] reads a file and names it in its errors
+//! ([`HandoffFileError`]); [`Handoff::parse`] takes text and names the line,
+//! column or field.
 
+use std::path::Path;
 use std::sync::LazyLock;
 
+use orchestrator_core::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES, check_size};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -37,6 +49,37 @@ pub enum HandoffError {
         field: String,
         /// What is wrong (`is missing`, `must be a positive integer, got "x"`).
         problem: String,
+    },
+}
+
+/// Why a handoff file could not be read: its error names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandoffFileError {
+    /// The file could not be read.
+    #[error("failed to read {file}: {message}")]
+    Io {
+        /// The file, as given.
+        file: String,
+        /// The OS error.
+        message: String,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{file} is not UTF-8 text (invalid byte at offset {offset})")]
+    NotUtf8 {
+        /// The file, as given.
+        file: String,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The text is not a valid handoff.
+    #[error("{file}: {error}")]
+    Invalid {
+        /// The file, as given.
+        file: String,
+        /// What is wrong, with its line and column or field.
+        #[source]
+        error: HandoffError,
     },
 }
 
@@ -115,15 +158,26 @@ fn count(obj: &serde_json::Map<String, Value>, name: &str) -> Result<u64, Handof
     }
 }
 
+/// `s` within `limit` bytes, or an error naming `field`.
+fn sized(field: impl Into<String>, s: &str, limit: usize) -> Result<(), HandoffError> {
+    check_size(field, s, limit).map_err(|e| HandoffError::Field {
+        problem: e.problem(),
+        field: e.field,
+    })
+}
+
 fn opt_string(
     obj: &serde_json::Map<String, Value>,
     name: &str,
     path: &str,
+    limit: usize,
 ) -> Result<Option<String>, HandoffError> {
     match obj.get(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+        Some(Value::String(s)) => {
+            sized(format!("{path}.{name}"), s, limit)?;
+            Ok((!s.trim().is_empty()).then(|| s.trim().to_owned()))
+        }
         Some(v) => Err(field(
             format!("{path}.{name}"),
             format!("must be a string, got {}", describe(v)),
@@ -132,6 +186,32 @@ fn opt_string(
 }
 
 impl Handoff {
+    /// Reads and validates the handoff in the file at `path`; every error
+    /// names the file (as `path.display()` shows it).
+    pub fn read(path: impl AsRef<Path>) -> Result<Handoff, HandoffFileError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| HandoffFileError::Io {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        match String::from_utf8(bytes) {
+            Ok(text) => Self::parse_named(&text, &file),
+            Err(e) => Err(HandoffFileError::NotUtf8 {
+                file,
+                offset: e.utf8_error().valid_up_to(),
+            }),
+        }
+    }
+
+    /// [`Handoff::parse`], with errors naming `file` (a path, or `<stdin>`).
+    pub fn parse_named(text: &str, file: &str) -> Result<Handoff, HandoffFileError> {
+        Self::parse(text).map_err(|error| HandoffFileError::Invalid {
+            file: file.to_owned(),
+            error,
+        })
+    }
+
     /// Parses and validates the watcher's JSON.
     pub fn parse(text: &str) -> Result<Handoff, HandoffError> {
         let value: Value = serde_json::from_str(text).map_err(|e| HandoffError::Json {
@@ -170,7 +250,10 @@ impl Handoff {
         };
         let branch = match obj.get("branch") {
             None => return Err(field("branch", "is missing")),
-            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+            Some(Value::String(s)) if !s.trim().is_empty() => {
+                sized("branch", s, MAX_NAME_BYTES)?;
+                s.trim().to_owned()
+            }
             Some(v) => {
                 return Err(field(
                     "branch",
@@ -201,7 +284,10 @@ impl Handoff {
                 .as_object()
                 .ok_or_else(|| field(&path, format!("must be an object, got {}", describe(c))))?;
             let name = match c.get("name") {
-                Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+                Some(Value::String(s)) if !s.trim().is_empty() => {
+                    sized(format!("{path}.name"), s, MAX_NAME_BYTES)?;
+                    s.trim().to_owned()
+                }
                 None => return Err(field(format!("{path}.name"), "is missing")),
                 Some(v) => {
                     return Err(field(
@@ -210,6 +296,9 @@ impl Handoff {
                     ));
                 }
             };
+            if let Some(Value::String(s)) = c.get("runId") {
+                sized(format!("{path}.runId"), s, MAX_NAME_BYTES)?;
+            }
             let run_id = match c.get("runId") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if s.trim().is_empty() => None,
@@ -224,8 +313,8 @@ impl Handoff {
                     ));
                 }
             };
-            let log_url = opt_string(c, "logUrl", &path)?;
-            let conclusion_detail = opt_string(c, "conclusionDetail", &path)?;
+            let log_url = opt_string(c, "logUrl", &path, MAX_NAME_BYTES)?;
+            let conclusion_detail = opt_string(c, "conclusionDetail", &path, MAX_TEXT_BYTES)?;
             let run_id = run_id.or_else(|| log_url.as_deref().and_then(run_id_from_url));
             failed_checks.push(FailedCheck {
                 name,
@@ -323,6 +412,96 @@ mod tests {
         }
         let e = Handoff::parse("{\n  \"prNumber\": ,\n}").unwrap_err();
         assert!(matches!(e, HandoffError::Json { line: 2, .. }), "{e}");
+    }
+
+    /// Each string field at exactly its limit is read; one byte more is an
+    /// error naming the field, its size and the limit.
+    #[test]
+    fn string_fields_are_checked_at_their_limits() {
+        let handoff = |field: &str, value: String| {
+            let mut check = serde_json::json!({"name": "Lint"});
+            let mut root = serde_json::json!({"prNumber": 1, "branch": "b"});
+            if field == "branch" {
+                root["branch"] = Value::String(value);
+            } else {
+                check[field] = Value::String(value);
+            }
+            root["failedChecks"] = serde_json::json!([{"name": "ok"}, check]);
+            root.to_string()
+        };
+        for (field, path, limit, fill) in [
+            ("branch", "branch", MAX_NAME_BYTES, 'b'),
+            ("name", "failedChecks[1].name", MAX_NAME_BYTES, 'n'),
+            ("runId", "failedChecks[1].runId", MAX_NAME_BYTES, '7'),
+            ("logUrl", "failedChecks[1].logUrl", MAX_NAME_BYTES, 'u'),
+            (
+                "conclusionDetail",
+                "failedChecks[1].conclusionDetail",
+                MAX_TEXT_BYTES,
+                'd',
+            ),
+        ] {
+            let at = fill.to_string().repeat(limit);
+            assert!(
+                Handoff::parse(&handoff(field, at)).is_ok(),
+                "{field} at its limit"
+            );
+            let over = fill.to_string().repeat(limit + 1);
+            let err = Handoff::parse(&handoff(field, over)).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "handoff field `{path}` is {} bytes, over the limit of {limit} bytes ({} KiB)",
+                    limit + 1,
+                    limit / 1024
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn read_names_the_file_in_every_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("handoff.json");
+        std::fs::write(
+            &good,
+            r#"{"prNumber": 3, "branch": "b", "failedChecks": [{"name": "x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(Handoff::read(&good).unwrap().pr_number, 3);
+
+        let shown = |p: &std::path::Path| p.display().to_string();
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, r#"{"prNumber": 3, "branch": "b"}"#).unwrap();
+        let err = Handoff::read(&bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}: handoff field `failedChecks` is missing", shown(&bad))
+        );
+        assert!(matches!(
+            err,
+            HandoffFileError::Invalid {
+                error: HandoffError::Field { .. },
+                ..
+            }
+        ));
+
+        let binary = dir.path().join("binary.json");
+        std::fs::write(&binary, b"{\"a\xff").unwrap();
+        assert_eq!(
+            Handoff::read(&binary).unwrap_err().to_string(),
+            format!(
+                "{} is not UTF-8 text (invalid byte at offset 3)",
+                shown(&binary)
+            )
+        );
+
+        let missing = dir.path().join("missing.json");
+        let err = Handoff::read(&missing).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("failed to read {}: ", shown(&missing))),
+            "{err}"
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub mod state;
 
 pub use classify::{ClassificationReport, Evidence, classify, classify_many};
 pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
-pub use handoff::{FailedCheck, Handoff, HandoffError};
+pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
 pub use provider::{
     CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,

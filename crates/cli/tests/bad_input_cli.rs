@@ -79,6 +79,11 @@ fn assert_refused(
         "{case}: {input} not named: {}",
         show(o)
     );
+    assert!(
+        err.lines().all(|l| l.matches(input).count() <= 1),
+        "{case}: {input} named twice on a line: {}",
+        show(o)
+    );
     for f in fragments {
         assert!(err.contains(f), "{case}: {f:?} missing: {}", show(o));
     }
@@ -171,13 +176,14 @@ fn review_fix_cases() -> Vec<(&'static str, Expect)> {
         (
             "rdjsonl-bad-lines.jsonl",
             Partly {
-                commits: &[
-                    "fix(quality): first [rdjson@src/lib.rs:3:1]",
-                    "fix(quality): third [rdjson@src/lib.rs:0:1]",
-                ],
+                commits: &["fix(quality): first [rdjson@src/lib.rs:3:1]"],
                 rejected: &[
                     &["rdjsonl-bad-lines.jsonl:2", "not a JSON object"],
                     &["rdjsonl-bad-lines.jsonl:3", "not a JSON object"],
+                    &[
+                        "rdjsonl-bad-lines.jsonl:4",
+                        "`location.range.start.line` is a string, expected a number",
+                    ],
                 ],
             },
         ),
@@ -608,30 +614,76 @@ fn huge_findings() -> String {
     .to_string()
 }
 
+/// `orchestrator planex run F -y`.
+fn planex_run(sb: &Sandbox, input: &Path) -> Output {
+    sb.run(&[
+        OsStr::new("planex"),
+        OsStr::new("run"),
+        input.as_os_str(),
+        OsStr::new("-y"),
+    ])
+}
+
+/// `orchestrator ci-autofix --handoff F -y`.
+fn ci_autofix_handoff(sb: &Sandbox, input: &Path) -> Output {
+    sb.run(&[
+        OsStr::new("ci-autofix"),
+        OsStr::new("--handoff"),
+        input.as_os_str(),
+        OsStr::new("-y"),
+    ])
+}
+
+/// The output of a refused 10 MB field is short: the field is not echoed.
+fn assert_short(case: &str, o: &Output) {
+    assert!(
+        o.stderr.len() < 4096 && o.stdout.len() < 16 * 1024,
+        "{case}: {} bytes of stderr, {} of stdout",
+        o.stderr.len(),
+        o.stdout.len()
+    );
+}
+
 #[test]
-fn ten_megabyte_fields_are_read_whole_or_refused_with_a_short_message() {
-    // review-fix: a 10 MB description is read whole; both findings fixed.
+fn ten_megabyte_fields_are_refused_with_a_short_message() {
+    let mut report = String::new();
+
+    // review-fix: the finding with a 10 MB description is rejected on its
+    // own (exit 1) and the small one is fixed.
     let sb = Sandbox::new();
     let text = huge_findings();
     let input = sb.write_input(OsStr::new("huge.json"), text.as_bytes());
+    let before = sb.snapshot();
     let started = Instant::now();
     let o = sb.run(&sb.review_fix_args(&input));
     let review_fix_wall = started.elapsed();
     assert_no_panic("huge findings", &o);
-    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
-    let mut commits = sb.commits();
-    commits.sort();
-    assert_eq!(
-        commits,
-        [
-            "fix(correctness): Huge [F1]",
-            "fix(correctness): Small [F2]"
-        ]
-    );
-    assert!(
-        review_fix_wall < Duration::from_secs(40),
-        "{review_fix_wall:?}"
-    );
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(sb.commits(), ["fix(correctness): Small [F2]"]);
+    let after = sb.snapshot();
+    assert_eq!(after.status, before.status, "the tree is clean");
+    assert_eq!(after.paths(), before.paths(), "nothing else appeared");
+    let rejected: Vec<String> = stdout(&o)
+        .lines()
+        .filter(|l| l.contains(" rejected: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(rejected.len(), 1, "{}", show(&o));
+    for f in [
+        input.display().to_string().as_str(),
+        "findings[0]",
+        "finding `F1`",
+        "field `description`",
+        "is 10485760 bytes, over the limit of 65536 bytes",
+    ] {
+        assert!(
+            rejected[0].contains(f),
+            "{f:?} missing from {:?}",
+            rejected[0]
+        );
+    }
+    assert_short("huge findings", &o);
+    report_case(&mut report, &sb, "review-fix, a 10 MB description", &o);
 
     // The same export cut inside the description: exit 2 at its position,
     // and the message does not echo the field.
@@ -649,42 +701,45 @@ fn ten_megabyte_fields_are_read_whole_or_refused_with_a_short_message() {
         &before,
         &after,
     );
-    assert!(o.stderr.len() < 4096, "{} bytes of stderr", o.stderr.len());
+    assert_short("huge findings cut", &o);
+    report_case(&mut report, &sb, "review-fix, the same cut short", &o);
 
-    // planex: a 10 MB description cell is carried through the session's
-    // CSVs; the task runs. (Writing such a cell took about a minute before
-    // the CSV writer's buffer was sized to the largest field.)
+    // planex: a tasks.csv with a 10 MB description cell is refused whole
+    // (exit 2), naming file, line and column; no session is created.
     let sb = Sandbox::new();
     let cell = "y".repeat(TEN_MB);
     let csv = format!("{TASKS_HEADER}\nT1,Huge,\"{cell}\",,,,,echo ran >> ran.txt,,,\n");
     let input = sb.write_input(OsStr::new("huge.csv"), csv.as_bytes());
+    let before = sb.snapshot();
     let started = Instant::now();
-    let o = sb.run(&[
-        OsStr::new("planex"),
-        OsStr::new("run"),
-        input.as_os_str(),
-        OsStr::new("-y"),
-    ]);
+    let o = planex_run(&sb, &input);
     let planex_wall = started.elapsed();
     assert_no_panic("huge cell", &o);
-    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
-    assert_eq!(
-        std::fs::read_to_string(sb.repo.join("ran.txt")).unwrap(),
-        "ran\n"
+    let after = sb.snapshot();
+    assert_refused(
+        "huge cell",
+        &o,
+        &input.display().to_string(),
+        &[
+            "line 2 column `description`: the cell is 10485760 bytes, over the limit of 1048576 bytes",
+        ],
+        &before,
+        &after,
     );
-    assert!(planex_wall < Duration::from_secs(20), "{planex_wall:?}");
+    assert!(
+        !sb.repo.join(".workflow").exists(),
+        "no session was created"
+    );
+    assert!(!sb.repo.join("ran.txt").exists(), "the task did not run");
+    assert_short("huge cell", &o);
+    report_case(&mut report, &sb, "planex run, a 10 MB description cell", &o);
 
     // The same cell with a stray quote after it: exit 2 at line 2.
     let sb = Sandbox::new();
     let csv = format!("{TASKS_HEADER}\nT1,Huge,\"{cell}\"oops,,,,,echo ran >> ran.txt,,,\n");
     let input = sb.write_input(OsStr::new("huge-quote.csv"), csv.as_bytes());
     let before = sb.snapshot();
-    let o = sb.run(&[
-        OsStr::new("planex"),
-        OsStr::new("run"),
-        input.as_os_str(),
-        OsStr::new("-y"),
-    ]);
+    let o = planex_run(&sb, &input);
     assert_no_panic("huge cell with a stray quote", &o);
     let after = sb.snapshot();
     assert_refused(
@@ -695,26 +750,55 @@ fn ten_megabyte_fields_are_read_whole_or_refused_with_a_short_message() {
         &before,
         &after,
     );
-    assert!(o.stderr.len() < 4096, "{} bytes of stderr", o.stderr.len());
-
-    // ci-autofix: a handoff with a 10 MB check name, cut short.
-    let sb = Sandbox::new();
-    let handoff = format!(
-        r#"{{"prNumber": 7, "branch": "main", "failedChecks": [{{"name": "{}"#,
-        "z".repeat(TEN_MB)
+    assert_short("huge cell with a stray quote", &o);
+    report_case(
+        &mut report,
+        &sb,
+        "planex run, the same with a stray quote",
+        &o,
     );
+
+    // ci-autofix: a handoff with a 10 MB check name is refused naming the
+    // field (exit 2); cut short, at its JSON position.
+    let sb = Sandbox::new();
+    let handoff = serde_json::json!({"prNumber": 7, "branch": "main",
+        "failedChecks": [{"name": "z".repeat(TEN_MB)}]})
+    .to_string();
     let input = sb.write_input(OsStr::new("huge-handoff.json"), handoff.as_bytes());
     let before = sb.snapshot();
-    let o = sb.run(&[
-        OsStr::new("ci-autofix"),
-        OsStr::new("--handoff"),
-        input.as_os_str(),
-        OsStr::new("-y"),
-    ]);
+    let started = Instant::now();
+    let o = ci_autofix_handoff(&sb, &input);
+    let ci_autofix_wall = started.elapsed();
     assert_no_panic("huge handoff", &o);
     let after = sb.snapshot();
     assert_refused(
         "huge handoff",
+        &o,
+        &input.display().to_string(),
+        &["handoff field `failedChecks[0].name` is 10485760 bytes, over the limit of 4096 bytes"],
+        &before,
+        &after,
+    );
+    assert!(!sb.repo.join(".moai").exists(), "no state");
+    assert_short("huge handoff", &o);
+    report_case(
+        &mut report,
+        &sb,
+        "ci-autofix --handoff, a 10 MB check name",
+        &o,
+    );
+
+    let sb = Sandbox::new();
+    let input = sb.write_input(
+        OsStr::new("huge-handoff-cut.json"),
+        &handoff.as_bytes()[..TEN_MB / 2],
+    );
+    let before = sb.snapshot();
+    let o = ci_autofix_handoff(&sb, &input);
+    assert_no_panic("huge handoff cut", &o);
+    let after = sb.snapshot();
+    assert_refused(
+        "huge handoff cut",
         &o,
         &input.display().to_string(),
         &[
@@ -724,12 +808,28 @@ fn ten_megabyte_fields_are_read_whole_or_refused_with_a_short_message() {
         &before,
         &after,
     );
-    assert!(o.stderr.len() < 4096, "{} bytes of stderr", o.stderr.len());
-    eprintln!(
-        "10 MB fields: review-fix {:.1}s, planex run {:.1}s",
-        review_fix_wall.as_secs_f64(),
-        planex_wall.as_secs_f64()
+    assert_short("huge handoff cut", &o);
+    report_case(
+        &mut report,
+        &sb,
+        "ci-autofix --handoff, the same cut short",
+        &o,
     );
+
+    for (flow, wall) in [
+        ("review-fix", review_fix_wall),
+        ("planex run", planex_wall),
+        ("ci-autofix", ci_autofix_wall),
+    ] {
+        assert!(wall < Duration::from_secs(20), "{flow}: {wall:?}");
+    }
+    eprintln!(
+        "10 MB fields: review-fix {:.2}s, planex run {:.2}s, ci-autofix {:.2}s",
+        review_fix_wall.as_secs_f64(),
+        planex_wall.as_secs_f64(),
+        ci_autofix_wall.as_secs_f64()
+    );
+    insta::assert_snapshot!("ten_megabyte_fields", report);
 }
 
 /// An input no flow can read: a file with permission 000 when that stops

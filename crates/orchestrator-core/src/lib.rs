@@ -62,6 +62,7 @@ pub mod event;
 pub mod finding;
 pub mod formats;
 pub mod gate;
+pub mod limits;
 pub mod retry;
 pub mod review_cycle;
 pub mod rows;

@@ -24,6 +24,12 @@
 //!   unknown severity is an error naming the finding's index and the field.
 //! - Optional text fields may be missing or `null`; blank strings are treated
 //!   as missing. A field of the wrong JSON type is an error.
+//! - Every text field has a size limit ([`crate::limits`]): `id`, `title`,
+//!   `dimension`, `category` and `file` at most [`MAX_NAME_BYTES`] (4 KiB),
+//!   `description`, `snippet` and each recommendation at most
+//!   [`MAX_TEXT_BYTES`] (64 KiB). A field over its limit is an error naming
+//!   the finding's index, id, the field, its size and the limit; the field is
+//!   never copied, nor quoted whole in a message.
 //!
 //! [`read_review_cycle_export`] fails on the first bad finding;
 //! [`read_review_cycle_entries`] (what [`crate::formats::detect_and_parse`]
@@ -37,6 +43,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::finding::{Finding, FindingId, Fingerprint, Severity};
+use crate::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES, check_size, excerpt};
 
 /// A parsed review-cycle export.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +113,8 @@ pub enum ReviewCycleError {
         /// The repeated id.
         id: String,
     },
-    /// A field of a finding is missing or has an unusable value.
+    /// A field of a finding is missing, has an unusable value, or is over
+    /// its size limit.
     #[error(
         "failed to read review-cycle export {source_name}: findings[{index}] (id `{id}`): field `{field}`: {problem}"
     )]
@@ -115,13 +123,38 @@ pub enum ReviewCycleError {
         source_name: String,
         /// 0-based index of the finding.
         index: usize,
-        /// The finding's id.
+        /// The finding's id (shortened with [`crate::limits::excerpt`] when
+        /// the id itself is the field over its limit).
         id: String,
         /// The offending field.
         field: &'static str,
         /// What is wrong with it.
         problem: String,
     },
+}
+
+impl ReviewCycleError {
+    /// What is wrong with one finding, without the export's name and the
+    /// finding's index: for a caller that reports them itself as the
+    /// entry's place (as [`crate::formats::detect_and_parse`] does with
+    /// `<file>: findings[3]`). `finding `F1`: field `line`: is an object, …`,
+    /// `has no `id``, `reuses id `F1` of findings[0]`. An error of the whole
+    /// export (invalid JSON, wrong layout) is given whole.
+    pub fn entry_problem(&self) -> String {
+        match self {
+            ReviewCycleError::NotAnObject { found, .. } => {
+                format!("is {found}, expected an object")
+            }
+            ReviewCycleError::MissingId { .. } => "has no `id`".to_owned(),
+            ReviewCycleError::DuplicateId {
+                first_index, id, ..
+            } => format!("reuses id `{id}` of findings[{first_index}]"),
+            ReviewCycleError::Field {
+                id, field, problem, ..
+            } => format!("finding `{id}`: field `{field}`: {problem}"),
+            ReviewCycleError::Syntax { .. } | ReviewCycleError::Layout { .. } => self.to_string(),
+        }
+    }
 }
 
 /// Parses a review-cycle export (either layout) into findings.
@@ -297,7 +330,10 @@ impl FindingReader<'_> {
                 self.field_error(
                     &id,
                     "severity",
-                    format!("unknown severity `{s}` (expected critical, high, medium or low)"),
+                    format!(
+                        "unknown severity `{}` (expected critical, high, medium or low)",
+                        excerpt(s)
+                    ),
                 )
             })?,
             Some(other) => {
@@ -338,6 +374,9 @@ impl FindingReader<'_> {
                 index: self.index,
             });
         }
+        if let Err(e) = check_size("id", &id, MAX_NAME_BYTES) {
+            return Err(self.field_error(&excerpt(&id), "id", e.problem()));
+        }
         Ok(id)
     }
 
@@ -351,12 +390,16 @@ impl FindingReader<'_> {
         }
     }
 
-    /// An optional string field, verbatim (only a blank string counts as missing).
+    /// An optional string field, verbatim (only a blank string counts as
+    /// missing), within its size limit ([`size_limit`]).
     fn raw_text(&self, id: &str, field: &'static str) -> Result<Option<String>, ReviewCycleError> {
         match self.map.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s)) => {
+                check_size(field, s, size_limit(field))
+                    .map_err(|e| self.field_error(id, field, e.problem()))?;
+                Ok((!s.trim().is_empty()).then(|| s.clone()))
+            }
             Some(other) => Err(self.field_error(
                 id,
                 field,
@@ -389,7 +432,8 @@ impl FindingReader<'_> {
                 if t.is_empty() {
                     return Ok(None);
                 }
-                t.parse::<u32>().map_err(|_| bad(format!("{s:?}")))?
+                t.parse::<u32>()
+                    .map_err(|_| bad(format!("{:?}", excerpt(s))))?
             }
             Some(other) => {
                 return Err(self.field_error(
@@ -407,11 +451,17 @@ impl FindingReader<'_> {
         for field in ["recommendations", "recommendation"] {
             match self.map.get(field) {
                 None | Some(Value::Null) => {}
-                Some(Value::String(s)) => push_text(&mut out, s),
+                Some(Value::String(s)) => {
+                    self.check_text(id, field, None, s)?;
+                    push_text(&mut out, s);
+                }
                 Some(Value::Array(items)) if field == "recommendations" => {
                     for (i, item) in items.iter().enumerate() {
                         match item {
-                            Value::String(s) => push_text(&mut out, s),
+                            Value::String(s) => {
+                                self.check_text(id, field, Some(i), s)?;
+                                push_text(&mut out, s);
+                            }
                             Value::Null => {}
                             other => {
                                 return Err(self.field_error(
@@ -438,6 +488,34 @@ impl FindingReader<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// A recommendation (item `item` of an array, or the whole field)
+    /// within [`MAX_TEXT_BYTES`].
+    fn check_text(
+        &self,
+        id: &str,
+        field: &'static str,
+        item: Option<usize>,
+        s: &str,
+    ) -> Result<(), ReviewCycleError> {
+        check_size(field, s, MAX_TEXT_BYTES).map_err(|e| {
+            let problem = match item {
+                Some(i) => format!("item {i} {}", e.problem()),
+                None => e.problem(),
+            };
+            self.field_error(id, field, problem)
+        })
+    }
+}
+
+/// The size limit of a string field: free text ([`MAX_TEXT_BYTES`]) for
+/// `description` and `snippet`, a one-line name ([`MAX_NAME_BYTES`]) for
+/// the others.
+fn size_limit(field: &str) -> usize {
+    match field {
+        "description" | "snippet" => MAX_TEXT_BYTES,
+        _ => MAX_NAME_BYTES,
     }
 }
 
@@ -614,6 +692,94 @@ mod tests {
         check_err(
             r#"[{"id":"a","severity":"low"},{"id":"a","severity":"high"}]"#,
             "failed to read review-cycle export export.json: findings[1] reuses id `a` of findings[0]",
+        );
+    }
+
+    /// Each text field at exactly its limit is read; one byte more is an
+    /// error naming the index, id, field, size and limit, and the message
+    /// stays short.
+    #[test]
+    fn every_text_field_is_checked_at_its_limit() {
+        let cases = [
+            ("title", MAX_NAME_BYTES),
+            ("dimension", MAX_NAME_BYTES),
+            ("category", MAX_NAME_BYTES),
+            ("file", MAX_NAME_BYTES),
+            ("description", MAX_TEXT_BYTES),
+            ("snippet", MAX_TEXT_BYTES),
+            ("recommendation", MAX_TEXT_BYTES),
+            ("recommendations", MAX_TEXT_BYTES),
+        ];
+        for (field, limit) in cases {
+            let with = |n: usize| {
+                let mut item = serde_json::json!({"id": "a", "severity": "low"});
+                item[field] = Value::String("x".repeat(n));
+                format!("[{item}]")
+            };
+            let read = parse(&with(limit)).unwrap();
+            assert_eq!(read.len(), 1, "{field}");
+            let err = parse(&with(limit + 1)).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "failed to read review-cycle export export.json: findings[0] (id `a`): field `{field}`: is {} bytes, over the limit of {limit} bytes ({} KiB)",
+                    limit + 1,
+                    limit / 1024
+                )
+            );
+        }
+        // An array item names its index.
+        let item = serde_json::json!({"id": "a", "severity": "low",
+            "recommendations": ["ok", "x".repeat(MAX_TEXT_BYTES + 1)]});
+        let err = parse(&format!("[{item}]")).unwrap_err().to_string();
+        assert!(
+            err.ends_with("field `recommendations`: item 1 is 65537 bytes, over the limit of 65536 bytes (64 KiB)"),
+            "{err}"
+        );
+        // The id: at its limit it is read; over it, it is shown shortened.
+        let id = |n: usize| format!(r#"[{{"id":"{}","severity":"low"}}]"#, "i".repeat(n));
+        assert_eq!(
+            parse(&id(MAX_NAME_BYTES)).unwrap()[0].id.as_str().len(),
+            MAX_NAME_BYTES
+        );
+        let err = parse(&id(MAX_NAME_BYTES + 1)).unwrap_err().to_string();
+        assert!(
+            err.contains("field `id`: is 4097 bytes, over the limit of 4096 bytes"),
+            "{err}"
+        );
+        assert!(err.contains("…(4097 bytes)"), "{err}");
+        assert!(err.len() < 400, "{err}");
+        // Values quoted in messages are shortened too.
+        let item = serde_json::json!({"id": "a", "severity": "s".repeat(10_000)});
+        let err = parse(&format!("[{item}]")).unwrap_err().to_string();
+        assert!(err.contains("…(10000 bytes)"), "{err}");
+        assert!(err.len() < 400, "{err}");
+        let item = serde_json::json!({"id": "a", "severity": "low", "line": "9".repeat(10_000)});
+        let err = parse(&format!("[{item}]")).unwrap_err().to_string();
+        assert!(err.len() < 400, "{err}");
+    }
+
+    #[test]
+    fn entry_problems_leave_out_the_export_and_the_index() {
+        let entries = read_review_cycle_entries(
+            r#"[{"id":"a","severity":"low","line":{}}, 3, {"severity":"low"},
+                {"id":"b","severity":"low"}, {"id":"b","severity":"low"}]"#,
+            "export.json",
+        )
+        .unwrap();
+        let problems: Vec<String> = entries
+            .iter()
+            .filter_map(|e| e.as_ref().err())
+            .map(ReviewCycleError::entry_problem)
+            .collect();
+        assert_eq!(
+            problems,
+            [
+                "finding `a`: field `line`: is an object, expected a number or a string",
+                "is a number, expected an object",
+                "has no `id`",
+                "reuses id `b` of findings[3]",
+            ]
         );
     }
 }

@@ -20,11 +20,15 @@ pub enum ReviewFixError {
         message: String,
     },
     /// An input file could not be parsed.
-    #[error("failed to parse findings input {}: {message}", path.display())]
+    ///
+    /// The message is the reader's, which names the file and the place
+    /// (`failed to read sarif findings from F: invalid JSON at line 3,
+    /// column 7: …`); it is shown as is, so the file is named once.
+    #[error("{message}")]
     InputParse {
         /// The input.
         path: PathBuf,
-        /// What the reader said.
+        /// What the reader said, naming the file.
         message: String,
     },
     /// The options make no sense.

@@ -82,7 +82,8 @@ struct Parsed {
     notes: Vec<String>,
 }
 
-/// Reads the text of one input by content.
+/// Reads the text of one input by content. `name` (the input's path) is
+/// the reader's source name: its error messages name the file with it.
 fn parse_input(text: &str, name: &str, repo: &Path) -> Result<Parsed, String> {
     use orchestrator_core::formats::{self, ParseOptions};
     let reader = |rel: &str| -> Option<String> {
@@ -417,9 +418,45 @@ mod tests {
         assert_eq!(missing.exit_code(), 2);
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{ not json").unwrap();
-        let err = load_inputs(dir.path(), &[bad]).unwrap_err();
+        let err = load_inputs(dir.path(), std::slice::from_ref(&bad)).unwrap_err();
         assert!(matches!(err, ReviewFixError::InputParse { .. }), "{err}");
         assert_eq!(err.exit_code(), 2);
+        // The reader's message names the file; it is not named again.
+        let shown = bad.display().to_string();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "failed to read json findings from {shown}: invalid JSON at line 1, column 3: key must be a string"
+            )
+        );
+        assert_eq!(err.to_string().matches(&shown).count(), 1, "{err}");
+    }
+
+    /// A finding with a field over its size limit is rejected on its own,
+    /// naming the file, its index, id, field and sizes, and the rest is kept.
+    #[test]
+    fn an_oversized_finding_is_rejected_on_its_own_naming_the_file_once() {
+        let dir = repo();
+        let export = serde_json::json!([
+            {"id": "BIG", "title": "t", "severity": "high", "file": "src/lib.rs", "line": 1,
+             "description": "x".repeat(orchestrator_core::limits::MAX_TEXT_BYTES + 1)},
+            {"id": "OK", "title": "u", "severity": "high", "file": "src/lib.rs", "line": 1}
+        ]);
+        let input = dir.path().join("export.json");
+        std::fs::write(&input, export.to_string()).unwrap();
+        let loaded = load_inputs(dir.path(), std::slice::from_ref(&input)).unwrap();
+        let ids: Vec<_> = loaded.findings.iter().map(|f| f.id.to_string()).collect();
+        assert_eq!(ids, ["OK"]);
+        assert_eq!(loaded.rejected.len(), 1);
+        let shown = input.display().to_string();
+        assert_eq!(
+            loaded.rejected[0].finding_id,
+            format!("{shown}: findings[0]")
+        );
+        assert_eq!(
+            loaded.rejected[0].reason,
+            "finding `BIG`: field `description`: is 65537 bytes, over the limit of 65536 bytes (64 KiB)"
+        );
     }
 
     #[test]

@@ -99,9 +99,10 @@ fn bad_findings_inputs_fail_with_their_place_or_are_rejected_one_by_one() {
             (Err(e), Expect::Error(fragments)) => {
                 let msg = e.to_string();
                 assert_eq!(e.exit_code(), 2, "{file}: {msg}");
-                assert!(
-                    msg.contains(file),
-                    "{file}: the message does not name the file: {msg}"
+                assert_eq!(
+                    msg.matches(file).count(),
+                    1,
+                    "{file}: the message names the file once: {msg}"
                 );
                 for f in *fragments {
                     assert!(msg.contains(f), "{file}: {f:?} missing from: {msg}");
@@ -117,6 +118,10 @@ fn bad_findings_inputs_fail_with_their_place_or_are_rejected_one_by_one() {
                     .collect();
                 assert_eq!(got.len(), rejected.len(), "{file}: {got:#?}");
                 for (msg, fragments) in got.iter().zip(rejected.iter()) {
+                    assert!(
+                        msg.matches(file).count() <= 1,
+                        "{file}: the file is named at most once: {msg}"
+                    );
                     for f in *fragments {
                         assert!(msg.contains(f), "{file}: {f:?} missing from: {msg}");
                     }

@@ -319,14 +319,19 @@ async fn run_watch(args: &WatchArgs) -> Exit {
 fn run_fix(args: &FixArgs) -> Exit {
     let handoff = match &args.handoff {
         Some(path) => {
-            let (text, name) = match read_input(path) {
-                Ok(v) => v,
-                Err(exit) => return exit,
+            // The library's errors name the file (or `<stdin>`).
+            let read = if path.as_os_str() == "-" {
+                match read_input(path) {
+                    Ok((text, name)) => Handoff::parse_named(&text, &name),
+                    Err(exit) => return exit,
+                }
+            } else {
+                Handoff::read(path)
             };
-            match Handoff::parse(&text) {
+            match read {
                 Ok(h) => Some(h),
                 Err(e) => {
-                    eprintln!("error: {name}: {e}");
+                    eprintln!("error: {e}");
                     return Exit::BadInput;
                 }
             }

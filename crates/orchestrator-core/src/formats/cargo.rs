@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use super::{InputFormat, ParseOutcome, json_type, str_field, u32_field};
 use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
+use crate::limits::{MAX_TEXT_BYTES, excerpt};
 
 /// Clippy lints of the default `perf` group (a finding's dimension is
 /// `performance` for these when no note names the group).
@@ -110,8 +111,7 @@ pub fn parse(text: &str, source_name: &str) -> ParseOutcome {
         };
         match diagnostic_to_finding(diagnostic, &location) {
             Ok(Some((finding, notes))) => {
-                out.findings.push(finding);
-                out.notes.extend(notes);
+                out.accept(&location, finding, notes);
             }
             Ok(None) => {}
             Err(message) => out.reject(location, message),
@@ -270,13 +270,34 @@ fn dimension(code: &str, level: &str, children: &[&Value]) -> &'static str {
 }
 
 /// The full lines a span covers, joined with newlines.
+///
+/// The snippet is a quote of the source that rustc copied from the file, not
+/// text anyone wrote into the findings: a span over a long item (a whole
+/// function, for `clippy::too_many_lines`) would otherwise exceed
+/// [`MAX_TEXT_BYTES`] and get a good finding rejected. So a long snippet is
+/// cut, on a character boundary, to fit that limit, and ends with a line
+/// saying how many bytes were left out.
 fn span_lines(span: &Value) -> Option<String> {
     let lines = span.get("text")?.as_array()?;
     let texts: Vec<&str> = lines
         .iter()
         .filter_map(|l| l.get("text").and_then(Value::as_str))
         .collect();
-    (!texts.is_empty()).then(|| texts.join("\n"))
+    if texts.is_empty() {
+        return None;
+    }
+    let mut joined = texts.join("\n");
+    if joined.len() > MAX_TEXT_BYTES {
+        // Room for the last line, whose number has at most 20 digits.
+        let mut cut = MAX_TEXT_BYTES - 64;
+        while !joined.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let left_out = joined.len() - cut;
+        joined.truncate(cut);
+        joined.push_str(&format!("\n… (snippet cut: {left_out} more bytes)"));
+    }
+    Some(joined)
 }
 
 /// A suggestion span → an edit, rebuilding the replaced text.
@@ -301,7 +322,8 @@ fn span_edit(span: &Value, replacement: &str) -> Result<TextEdit, String> {
     let original = span_original(span, start_line, end_line, byte_end - byte_start)
         .ok_or_else(|| {
             format!(
-                "the replaced text of {file}:{start_line}:{start_column} cannot be rebuilt from the span's lines"
+                "the replaced text of {}:{start_line}:{start_column} cannot be rebuilt from the span's lines",
+                excerpt(file)
             )
         })?;
     Ok(TextEdit {

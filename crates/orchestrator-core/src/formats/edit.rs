@@ -32,6 +32,7 @@
 use std::ops::Range;
 
 use crate::finding::TextEdit;
+use crate::limits::excerpt;
 
 /// How many lines above and below an edit's recorded `start_line` the
 /// re-anchoring search looks for the replaced text.
@@ -417,7 +418,9 @@ impl RawRegion {
             let range = self.resolve(text).ok_or_else(|| {
                 format!(
                     "region starting at {}:{}:{} does not fit the file",
-                    file, self.start_line, self.start_column
+                    excerpt(file),
+                    self.start_line,
+                    self.start_column
                 )
             })?;
             let original = text[range.clone()].to_owned();
@@ -426,8 +429,11 @@ impl RawRegion {
                 && !self.is_empty_on_its_face()
             {
                 return Err(format!(
-                    "the snippet of {file}:{} ({given:?}) differs from the file ({original:?})",
-                    self.start_line
+                    "the snippet of {}:{} ({:?}) differs from the file ({:?})",
+                    excerpt(file),
+                    self.start_line,
+                    excerpt(given),
+                    excerpt(&original)
                 ));
             }
             let (start_line, start_column) = line_column(text, range.start);

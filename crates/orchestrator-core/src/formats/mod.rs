@@ -17,6 +17,13 @@
 //! [`ParseOutcome::rejected`] (with its location) and the other entries still
 //! parse. Findings are de-duplicated by fingerprint, keeping the first.
 //!
+//! Every finding a reader keeps is within the field-size limits of
+//! [`crate::limits`] ([`Finding::check_field_sizes`]): a finding with, say, a
+//! 10 MB description is rejected on its own, with its place, its id, the
+//! field, the size and the limit, and the other entries still parse. The
+//! check is constant-time per field, so a 10 MB field costs no more than the
+//! JSON parse that read it.
+//!
 //! Machine-applicable fixes become [`crate::finding::Suggestion`]s whose
 //! edits carry the text they replace (`original`), so that [`edit::locate`]
 //! can re-anchor them after earlier fixes moved the text. rustc reports that
@@ -122,6 +129,28 @@ impl ParseOutcome {
             location: location.into(),
             message: message.into(),
         });
+    }
+
+    /// Keeps a finding read at `location`, with the reader's notes about it,
+    /// when its fields are within their size limits; otherwise rejects it
+    /// (naming its id, shortened, and the field) and drops the notes, which
+    /// may quote the oversized field.
+    fn accept(&mut self, location: &str, finding: Finding, notes: Vec<String>) {
+        match finding.check_field_sizes() {
+            Ok(()) => {
+                self.findings.push(finding);
+                self.notes.extend(notes);
+            }
+            Err(e) => self.reject(
+                location,
+                format!(
+                    "finding `{}`: field `{}`: {}",
+                    crate::limits::excerpt(finding.id.as_str()),
+                    e.field,
+                    e.problem()
+                ),
+            ),
+        }
     }
 
     /// De-duplicates by fingerprint and makes ids unique (a second finding
@@ -300,11 +329,12 @@ pub fn detect_and_parse_with(
                 .into_iter()
                 .enumerate()
             {
+                let location = format!("{source_name}: findings[{index}]");
                 match entry {
-                    Ok(finding) => outcome.findings.push(finding),
-                    Err(e) => {
-                        outcome.reject(format!("{source_name}: findings[{index}]"), e.to_string())
-                    }
+                    Ok(finding) => outcome.accept(&location, finding, Vec::new()),
+                    // The location names the file and the index: the
+                    // message says only what is wrong.
+                    Err(e) => outcome.reject(location, e.entry_problem()),
                 }
             }
             Ok(outcome.finish())
@@ -480,6 +510,30 @@ pub(crate) fn u32_field(v: &Value, key: &str) -> Option<u32> {
     v.get(key)
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
+}
+
+/// An optional line or column number at `key` of `v` (`path` names it in
+/// the message): missing or `null` is `None`; a non-negative integer that
+/// fits a `u32` is read; anything else (a string such as `"three"`, a
+/// negative or fractional number, an object) is an error, so that the entry
+/// is rejected rather than read as having no line.
+pub(crate) fn position_field(
+    v: Option<&Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<u32>, String> {
+    match v.and_then(|v| v.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| format!("`{path}` is {n}, expected a non-negative integer")),
+        Some(other) => Err(format!(
+            "`{path}` is a {}, expected a number",
+            json_type(other)
+        )),
+    }
 }
 
 #[cfg(test)]

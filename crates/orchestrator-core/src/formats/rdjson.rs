@@ -5,7 +5,9 @@
 //! Per diagnostic:
 //! - `title` is `message` (required), `description` the `original_output`
 //!   when present, else the message;
-//! - `file` and `line` from `location.path` and `location.range.start.line`;
+//! - `file` and `line` from `location.path` and `location.range.start.line`
+//!   (a number; `0` or none means no line, any other type rejects the
+//!   diagnostic, as a string `"three"` is not a line);
 //! - `severity`: `ERROR` (or 1) high, `WARNING` (2) medium, `INFO` (3) low,
 //!   else the result's overall severity, else medium;
 //! - `category` is `code.value`, else the source name; `dimension` is
@@ -31,7 +33,7 @@ use serde_json::Value;
 use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
     FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
-    str_field, u32_field, unanchored_note,
+    position_field, str_field, u32_field, unanchored_note,
 };
 use crate::finding::{Finding, Fingerprint, Severity, Suggestion};
 
@@ -66,8 +68,7 @@ pub fn parse_with(
         let location = format!("{source_name}: diagnostics[{i}]");
         match diagnostic_to_finding(d, &defaults, &location, &mut sources) {
             Ok((finding, notes)) => {
-                out.findings.push(finding);
-                out.notes.extend(notes);
+                out.accept(&location, finding, notes);
             }
             Err(message) => out.reject(location, message),
         }
@@ -104,8 +105,7 @@ pub fn parse_lines_with(text: &str, source_name: &str, options: &ParseOptions<'_
         };
         match diagnostic_to_finding(&d, &defaults, &location, &mut sources) {
             Ok((finding, notes)) => {
-                out.findings.push(finding);
-                out.notes.extend(notes);
+                out.accept(&location, finding, notes);
             }
             Err(message) => out.reject(location, message),
         }
@@ -151,10 +151,10 @@ fn diagnostic_to_finding(
     let start = loc
         .and_then(|l| l.get("range"))
         .and_then(|r| r.get("start"));
-    let line = start.and_then(|s| u32_field(s, "line")).filter(|&l| l > 0);
-    let column = start
-        .and_then(|s| u32_field(s, "column"))
-        .filter(|&c| c > 0);
+    // A line or column of the wrong type rejects the entry (like any other
+    // wrong type); 0 means "none".
+    let line = position_field(start, "line", "location.range.start.line")?.filter(|&l| l > 0);
+    let column = position_field(start, "column", "location.range.start.column")?.filter(|&c| c > 0);
     let source = d
         .get("source")
         .and_then(|s| str_field(s, "name"))

@@ -10,7 +10,8 @@
 //! - `file` and `line` from `locations[0].physicalLocation`
 //!   (`artifactLocation.uri`, or the run artifact it indexes; `file://` URIs
 //!   become paths and `%xx` escapes are decoded; relative URIs stay
-//!   relative) and `region.startLine`; `snippet` from `region.snippet.text`;
+//!   relative) and `region.startLine` (a `startLine` or `startColumn` that
+//!   is not a number rejects the result); `snippet` from `region.snippet.text`;
 //! - `dimension` from the rule's `properties.tags` (`security`,
 //!   `performance`, `correctness`/`reliability`) or a
 //!   `properties.security-severity`, else `quality`;
@@ -39,9 +40,10 @@ use serde_json::Value;
 use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
     FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
-    str_field, u32_field, unanchored_note,
+    position_field, str_field, u32_field, unanchored_note,
 };
 use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
+use crate::limits::{MAX_NAME_BYTES, excerpt};
 
 /// Reads a SARIF log without access to the sources.
 pub fn parse(text: &str, source_name: &str) -> Result<ParseOutcome, FormatError> {
@@ -60,7 +62,8 @@ pub fn parse_with(
     match log.get("version").and_then(Value::as_str) {
         Some("2.1.0") | None => {}
         Some(other) => out.notes.push(format!(
-            "{source_name}: SARIF version {other:?}, read as 2.1.0"
+            "{source_name}: SARIF version {:?}, read as 2.1.0",
+            excerpt(other)
         )),
     }
     let mut sources = SourceCache::new(options);
@@ -81,8 +84,7 @@ pub fn parse_with(
             let location = format!("{source_name}: runs[{r}].results[{i}]");
             match result_to_finding(result, &run_ctx, &location, &mut sources) {
                 Ok(Some((finding, notes))) => {
-                    out.findings.push(finding);
-                    out.notes.extend(notes);
+                    out.accept(&location, finding, notes);
                 }
                 Ok(None) => {}
                 Err(message) => out.reject(location, message),
@@ -186,7 +188,8 @@ fn result_to_finding(
         "note" | "none" => Severity::Low,
         other => {
             return Err(format!(
-                "`level` {other:?} is not error, warning, note or none"
+                "`level` {:?} is not error, warning, note or none",
+                excerpt(other)
             ));
         }
     };
@@ -200,8 +203,8 @@ fn result_to_finding(
         .and_then(|p| p.get("artifactLocation"))
         .and_then(|a| run.artifact_path(a));
     let region = physical.and_then(|p| p.get("region"));
-    let line = region.and_then(|r| u32_field(r, "startLine"));
-    let column = region.and_then(|r| u32_field(r, "startColumn"));
+    let line = position_field(region, "startLine", "region.startLine")?;
+    let column = position_field(region, "startColumn", "region.startColumn")?;
 
     let id = str_field(result, "guid").map_or_else(
         || match &file {
@@ -264,7 +267,14 @@ fn result_to_finding(
     Ok(Some((finding, notes)))
 }
 
-/// The result's message text, or the rule message string it names.
+/// The result's message text, or the rule message string it names with its
+/// `{n}` placeholders filled from `message.arguments` (a placeholder whose
+/// argument is missing or not a string stays as it is).
+///
+/// The template is filled in one pass, and the filling stops as soon as the
+/// text is over [`MAX_NAME_BYTES`] (the message becomes the finding's title,
+/// which is refused over that size anyway): a template repeating `{0}`
+/// thousands of times with a large argument costs no more than the limit.
 fn result_message(result: &Value, rule: Option<&Value>) -> Option<String> {
     let message = result.get("message")?;
     if let Some(text) = str_field(message, "text") {
@@ -275,14 +285,36 @@ fn result_message(result: &Value, rule: Option<&Value>) -> Option<String> {
         .get("messageStrings")?
         .get(id)
         .and_then(|m| str_field(m, "text"))?;
-    let mut text = template.to_owned();
-    if let Some(args) = message.get("arguments").and_then(Value::as_array) {
-        for (n, arg) in args.iter().enumerate() {
-            if let Some(a) = arg.as_str() {
-                text = text.replace(&format!("{{{n}}}"), a);
+    let args: &[Value] = message
+        .get("arguments")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let mut text = String::with_capacity(template.len().min(MAX_NAME_BYTES + 1));
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        text.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let arg = (digits > 0 && after[digits..].starts_with('}'))
+            .then(|| after[..digits].parse::<usize>().ok())
+            .flatten()
+            .and_then(|n| args.get(n))
+            .and_then(Value::as_str);
+        match arg {
+            Some(a) => {
+                text.push_str(a);
+                rest = &after[digits + 1..];
+            }
+            None => {
+                text.push('{');
+                rest = after;
             }
         }
+        if text.len() > MAX_NAME_BYTES {
+            return Some(text);
+        }
     }
+    text.push_str(rest);
     Some(text)
 }
 

@@ -329,8 +329,8 @@ fn review_cycle_exports_are_read_through_their_reader() {
     assert_eq!(
         rejected,
         [
-            "bad.json: findings[0]: failed to read review-cycle export bad.json: findings[0] has no `id`",
-            "bad.json: findings[2]: failed to read review-cycle export bad.json: findings[2] reuses id `F1` of findings[1]",
+            "bad.json: findings[0]: has no `id`",
+            "bad.json: findings[2]: reuses id `F1` of findings[1]",
         ]
     );
     // An unreadable export still fails as a whole.
@@ -348,6 +348,253 @@ fn uris_become_paths() {
     );
     assert_eq!(sarif::uri_to_path("file://host/share/x.rs"), "/share/x.rs");
     assert_eq!(sarif::uri_to_path("bad%zzescape"), "bad%zzescape");
+}
+
+/// One rejection's text, for the size tests.
+fn rejections(out: &ParseOutcome) -> Vec<String> {
+    out.rejected.iter().map(ToString::to_string).collect()
+}
+
+/// In every format, a finding with a field over its limit is rejected on its
+/// own, naming its place, id, field, size and limit; the same field at
+/// exactly its limit is kept.
+#[test]
+fn every_format_rejects_an_oversized_field_on_its_own() {
+    use crate::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
+    let x = |n: usize| "x".repeat(n);
+    let review_cycle = |n: usize| {
+        serde_json::json!([
+            {"id": "BIG", "title": "t", "severity": "low", "description": x(n)},
+            {"id": "OK", "title": "u", "severity": "low"}
+        ])
+        .to_string()
+    };
+    let sarif = |n: usize| {
+        serde_json::json!({"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "t"}},
+            "results": [
+                {"ruleId": "R1", "message": {"text": x(n)},
+                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a.rs"}, "region": {"startLine": 1}}}]},
+                {"ruleId": "R2", "message": {"text": "ok"},
+                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a.rs"}, "region": {"startLine": 2}}}]}
+            ]}]})
+        .to_string()
+    };
+    let diagnostic = |snippet: &str, line: u32| {
+        serde_json::json!({"message": "m", "original_output": snippet,
+            "location": {"path": "a.rs", "range": {"start": {"line": line}}}})
+    };
+    let rdjson = |n: usize| {
+        serde_json::json!({"source": {"name": "lint"},
+            "diagnostics": [diagnostic(&x(n), 1), diagnostic("ok", 2)]})
+        .to_string()
+    };
+    let rdjsonl = |n: usize| format!("{}\n{}\n", diagnostic(&x(n), 1), diagnostic("ok", 2));
+    let cargo = |n: usize| {
+        let line = |message: &str, l: u32| {
+            serde_json::json!({"reason": "compiler-message", "message": {
+                "message": message, "level": "warning", "code": {"code": "clippy::x"},
+                "spans": [{"file_name": "a.rs", "line_start": l, "column_start": 1,
+                           "is_primary": true, "text": []}], "children": []}})
+        };
+        format!("{}\n{}\n", line(&x(n), 1), line("ok", 2))
+    };
+    type Make<'a> = &'a dyn Fn(usize) -> String;
+    let cases: [(&str, Make<'_>, usize, &str, &str); 5] = [
+        (
+            "review-cycle",
+            &review_cycle,
+            MAX_TEXT_BYTES,
+            "in: findings[0]",
+            "finding `BIG`: field `description`",
+        ),
+        (
+            "sarif",
+            &sarif,
+            MAX_NAME_BYTES,
+            "in: runs[0].results[0]",
+            "finding `R1@a.rs:1:1`: field `title`",
+        ),
+        (
+            "rdjson",
+            &rdjson,
+            MAX_TEXT_BYTES,
+            "in: diagnostics[0]",
+            "finding `lint@a.rs:1:1`: field `description`",
+        ),
+        (
+            "rdjsonl",
+            &rdjsonl,
+            MAX_TEXT_BYTES,
+            "in:1",
+            "finding `rdjson@a.rs:1:1`: field `description`",
+        ),
+        (
+            "cargo",
+            &cargo,
+            MAX_NAME_BYTES,
+            "in:1",
+            "finding `clippy::x@a.rs:1:1`: field `title`",
+        ),
+    ];
+    for (format, make, limit, location, what) in cases {
+        let at = detect_and_parse(&make(limit), "in").unwrap();
+        assert_eq!(
+            (at.findings.len(), at.rejected.len()),
+            (2, 0),
+            "{format} at the limit"
+        );
+        let over = detect_and_parse(&make(limit + 1), "in").unwrap();
+        assert_eq!(
+            over.findings.len(),
+            1,
+            "{format}: the other finding is kept"
+        );
+        assert_eq!(
+            rejections(&over),
+            [format!(
+                "{location}: {what}: is {} bytes, over the limit of {limit} bytes ({} KiB)",
+                limit + 1,
+                limit / 1024
+            )],
+            "{format}"
+        );
+    }
+}
+
+/// A 10 MB field is rejected fast: the check adds nothing to the parse.
+#[test]
+fn a_ten_megabyte_field_is_rejected_in_linear_time() {
+    let huge = "x".repeat(10 << 20);
+    let export = serde_json::json!([
+        {"id": "F1", "title": "t", "severity": "low", "description": huge},
+        {"id": "F2", "title": huge, "severity": "low"},
+        {"id": "F3", "title": "t", "severity": "low", "recommendations": ["ok", huge]},
+        {"id": "F4", "title": "ok", "severity": "low"}
+    ])
+    .to_string();
+    let started = std::time::Instant::now();
+    let out = detect_and_parse(&export, "huge.json").unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.findings.len(), 1);
+    let rejected = rejections(&out);
+    assert_eq!(rejected.len(), 3);
+    assert!(
+        rejected[0].contains("findings[0]: finding `F1`: field `description`: is 10485760 bytes"),
+        "{}",
+        rejected[0]
+    );
+    assert!(
+        rejected[1].contains("findings[1]: finding `F2`: field `title`: is 10485760 bytes"),
+        "{}",
+        rejected[1]
+    );
+    assert!(
+        rejected[2].contains("field `recommendations`: item 1 is 10485760 bytes"),
+        "{}",
+        rejected[2]
+    );
+    assert!(rejected.iter().all(|r| r.len() < 300), "{rejected:?}");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+/// A line or column that is not a number rejects the entry instead of being
+/// read as "no line" (`"three"` in the bad-input corpus).
+#[test]
+fn a_line_of_the_wrong_type_rejects_the_entry() {
+    let out = rdjson::parse_lines(
+        concat!(
+            r#"{"message": "a", "location": {"path": "a.rs", "range": {"start": {"line": "three"}}}}"#,
+            "\n",
+            r#"{"message": "b", "location": {"path": "a.rs", "range": {"start": {"line": 2, "column": -1}}}}"#,
+            "\n",
+            r#"{"message": "c", "location": {"path": "a.rs", "range": {"start": {"line": 0}}}}"#,
+            "\n",
+            r#"{"message": "d", "location": {"path": "a.rs", "range": {"start": {"line": 4, "column": null}}}}"#,
+            "\n",
+        ),
+        "x.jsonl",
+    );
+    assert_eq!(
+        rejections(&out),
+        [
+            "x.jsonl:1: `location.range.start.line` is a string, expected a number",
+            "x.jsonl:2: `location.range.start.column` is -1, expected a non-negative integer",
+        ]
+    );
+    let lines: Vec<Option<u32>> = out.findings.iter().map(|f| f.line).collect();
+    assert_eq!(lines, [None, Some(4)]);
+
+    let sarif = serde_json::json!({"runs": [{"results": [
+        {"ruleId": "R", "message": {"text": "m"},
+         "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a.rs"}, "region": {"startLine": "3"}}}]}
+    ]}]})
+    .to_string();
+    assert_eq!(
+        rejections(&sarif::parse(&sarif, "x.sarif").unwrap()),
+        ["x.sarif: runs[0].results[0]: `region.startLine` is a string, expected a number"]
+    );
+}
+
+/// A SARIF message string is filled in one pass and stops at the title's
+/// limit: a template repeating `{0}` with a large argument stays cheap.
+#[test]
+fn sarif_message_arguments_are_filled_in_one_bounded_pass() {
+    let log = |template: &str, args: Vec<String>| {
+        serde_json::json!({"runs": [{"tool": {"driver": {"name": "t", "rules": [
+            {"id": "R", "messageStrings": {"m": {"text": template}}}]}},
+            "results": [{"ruleId": "R", "message": {"id": "m", "arguments": args}}]}]})
+        .to_string()
+    };
+    let out = sarif::parse(
+        &log(
+            "{0} and {1}, {0}; {2} {x} {",
+            vec!["a".into(), "{0}".into()],
+        ),
+        "s",
+    )
+    .unwrap();
+    // Arguments are not filled again; a missing one stays as it is.
+    assert_eq!(out.findings[0].title, "a and {0}, a; {2} {x} {");
+
+    let template = "{0} ".repeat(20_000);
+    let started = std::time::Instant::now();
+    let out = sarif::parse(&log(&template, vec!["y".repeat(1 << 20)]), "s").unwrap();
+    let took = started.elapsed();
+    assert!(out.findings.is_empty());
+    assert!(
+        rejections(&out)[0].contains("field `title`: is 1048576 bytes"),
+        "{:?}",
+        out.rejected
+    );
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+}
+
+/// rustc's snippet of a long span is cut to the free-text limit rather than
+/// getting the finding rejected: it is a quote of the file, not input text.
+#[test]
+fn a_long_cargo_snippet_is_cut_not_rejected() {
+    let text: Vec<serde_json::Value> = (0..3000)
+        .map(|i| serde_json::json!({"text": format!("    let v{i} = {i}; // {}", "é".repeat(20)), "highlight_start": 1, "highlight_end": 2}))
+        .collect();
+    let line = serde_json::json!({"reason": "compiler-message", "message": {
+        "message": "this function has too many lines (3000/100)", "level": "warning",
+        "code": {"code": "clippy::too_many_lines"},
+        "spans": [{"file_name": "src/lib.rs", "line_start": 1, "line_end": 3000, "column_start": 1,
+                   "is_primary": true, "text": text}], "children": []}});
+    let out = cargo::parse(&line.to_string(), "clippy.json");
+    assert!(out.rejected.is_empty(), "{:?}", out.rejected);
+    let snippet = out.findings[0].snippet.as_deref().unwrap();
+    assert!(
+        snippet.len() <= crate::limits::MAX_TEXT_BYTES,
+        "{}",
+        snippet.len()
+    );
+    assert!(snippet.starts_with("    let v0 = 0;"));
+    assert!(
+        snippet.ends_with("more bytes)"),
+        "{}",
+        &snippet[snippet.len() - 60..]
+    );
 }
 
 /// Every reader, on any text.

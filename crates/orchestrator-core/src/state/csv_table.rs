@@ -13,10 +13,20 @@
 //! doubled, so [`read_csv`] checks the quoting itself first and reports the
 //! line on which the broken quoted field starts.
 //!
+//! Every cell is at most [`MAX_CSV_CELL_BYTES`] (1 MiB): a larger one is an
+//! error naming the file, the line, the column and the sizes. The cells are
+//! carried into agents' prompts, and a runaway cell (a 10 MB paste) would be
+//! carried into every one of them.
+//!
 //! [`write_csv_atomic`] writes the way the planex seed does: the header line
 //! unquoted, every data cell quoted with `"` doubled inside, `\n` line ends,
-//! through [`write_atomic`].
+//! through [`write_atomic`]. It cuts a data cell over [`MAX_CSV_CELL_BYTES`]
+//! to that size (the end replaced by a note of how much was cut), so that
+//! every file it writes can be read back: the readers refuse larger cells,
+//! and only the engine's own text (an agent's error output) could be larger,
+//! since a cell read from a file is already within the limit.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
@@ -25,6 +35,7 @@ use csv::{QuoteStyle, Terminator, WriterBuilder};
 
 use super::StateError;
 use super::atomic::write_atomic;
+use crate::limits::{MAX_CSV_CELL_BYTES, excerpt};
 
 /// A CSV file: its header and its records.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -67,7 +78,8 @@ impl CsvTable {
     ///
     /// A leading UTF-8 byte-order mark is ignored and blank lines are skipped.
     /// Fails on an unbalanced quote, a record whose field count differs from
-    /// the header's, invalid UTF-8, or a duplicate column name.
+    /// the header's, invalid UTF-8, a duplicate column name, or a cell over
+    /// [`MAX_CSV_CELL_BYTES`].
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<CsvTable, StateError> {
         let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         check_quotes(path, bytes)?;
@@ -82,6 +94,7 @@ impl CsvTable {
             .iter()
             .map(str::to_owned)
             .collect();
+        check_cells(path, 1, &headers, None)?;
         let mut seen = HashSet::new();
         if let Some(dup) = headers.iter().find(|h| !seen.insert(h.as_str())) {
             return Err(StateError::Csv {
@@ -96,10 +109,14 @@ impl CsvTable {
         loop {
             match reader.read_record(&mut record) {
                 Ok(false) => break,
-                Ok(true) => rows.push(CsvRecord {
-                    line: record.position().map_or(0, |pos| start_line(bytes, pos)),
-                    fields: record.iter().map(str::to_owned).collect(),
-                }),
+                Ok(true) => {
+                    let line = record.position().map_or(0, |pos| start_line(bytes, pos));
+                    check_cells(path, line, record.iter(), Some(&headers))?;
+                    rows.push(CsvRecord {
+                        line,
+                        fields: record.iter().map(str::to_owned).collect(),
+                    });
+                }
                 Err(e) => return Err(csv_error(path, bytes, &e, 0)),
             }
         }
@@ -181,10 +198,11 @@ where
     let largest = headers
         .iter()
         .map(|h| h.as_ref().len())
-        .chain(
-            rows.iter()
-                .flat_map(|r| r.as_ref().iter().map(|f| f.as_ref().len())),
-        )
+        .chain(rows.iter().flat_map(|r| {
+            r.as_ref()
+                .iter()
+                .map(|f| f.as_ref().len().min(MAX_CSV_CELL_BYTES))
+        }))
         .max()
         .unwrap_or(0);
     let capacity = largest.saturating_mul(2).saturating_add(2).max(8 * 1024);
@@ -208,12 +226,62 @@ where
             .flexible(true)
             .from_writer(&mut out);
         for row in rows {
-            body.write_record(row.as_ref().iter().map(AsRef::as_ref))
-                .map_err(ser)?;
+            body.write_record(
+                row.as_ref()
+                    .iter()
+                    .map(|f| match within_cell_limit(f.as_ref()) {
+                        Cow::Borrowed(cell) => Cow::Borrowed(cell.as_bytes()),
+                        Cow::Owned(cell) => Cow::Owned(cell.into_bytes()),
+                    }),
+            )
+            .map_err(ser)?;
         }
         body.flush().map_err(|e| ser(e.into()))?;
     }
     Ok(out)
+}
+
+/// Checks every cell of the record on `line` against [`MAX_CSV_CELL_BYTES`];
+/// `headers` names the columns of a data record (`None` for the header).
+fn check_cells<I, S>(
+    path: &Path,
+    line: u64,
+    cells: I,
+    headers: Option<&[String]>,
+) -> Result<(), StateError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    for (index, cell) in cells.into_iter().enumerate() {
+        let size = cell.as_ref().len();
+        if size > MAX_CSV_CELL_BYTES {
+            return Err(StateError::CsvCellTooLarge {
+                path: path.to_path_buf(),
+                line,
+                field: index + 1,
+                column: headers.and_then(|h| h.get(index)).map(|name| excerpt(name)),
+                size,
+                limit: MAX_CSV_CELL_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `cell`, or when it is over [`MAX_CSV_CELL_BYTES`] its start (cut on a
+/// character boundary) followed by a note of how many bytes were cut, the
+/// whole within the limit.
+fn within_cell_limit(cell: &str) -> Cow<'_, str> {
+    if cell.len() <= MAX_CSV_CELL_BYTES {
+        return cell.into();
+    }
+    // Room for the note, whose number has at most 20 digits.
+    let mut cut = MAX_CSV_CELL_BYTES - 64;
+    while !cell.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… (cut: {} more bytes)", &cell[..cut], cell.len() - cut).into()
 }
 
 /// The 1-based line on which the record at `pos` really starts.
@@ -512,6 +580,65 @@ mod tests {
         assert_eq!(read_csv(&path).unwrap(), table);
         let missing = read_csv(dir.path().join("nope.csv")).unwrap_err();
         assert!(missing.is_not_found());
+    }
+
+    /// A cell of exactly the limit is read; one byte more is an error
+    /// naming the file, the line, the column and both sizes.
+    #[test]
+    fn a_cell_at_the_limit_is_read_and_one_byte_more_is_refused() {
+        let cell = |n: usize| "é".repeat(n / 2) + &"x".repeat(n % 2);
+        let at = format!(
+            "id,description\nT0,short\n\"T1\",\"{}\"\n",
+            cell(MAX_CSV_CELL_BYTES)
+        );
+        let table = parse(&at).unwrap();
+        assert_eq!(table.rows[1].fields[1].len(), MAX_CSV_CELL_BYTES);
+
+        let over = format!(
+            "id,description\nT0,short\n\"T1\",\"{}\"\n",
+            cell(MAX_CSV_CELL_BYTES + 1)
+        );
+        let err = parse(&over).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StateError::CsvCellTooLarge { line: 3, field: 2, size, .. } if size == MAX_CSV_CELL_BYTES + 1
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "CSV file plan/tasks.csv line 3 column `description`: the cell is 1048577 bytes, \
+             over the limit of 1048576 bytes (1 MiB)"
+        );
+
+        // A header cell over the limit is named by its position.
+        let header = format!("id,{}\n", "h".repeat(MAX_CSV_CELL_BYTES + 1));
+        assert_eq!(
+            parse(&header).unwrap_err().to_string(),
+            "CSV file plan/tasks.csv line 1 field 2: the cell is 1048577 bytes, \
+             over the limit of 1048576 bytes (1 MiB)"
+        );
+    }
+
+    /// The writer cuts a cell over the limit so that what it writes reads
+    /// back; a cell at the limit is written whole.
+    #[test]
+    fn the_writer_cuts_a_cell_over_the_limit_so_the_file_reads_back() {
+        let at = "é".repeat(MAX_CSV_CELL_BYTES / 2);
+        let over = format!("{at}x");
+        let bytes = to_csv_bytes(
+            Path::new("x.csv"),
+            &["id", "error"],
+            &[vec!["T1", at.as_str()], vec!["T2", over.as_str()]],
+        )
+        .unwrap();
+        let table = CsvTable::parse(Path::new("x.csv"), &bytes).unwrap();
+        assert_eq!(table.rows[0].fields[1], at);
+        let cut = &table.rows[1].fields[1];
+        assert!(cut.len() <= MAX_CSV_CELL_BYTES, "{}", cut.len());
+        assert!(over.starts_with(cut.split('…').next().unwrap()));
+        assert!(cut.ends_with("more bytes)"), "{}", &cut[cut.len() - 40..]);
     }
 
     proptest! {

@@ -126,6 +126,28 @@ pub enum StateError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A CSV cell is over [`crate::limits::MAX_CSV_CELL_BYTES`].
+    #[error(
+        "CSV file {} line {line} {}: the cell {}",
+        path.display(),
+        describe_cell(*field, column.as_deref()),
+        crate::limits::over_limit(*size, *limit)
+    )]
+    CsvCellTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line on which the record starts (1 for the header).
+        line: u64,
+        /// 1-based index of the cell in its record.
+        field: usize,
+        /// The cell's column name (shortened with
+        /// [`crate::limits::excerpt`]), for a data record.
+        column: Option<String>,
+        /// The cell's size in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// Any other CSV problem (duplicate header, a row of the wrong width on write, …).
     #[error("CSV file {}{}: {message}", path.display(), describe_line(*line))]
     Csv {
@@ -173,6 +195,7 @@ impl StateError {
             | StateError::CsvRaggedRow { path, .. }
             | StateError::CsvInvalidUtf8 { path, .. }
             | StateError::CsvUnbalancedQuote { path, .. }
+            | StateError::CsvCellTooLarge { path, .. }
             | StateError::Csv { path, .. }
             | StateError::MissingColumn { path, .. }
             | StateError::InvalidValue { path, .. } => path,
@@ -205,6 +228,14 @@ fn describe_holder(pid: Option<u32>, started_at: Option<&str>) -> String {
 
 fn describe_line(line: Option<u64>) -> String {
     line.map(|l| format!(" line {l}")).unwrap_or_default()
+}
+
+/// "column `description`" when the column has a name, else "field 3".
+fn describe_cell(field: usize, column: Option<&str>) -> String {
+    match column {
+        Some(name) => format!("column `{name}`"),
+        None => format!("field {field}"),
+    }
 }
 
 #[cfg(test)]
