@@ -224,12 +224,15 @@ impl ProcessSpec {
 pub fn display_command(program: &OsString, args: &[OsString]) -> String {
     std::iter::once(program)
         .chain(args)
-        .map(|a| quote_for_display(&a.to_string_lossy()))
+        .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
-fn quote_for_display(arg: &str) -> String {
+/// `arg` quoted for a POSIX shell: as it is when it holds only characters
+/// no shell treats specially, else in single quotes (a `'` inside becomes
+/// `'\''`). For messages a user may copy into a terminal.
+pub fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
         && arg
             .chars()

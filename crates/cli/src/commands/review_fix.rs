@@ -26,7 +26,7 @@ use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::config::{CommandLine, Config, split_command};
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::git::GitVcs;
-use orchestrator_adapters::process::ProcessRunner;
+use orchestrator_adapters::process::{ProcessRunner, shell_quote};
 use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::command::CommandSpec;
@@ -528,19 +528,6 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     // when their tasks are dropped) without waiting on it for long.
     runtime.shutdown_timeout(Duration::from_secs(5));
     exit
-}
-
-/// `text` quoted for a POSIX shell (as is when it needs no quoting).
-fn shell_quote(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c));
-    if plain {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
 }
 
 /// The command that continues an interrupted run in `root`: `--resume`,

@@ -88,22 +88,9 @@ pub fn read_json_if_exists<T: DeserializeOwned>(
 /// once complete. A missing directory yields an empty list.
 pub fn stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateError> {
     let path = path.as_ref();
-    let dir = target_dir(path);
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StateError::io("list directory", dir, e)),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| StateError::io("list directory", dir, e))?;
-        let candidate = entry.path();
-        if is_temp_file_for(&candidate, path) {
-            out.push(candidate);
-        }
-    }
-    out.sort();
-    Ok(out)
+    files_in(target_dir(path), |candidate| {
+        is_temp_file_for(candidate, path)
+    })
 }
 
 /// Deletes the leftovers [`stale_temp_files`] finds and returns their paths.
@@ -111,15 +98,7 @@ pub fn stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateErr
 /// Only call this while no other writer can be writing `path` (that is, while
 /// holding the session's [`SessionLock`](super::SessionLock)).
 pub fn remove_stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateError> {
-    let stale = stale_temp_files(path)?;
-    for file in &stale {
-        match fs::remove_file(file) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StateError::io("remove stale temporary file", file, e)),
-        }
-    }
-    Ok(stale)
+    remove_all(stale_temp_files(path)?)
 }
 
 /// Deletes the leftover temporary files of interrupted [`write_atomic`]
@@ -131,35 +110,49 @@ pub fn remove_stale_temp_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>, S
 /// Only call this while no other writer can be writing in `dir` (that is,
 /// while holding the session's [`SessionLock`](super::SessionLock)).
 pub fn remove_stale_temp_files_in(dir: impl AsRef<Path>) -> Result<Vec<PathBuf>, StateError> {
-    let dir = dir.as_ref();
+    let temp = |candidate: &Path| {
+        candidate
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix('.'))
+            .and_then(|n| n.strip_suffix(TEMP_SUFFIX))
+            .and_then(|n| n.rsplit_once('.'))
+            .is_some_and(|(target, random)| !target.is_empty() && !random.is_empty())
+            && candidate.is_file()
+    };
+    remove_all(files_in(dir.as_ref(), temp)?)
+}
+
+/// The entries of `dir` that `keep` accepts, sorted; a missing directory
+/// has none.
+fn files_in(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>, StateError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(StateError::io("list directory", dir, e)),
     };
-    let mut stale = Vec::new();
+    let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| StateError::io("list directory", dir, e))?;
-        let name = entry.file_name();
-        let temp = name
-            .to_str()
-            .and_then(|n| n.strip_prefix('.'))
-            .and_then(|n| n.strip_suffix(TEMP_SUFFIX))
-            .and_then(|n| n.rsplit_once('.'))
-            .is_some_and(|(target, random)| !target.is_empty() && !random.is_empty());
-        if temp && entry.file_type().is_ok_and(|t| t.is_file()) {
-            stale.push(entry.path());
+        let candidate = entry.path();
+        if keep(&candidate) {
+            out.push(candidate);
         }
     }
-    stale.sort();
-    for file in &stale {
+    out.sort();
+    Ok(out)
+}
+
+/// Removes `files` (one already gone is fine) and gives them back.
+fn remove_all(files: Vec<PathBuf>) -> Result<Vec<PathBuf>, StateError> {
+    for file in &files {
         match fs::remove_file(file) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(StateError::io("remove stale temporary file", file, e)),
         }
     }
-    Ok(stale)
+    Ok(files)
 }
 
 /// True when `candidate` is named like a temporary file [`write_atomic`]
