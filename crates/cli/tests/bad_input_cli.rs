@@ -278,29 +278,7 @@ fn planex_run_refuses_every_bad_tasks_csv_before_creating_a_session() {
     assert_covers(&names, &["tasks-"]);
     let mut report = String::new();
     for (file, fragments) in cases {
-        let sb = Sandbox::new();
-        let input = sb.input(file);
-        let before = sb.snapshot();
-        let o = sb.run(&[
-            OsStr::new("planex"),
-            OsStr::new("run"),
-            input.as_os_str(),
-            OsStr::new("-y"),
-        ]);
-        assert_no_panic(file, &o);
-        let after = sb.snapshot();
-        assert_refused(
-            file,
-            &o,
-            &input.display().to_string(),
-            fragments,
-            &before,
-            &after,
-        );
-        assert!(
-            !sb.repo.join(".workflow").exists(),
-            "{file}: no session was created"
-        );
+        let (sb, o) = refused_file(file, fragments, planex_run, ".workflow");
         report_case(&mut report, &sb, file, &o);
     }
     insta::assert_snapshot!("planex_tasks_corpus", report);
@@ -336,26 +314,7 @@ fn ci_autofix_refuses_bad_handoffs_and_bad_config_changes_nothing() {
     assert_covers(&names, &["handoff-"]);
     let mut report = String::new();
     for (file, fragments) in cases {
-        let sb = Sandbox::new();
-        let input = sb.input(file);
-        let before = sb.snapshot();
-        let o = sb.run(&[
-            OsStr::new("ci-autofix"),
-            OsStr::new("--handoff"),
-            input.as_os_str(),
-            OsStr::new("-y"),
-        ]);
-        assert_no_panic(file, &o);
-        let after = sb.snapshot();
-        assert_refused(
-            file,
-            &o,
-            &input.display().to_string(),
-            fragments,
-            &before,
-            &after,
-        );
-        assert!(!sb.repo.join(".moai").exists(), "{file}: no state");
+        let (sb, o) = refused_file(file, fragments, ci_autofix_handoff, ".moai");
         report_case(
             &mut report,
             &sb,
@@ -612,6 +571,36 @@ fn huge_findings() -> String {
          "file": "src/lib.rs", "line": 2, "description": "d"}
     ]})
     .to_string()
+}
+
+/// Runs `run` on the corpus `file` in a fresh sandbox and checks that it is
+/// refused: no panic, exit 2 with a message naming the file and holding
+/// `fragments`, nothing written, and no engine folder `state_dir` created.
+fn refused_file(
+    file: &str,
+    fragments: &[&str],
+    run: fn(&Sandbox, &Path) -> Output,
+    state_dir: &str,
+) -> (Sandbox, Output) {
+    let sb = Sandbox::new();
+    let input = sb.input(file);
+    let before = sb.snapshot();
+    let o = run(&sb, &input);
+    assert_no_panic(file, &o);
+    let after = sb.snapshot();
+    assert_refused(
+        file,
+        &o,
+        &input.display().to_string(),
+        fragments,
+        &before,
+        &after,
+    );
+    assert!(
+        !sb.repo.join(state_dir).exists(),
+        "{file}: no {state_dir} state was created"
+    );
+    (sb, o)
 }
 
 /// `orchestrator planex run F -y`.
