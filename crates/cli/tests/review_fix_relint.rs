@@ -9,29 +9,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod flow_support;
+
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use flow_support::git;
 
 /// The linter script (`sh LINTER` in the repository prints its findings).
 const LINTER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../review-fix/tests/data/paren_lint.sh"
 );
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 struct Fixture {
     tmp: tempfile::TempDir,

@@ -1,4 +1,5 @@
-//! Helpers shared by `bad_input_cli.rs` and `concurrency_cli.rs`: a
+//! Helpers shared by `bad_input_cli.rs`, `concurrency_cli.rs` (and the
+//! `git` helper by `review_fix_relint.rs`): a
 //! temporary real git repository next to an input folder, the real
 //! `orchestrator` binary run in it with a clean environment, a fix agent
 //! that is a real program, and a snapshot of everything outside the

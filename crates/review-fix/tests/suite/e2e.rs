@@ -27,7 +27,8 @@ fn quickstart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+/// Runs `git` in `dir` and returns its stdout (also used by `relint`).
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)

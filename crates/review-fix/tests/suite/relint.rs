@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::e2e::git;
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::process::ProcessRunner;
@@ -26,21 +27,6 @@ use orchestrator_review_fix::{
 
 /// The linter script (`sh LINTER` in the repository prints its findings).
 const LINTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/paren_lint.sh");
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A repository with `a.txt`, and the first pass's findings (the linter's
 /// output on it) as a file outside the repository.
