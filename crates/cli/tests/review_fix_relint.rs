@@ -186,6 +186,61 @@ fn relint_json_ends_with_the_totals() {
     assert_eq!(last["exit_code"], 0);
 }
 
+/// The test command is recorded in the session: a resume without
+/// `--test-cmd` runs it again (this repository implies none, so without the
+/// record the resume would be a usage error).
+#[test]
+fn a_resume_runs_the_test_command_the_session_recorded() {
+    let fx = fixture("((x))\n((q))\n");
+    let orchestrator = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .arg("review-fix")
+            .args(args)
+            .current_dir(&fx.repo)
+            .env("RUST_BACKTRACE", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("ORCHESTRATOR_AGENT")
+            .output()
+            .unwrap()
+    };
+    // Without -y and without a terminal the plan waits for a human: exit 3,
+    // the session stays resumable.
+    let first = orchestrator(&[
+        "--fix",
+        fx.findings.to_str().unwrap(),
+        "--test-cmd",
+        "sh -c '! grep -qx \"(q)\" a.txt'",
+        "--isolation",
+        "serial",
+    ]);
+    assert_eq!(first.status.code(), Some(3), "{first:?}");
+
+    let resumed = orchestrator(&["--resume", "-y", "--max-iterations", "1"]);
+    let err = String::from_utf8_lossy(&resumed.stderr).into_owned();
+    assert!(
+        err.contains(r#"test command `sh -c '! grep -qx "(q)" a.txt'` (recorded in the session)"#),
+        "{err}"
+    );
+    assert_eq!(
+        resumed.status.code(),
+        Some(1),
+        "q breaks the recorded test\n{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("a.txt")).unwrap(),
+        "(x)\n((q))\n"
+    );
+
+    // A repository that implies no test command, and no session to take it
+    // from: a usage error.
+    let none = orchestrator(&["--fix", fx.findings.to_str().unwrap(), "-y"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no test command"),
+        "{none:?}"
+    );
+}
+
 #[test]
 fn a_relint_command_that_cannot_be_split_is_a_usage_error() {
     let fx = fixture("((x))\n");

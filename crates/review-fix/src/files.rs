@@ -488,6 +488,11 @@ pub struct SessionOptions {
     pub isolation: String,
     /// Whether a dirty tree was allowed.
     pub allow_dirty: bool,
+    /// The test command the session started with, as the argv that ran it
+    /// (`sh -c …` for a shell line), for a resume to run again; absent when
+    /// the caller recorded none. The library never runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_command: Option<Vec<String>>,
 }
 
 /// `active-fix-session.json` (ours, versioned): the marker of an unfinished

@@ -150,6 +150,10 @@ pub struct ReviewFixConfig {
     /// the findings an earlier re-lint pass already tried (see [`relint`]).
     /// Empty by default.
     pub skip: BTreeSet<String>,
+    /// The test command to record in the session (the argv the
+    /// [`TestRunnerFactory`] runs), so that a resume can use the same one;
+    /// the library itself only writes it down.
+    pub test_command: Option<Vec<String>>,
 }
 
 impl Default for ReviewFixConfig {
@@ -172,6 +176,7 @@ impl Default for ReviewFixConfig {
             verify: VerifyMode::Auto,
             flaky_reruns: 1,
             skip: BTreeSet::new(),
+            test_command: None,
         }
     }
 }
@@ -719,6 +724,7 @@ fn options_of(config: &ReviewFixConfig) -> SessionOptions {
         max_parallel_groups: config.max_parallel_groups,
         isolation: config.isolation.as_str().to_owned(),
         allow_dirty: config.allow_dirty,
+        test_command: config.test_command.clone(),
     }
 }
 

@@ -178,6 +178,15 @@ pub struct ResolvedTests {
 }
 
 impl ResolvedTests {
+    /// The argv that runs the command (`sh -c …` for a shell line), as
+    /// recorded in the session.
+    pub fn argv(&self) -> Vec<String> {
+        match &self.command {
+            TestCommand::Argv(argv) => argv.clone(),
+            TestCommand::Shell(script) => vec!["sh".into(), "-c".into(), script.clone()],
+        }
+    }
+
     /// The command as shown to the user.
     pub fn display(&self) -> String {
         match &self.command {
@@ -233,6 +242,43 @@ pub fn resolve_tests(
              (nothing to infer: no Cargo.toml, package.json test script, pytest configuration or go.mod)",
             repo.display()
         )),
+    }
+}
+
+/// The test command recorded in the unfinished session that `--resume`
+/// would continue (the newest under the fixes root of `repo`, or of the
+/// first `--fix` input's review folder); `None` when there is no such
+/// session or it recorded none.
+pub fn recorded_test_command(repo: &Path, first_input: Option<&Path>) -> Option<Vec<String>> {
+    use orchestrator_review_fix::session;
+    let root = repo
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(repo);
+    let fixes = session::fixes_root(root, first_input);
+    let dir = session::unfinished_sessions(&fixes).into_iter().next()?;
+    let active = session::read_active(&session::SessionPaths::new(dir)).ok()??;
+    active.options.test_command
+}
+
+/// The test command of a `--resume` without `--test-cmd`: the one the
+/// session recorded (with `[tests]`' time limit and report when it is the
+/// same command), else what [`resolve_tests`] picks.
+pub fn resolve_resume_tests(
+    recorded: Option<Vec<String>>,
+    config: &Config,
+    repo: &Path,
+) -> Result<ResolvedTests, String> {
+    let fresh = resolve_tests(None, config, repo);
+    match (recorded, fresh) {
+        (Some(argv), Ok(fresh)) if fresh.argv() == argv => Ok(fresh),
+        (Some(argv), _) if !argv.is_empty() => Ok(ResolvedTests {
+            command: TestCommand::Argv(argv),
+            source: "recorded in the session".to_owned(),
+            time_limit: None,
+            junit_report: None,
+        }),
+        (_, fresh) => fresh,
     }
 }
 
@@ -391,7 +437,17 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let tests = match resolve_tests(args.test_cmd.as_deref(), &config, &repo) {
+    let resolved = if args.resume && args.test_cmd.is_none() {
+        let first_input = args.fix.first().and_then(|p| std::path::absolute(p).ok());
+        resolve_resume_tests(
+            recorded_test_command(&repo, first_input.as_deref()),
+            &config,
+            &repo,
+        )
+    } else {
+        resolve_tests(args.test_cmd.as_deref(), &config, &repo)
+    };
+    let tests = match resolved {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -443,7 +499,8 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             r.max_passes
         );
     }
-    let flow = flow_config(args, &config, inputs, planner);
+    let mut flow = flow_config(args, &config, inputs, planner);
+    flow.test_command = Some(tests.argv());
     let runtime = match setup::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -455,9 +512,6 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     let json_mode = args.json;
     let yes = args.yes;
     let test_display = tests.display();
-    // The test command is not part of the session: a resume must be given
-    // the same one, so the hint repeats a `--test-cmd` the user typed.
-    let resume_test_cmd = (tests.source == "--test-cmd").then(|| test_display.clone());
     let test_source = tests.source.clone();
     let (sink, human) = setup::reporter(json_mode);
     // Failure details carry the tail of the test output: the terminal gets
@@ -496,7 +550,7 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
                 eprintln!(
                     "\ninterrupted: running fixes were stopped and their files restored on resume; \
                      continue with `{}`",
-                    resume_hint(&root, resume_test_cmd.as_deref())
+                    resume_hint(&root)
                 );
                 return Exit::NeedsHuman;
             }
@@ -530,19 +584,13 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     exit
 }
 
-/// The command that continues an interrupted run in `root`: `--resume`,
-/// `--repo` and the `--test-cmd` the run was given, quoted for a POSIX
-/// shell.
-pub fn resume_hint(root: &Path, test_cmd: Option<&str>) -> String {
-    let mut hint = format!(
+/// The command that continues an interrupted run in `root` (the session
+/// recorded its test command), quoted for a POSIX shell.
+pub fn resume_hint(root: &Path) -> String {
+    format!(
         "orchestrator review-fix --resume --repo {}",
         shell_quote(&root.display().to_string())
-    );
-    if let Some(cmd) = test_cmd {
-        hint.push_str(" --test-cmd ");
-        hint.push_str(&shell_quote(cmd));
-    }
-    hint
+    )
 }
 
 /// Forwards events with multi-line messages cut to their first line.
@@ -1054,14 +1102,14 @@ mod tests {
     }
 
     #[test]
-    fn the_resume_hint_repeats_the_test_command_quoted() {
+    fn the_resume_hint_quotes_the_repository() {
         assert_eq!(
-            resume_hint(Path::new("/work/repo"), None),
+            resume_hint(Path::new("/work/repo")),
             "orchestrator review-fix --resume --repo /work/repo"
         );
         assert_eq!(
-            resume_hint(Path::new("/my repo"), Some("sh -c 'make test'")),
-            r"orchestrator review-fix --resume --repo '/my repo' --test-cmd 'sh -c '\''make test'\'''"
+            resume_hint(Path::new("/my repo's")),
+            r"orchestrator review-fix --resume --repo '/my repo'\''s'"
         );
     }
 
