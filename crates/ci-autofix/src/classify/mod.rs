@@ -188,8 +188,17 @@ pub fn classify_many<'a>(logs: impl IntoIterator<Item = &'a str>) -> Classificat
 
 /// The first rule matching a cleaned line, with its name and level.
 fn match_line(text: &str, quoted: bool) -> Option<(String, Level)> {
-    for rule in rules::RULES.iter() {
+    // One pass over the line for all rules; then captures of the first
+    // matching one only.
+    let candidates = rules::RULE_SET.as_ref().map(|set| set.matches(text));
+    if candidates.as_ref().is_some_and(|m| !m.matched_any()) {
+        return None;
+    }
+    for (index, rule) in rules::RULES.iter().enumerate() {
         if quoted && !rule.on_quoted {
+            continue;
+        }
+        if candidates.as_ref().is_some_and(|m| !m.matched(index)) {
             continue;
         }
         let Some(caps) = rule.pattern.captures(text) else {

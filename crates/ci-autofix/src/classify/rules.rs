@@ -14,7 +14,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 use super::Level;
 
@@ -315,6 +315,13 @@ pub(crate) static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         .collect()
 });
 
+/// Every pattern of [`RULES`] in one set, index for index: one pass over a
+/// line tells which rules match at all, so a long line that matches none is
+/// read once instead of once per rule. `None` if the set cannot be built
+/// (then every rule is tried on its own).
+pub(crate) static RULE_SET: LazyLock<Option<RegexSet>> =
+    LazyLock::new(|| RegexSet::new(RULES.iter().map(|r| r.pattern.as_str())).ok());
+
 /// flake8 / ruff / pycodestyle codes: import sorting (`I`), whitespace,
 /// indentation and blank lines (`E1`–`E3`, `W1`–`W3`) are trivial; syntax
 /// errors (`E9`) are semantic; everything else (pyflakes `F`, bugbear,
@@ -416,6 +423,9 @@ mod tests {
         for &(name, _, _, pattern) in SPECS {
             assert!(Regex::new(pattern).is_ok(), "rule {name}: {pattern}");
         }
+        assert_eq!(RULES.len(), SPECS.len());
+        let set = RULE_SET.as_ref().expect("the rule set builds");
+        assert_eq!(set.len(), RULES.len(), "the set is index for index");
         assert_eq!(RULES.len(), SPECS.len());
     }
 

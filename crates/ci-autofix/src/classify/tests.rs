@@ -351,3 +351,54 @@ proptest! {
         prop_assert!(!out.contains(bad), "escape left in {:?}", out);
     }
 }
+
+/// The first matching rule, each rule tried on its own (what [`match_line`]
+/// did before its one-pass prefilter).
+fn match_line_rule_by_rule(text: &str, quoted: bool) -> Option<String> {
+    rules::RULES
+        .iter()
+        .filter(|r| !quoted || r.on_quoted)
+        .find(|r| r.pattern.is_match(text))
+        .map(|r| r.name.to_owned())
+}
+
+/// The rule-set prefilter picks the same rule as trying the rules one by
+/// one, on every line of the real corpus, quoted or not.
+#[test]
+fn the_rule_set_prefilter_agrees_with_rule_by_rule_matching() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
+    let mut lines = 0;
+    let mut matched = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for line in text.lines() {
+            for quoted in [false, true] {
+                let got = match_line(line, quoted).map(|(name, _)| name);
+                let want = match_line_rule_by_rule(line, quoted);
+                let got_rule = got.as_deref().map(|n| n.split(':').next().unwrap_or(n));
+                assert_eq!(got_rule, want.as_deref(), "{}: {line:?}", path.display());
+                lines += 1;
+                matched += usize::from(want.is_some());
+            }
+        }
+    }
+    assert!(
+        lines > 1000 && matched > 50,
+        "{lines} lines, {matched} matched"
+    );
+}
+
+proptest! {
+    #[test]
+    fn the_rule_set_prefilter_agrees_on_arbitrary_lines(
+        line in "(error|warning|E[0-9]{3}|FAILED|not ok|panic|fmt|diff|[a-z ]{0,12}|[:./\\-]){0,12}",
+        quoted in any::<bool>(),
+    ) {
+        let got = match_line(&line, quoted).map(|(name, _)| name);
+        let got_rule = got.as_deref().map(|n| n.split(':').next().unwrap_or(n).to_owned());
+        prop_assert_eq!(got_rule, match_line_rule_by_rule(&line, quoted));
+    }
+}
