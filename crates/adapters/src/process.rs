@@ -22,8 +22,11 @@
 //!   a unique tag in [`TREE_ENV`], which its descendants inherit, and each
 //!   group kill also kills every process whose environment carries the tag
 //!   (the "process tree killer" cookie; only a descendant that clears its
-//!   environment escapes it). A daemon meant to outlive the call (a build
-//!   server such as sccache's) must be started with [`TREE_ENV`] unset.
+//!   environment escapes it). On a time-out they get the group's SIGTERM
+//!   too; when the leader exits they are killed at once, like the group. A
+//!   daemon meant to outlive the call (a build server a test starts: sccache,
+//!   a Gradle or Bazel daemon, watchman) must be started with [`TREE_ENV`]
+//!   unset, or it is restarted by every call.
 //!
 //! [`ProcessRunner`] exposes [`run`] as the core's `CommandRunner` trait.
 
@@ -68,10 +71,10 @@ fn environ_has_tag(environ: &[u8], tag: &str) -> bool {
         .any(|value| value.split(|b| *b == b':').any(|t| t == tag.as_bytes()))
 }
 
-/// Sends SIGKILL to every process (but this one) whose environment carries
+/// Sends `signal` to every process (but this one) whose environment carries
 /// `tag`; returns how many were signalled. Linux only (reads `/proc`);
 /// elsewhere nothing is found.
-fn kill_tagged(tag: &str) -> usize {
+fn kill_tagged(tag: &str, signal: Signal) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -98,7 +101,7 @@ fn kill_tagged(tag: &str) -> usize {
         let Ok(raw) = i32::try_from(pid) else {
             continue;
         };
-        if nix::sys::signal::kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+        if nix::sys::signal::kill(Pid::from_raw(raw), signal).is_ok() {
             killed += 1;
         }
     }
@@ -486,11 +489,15 @@ struct GroupGuard {
 
 impl GroupGuard {
     fn signal(&self, signal: Signal) {
+        if signal == Signal::SIGTERM && self.pgid.is_some() {
+            // Those that left the group get the same warning as the group.
+            kill_tagged(&self.tag, Signal::SIGTERM);
+        }
         if signal == Signal::SIGKILL && self.pgid.is_some() {
             // Those that left the group: a few sweeps, since one being
             // killed may have been forking.
             for _ in 0..3 {
-                let n = kill_tagged(&self.tag);
+                let n = kill_tagged(&self.tag, Signal::SIGKILL);
                 if n == 0 {
                     break;
                 }

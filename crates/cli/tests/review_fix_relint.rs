@@ -241,6 +241,70 @@ fn a_resume_runs_the_test_command_the_session_recorded() {
     );
 }
 
+/// A findings command that fails after pass 1: the pass's fixes stay, the
+/// closing lines say the re-lint failed (exit 1, not "every finding fixed")
+/// and show the end of its stderr.
+#[test]
+fn a_failing_relint_command_is_reported_with_its_stderr() {
+    let fx = fixture("((x))\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args([
+            "review-fix",
+            "--fix",
+            fx.findings.to_str().unwrap(),
+            "--relint",
+            "sh -c 'echo lint: config not found >&2; exit 4'",
+            "--test-cmd",
+            "true",
+            "-y",
+        ])
+        .current_dir(&fx.repo)
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("ORCHESTRATOR_AGENT")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let tail: Vec<&str> = out.lines().rev().take(3).collect();
+    assert_eq!(tail[0], "    lint: config not found", "{out}");
+    assert_eq!(tail[1], "  the re-lint command's stderr ends:", "{out}");
+    assert!(
+        tail[2].starts_with(
+            "review-fix: 1 pass (the re-lint command failed: `sh -c echo lint: config not found >&2; exit 4` exited with 4 and printed no findings): some findings were not fixed; 1 findings (1 fixed"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("a.txt")).unwrap(),
+        "(x)\n"
+    );
+}
+
+#[test]
+fn relint_passes_without_a_relint_command_is_a_usage_error() {
+    let fx = fixture("((x))\n");
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args([
+            "review-fix",
+            "--fix",
+            fx.findings.to_str().unwrap(),
+            "--relint-passes",
+            "3",
+            "--test-cmd",
+            "true",
+        ])
+        .current_dir(&fx.repo)
+        .env_remove("ORCHESTRATOR_AGENT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--relint-passes needs a re-lint command"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_relint_command_that_cannot_be_split_is_a_usage_error() {
     let fx = fixture("((x))\n");

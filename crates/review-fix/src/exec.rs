@@ -1465,7 +1465,11 @@ async fn run_in_worktree(
     let vcs = match shared.vcs.worktree_add(&path, &branch, base).await {
         Ok(v) => v,
         Err(e) => {
-            shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            // git may have made the branch before failing: undo what it
+            // left, and keep the record for a resume when that fails too.
+            if shared.vcs.worktree_remove(&path, &branch).await.is_ok() {
+                shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            }
             shared.warn(format!(
                 "failed to create a worktree for {} ({e}); it will run in the main tree",
                 group.group_id
@@ -1691,7 +1695,10 @@ pub(crate) async fn recover(shared: &Shared) {
             }
         }
         let mut removed = shared.vcs.worktree_remove(path, branch).await;
-        if removed.is_err() && path.starts_with(&folder) {
+        // Only a folder the session made: directly inside its worktrees
+        // folder (a record naming anything else is not deleted).
+        if removed.is_err() && path.parent() == Some(folder.as_path()) && path.file_name().is_some()
+        {
             // Killed mid-fix (uncommitted changes) or while git filled it.
             // Nothing in an interrupted run's worktree is kept (its landed
             // fixes are on the branch, the others are redone): its folder

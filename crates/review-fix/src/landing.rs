@@ -792,7 +792,11 @@ async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
     let vcs = match shared.vcs.worktree_add(&path, &branch, &head).await {
         Ok(vcs) => vcs,
         Err(e) => {
-            shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            // As for a group's worktree: undo what git left, or keep the
+            // record for a resume.
+            if shared.vcs.worktree_remove(&path, &branch).await.is_ok() {
+                shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            }
             return Err(format!("failed to create the verification worktree: {e}"));
         }
     };

@@ -146,10 +146,11 @@ pub struct ReviewFixConfig {
     /// Re-runs of a failing test run on the identical tree before a fix is
     /// blamed (`--flaky-reruns N`, default 1; `0` trusts every failure).
     pub flaky_reruns: u32,
-    /// Findings to leave out of a new session, by [`relint::relint_key`]:
-    /// the findings an earlier re-lint pass already tried (see [`relint`]).
-    /// Empty by default.
-    pub skip: BTreeSet<String>,
+    /// Findings to leave out of a new session, counted by
+    /// [`relint::relint_key`]: per key, that many occurrences (the first in
+    /// input order) are left out — those an earlier re-lint pass tried and
+    /// did not fix (see [`relint`]). Empty by default.
+    pub skip: relint::KeyCounts,
     /// The test command to record in the session (the argv the
     /// [`TestRunnerFactory`] runs), so that a resume can use the same one;
     /// the library itself only writes it down.
@@ -175,7 +176,7 @@ impl Default for ReviewFixConfig {
             test_time_limit: None,
             verify: VerifyMode::Auto,
             flaky_reruns: 1,
-            skip: BTreeSet::new(),
+            skip: relint::KeyCounts::new(),
             test_command: None,
         }
     }
@@ -772,8 +773,13 @@ async fn open_new(
     let mut findings = Vec::new();
     let mut rejected = loaded.rejected;
     let mut skipped = 0usize;
+    let mut skip_left = config.skip.clone();
     for f in loaded.findings {
-        if !config.skip.is_empty() && config.skip.contains(&relint::relint_key(&f)) {
+        if !skip_left.is_empty()
+            && let Some(n) = skip_left.get_mut(&relint::relint_key(&f))
+            && *n > 0
+        {
+            *n -= 1;
             skipped += 1;
             continue;
         }
@@ -917,6 +923,10 @@ async fn open_for_resume(
         return Err(ReviewFixError::DirtyTree { paths: new_dirty });
     }
     active.dirty_before.extend(new_dirty);
+    // A test command given to the resume replaces the recorded one.
+    if config.test_command.is_some() {
+        active.options.test_command.clone_from(&config.test_command);
+    }
     active.run += 1;
     active.pid = std::process::id();
     active.last_update = now();

@@ -22,15 +22,20 @@
 //! ```
 //!
 //! Each pass is an ordinary session, so everything a session guarantees
-//! (one verified commit per fix, rollback, resume) holds per pass. A finding
-//! is tried at most once per invocation: findings are matched across passes
-//! by [`relint_key`] (file, rule, title and the text the suggestion replaces
-//! — not the line, which earlier fixes shift), and a key seen in an earlier
-//! pass is left out of later ones. After a resume, the keys of the passes
-//! before the resumed session are not known, so a finding that failed there
-//! can be tried once more; the pass limit bounds that.
+//! (one verified commit per fix, rollback, resume) holds per pass. Findings
+//! are matched across passes by [`relint_key`] (file, rule, title and the
+//! text the suggestion replaces — not the line, which earlier fixes shift)
+//! and counted: after a pass, each key's occurrences that the pass did not
+//! fix (failed, not fixable, rejected) are remembered, and the next pass
+//! leaves that many occurrences of the key out. A fixed finding is gone from
+//! the code, so an identical one the linter reports afterwards is new and is
+//! tried. Keys are not kept across a resume or across invocations, and a
+//! title that changes from run to run makes a new key: the pass limit bounds
+//! the retries either gives. The findings command must not write into the
+//! working tree (the next pass would find it dirty); its output is kept in
+//! `.review/relint/pass-N-{ms}.json`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +52,15 @@ use crate::{FLOW, FindingsFile, Outcome, ReviewFixConfig, RunReport, Services, i
 /// Bytes of findings-command output accepted (a large crate's clippy JSON
 /// stream is a few MiB; output beyond this is an error, never a partial
 /// parse).
-pub const OUTPUT_LIMIT: usize = 256 << 20;
+pub const OUTPUT_LIMIT: usize = 64 << 20;
+
+/// Time limit of one run of the findings command when its spec sets none: a
+/// linter that hangs (on a lock, a network fetch) must not hang the flow.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// Occurrences per [`relint_key`]: the findings a pass left unfixed, to be
+/// left out of the next pass (see [`ReviewFixConfig::skip`]).
+pub type KeyCounts = BTreeMap<String, usize>;
 
 /// The findings command re-run between passes.
 #[derive(Debug, Clone)]
@@ -87,8 +100,33 @@ pub enum StopReason {
     /// The last pass did not finish executing (dry run, stopped at the plan,
     /// waiting for a human).
     NotExecuted,
-    /// The findings command failed; the message says how.
-    CommandFailed(String),
+    /// The findings command failed.
+    CommandFailed {
+        /// How, in one line.
+        message: String,
+        /// The end of its standard error, when it printed any.
+        stderr_tail: String,
+    },
+    /// A later pass could not run (its session could not be opened, say);
+    /// the passes before it are complete and their commits stay.
+    PassFailed {
+        /// The pass.
+        pass: u32,
+        /// The error, in one line.
+        message: String,
+    },
+}
+
+impl StopReason {
+    /// Whether the passes ended on a failure of their own (the findings
+    /// command, or a pass that could not run), which makes the outcome
+    /// "some failed" even when every pass fixed everything.
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            StopReason::CommandFailed { .. } | StopReason::PassFailed { .. }
+        )
+    }
 }
 
 impl std::fmt::Display for StopReason {
@@ -99,7 +137,12 @@ impl std::fmt::Display for StopReason {
             StopReason::NothingCommitted => f.write_str("the last pass committed nothing"),
             StopReason::PassLimit => f.write_str("the pass limit was reached"),
             StopReason::NotExecuted => f.write_str("the last pass did not execute"),
-            StopReason::CommandFailed(m) => write!(f, "the re-lint command failed: {m}"),
+            StopReason::CommandFailed { message, .. } => {
+                write!(f, "the re-lint command failed: {message}")
+            }
+            StopReason::PassFailed { pass, message } => {
+                write!(f, "pass {pass} could not run: {message}")
+            }
         }
     }
 }
@@ -119,7 +162,7 @@ impl PassesReport {
     /// The outcome of all passes: the last pass's when it did not execute
     /// (waiting for a human, stopped, dry run); otherwise every finding fixed
     /// only if every pass fixed all of its findings and the re-lint command
-    /// did not fail.
+    /// and the passes did not end on a failure ([`StopReason::is_failure`]).
     pub fn outcome(&self) -> Outcome {
         let Some(last) = self.passes.last() else {
             return Outcome::SomeFailed;
@@ -127,8 +170,8 @@ impl PassesReport {
         if !matches!(last.outcome, Outcome::AllFixed | Outcome::SomeFailed) {
             return last.outcome.clone();
         }
-        let all_fixed = self.passes.iter().all(|p| p.outcome == Outcome::AllFixed)
-            && !matches!(self.stop, StopReason::CommandFailed(_));
+        let all_fixed =
+            self.passes.iter().all(|p| p.outcome == Outcome::AllFixed) && !self.stop.is_failure();
         if all_fixed {
             Outcome::AllFixed
         } else {
@@ -199,8 +242,6 @@ pub async fn run_with_relint(
 ) -> Result<PassesReport, ReviewFixError> {
     let started = Instant::now();
     let first = run(config.clone(), services.clone()).await?;
-    let mut seen: BTreeSet<String> = config.skip.clone();
-    seen.extend(session_keys(&first.session_dir)?);
     let mut report = PassesReport {
         passes: vec![first],
         walls: vec![started.elapsed()],
@@ -210,13 +251,26 @@ pub async fn run_with_relint(
         return Ok(report);
     };
     let repo = services.vcs.root().to_path_buf();
-    let first_input = config.inputs.first().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            repo.join(p)
+    // What pass 1 was given: its inputs read again (they were readable a
+    // moment ago), or on a resume without inputs the session's findings.
+    let first_session = report.passes[0].session_dir.clone();
+    let given = if config.inputs.is_empty() {
+        None
+    } else {
+        let inputs: Vec<PathBuf> = config.inputs.iter().map(|p| absolute(&repo, p)).collect();
+        input::load_inputs(&repo, &inputs).ok().map(|l| l.findings)
+    };
+    let mut unfixed = match unfixed_after(given, &first_session, &report.passes[0]) {
+        Ok(counts) => counts,
+        Err(e) => {
+            report.stop = StopReason::PassFailed {
+                pass: 2,
+                message: e.to_string(),
+            };
+            return Ok(report);
         }
-    });
+    };
+    let first_input = config.inputs.first().map(|p| absolute(&repo, p));
     let relint_dir = fixes_root(&repo, first_input.as_deref())
         .parent()
         .map_or_else(|| repo.join(".review"), Path::to_path_buf)
@@ -247,19 +301,18 @@ pub async fn run_with_relint(
         });
         let (file, findings) = match found {
             Ok(found) => found,
-            Err(message) => {
+            Err(failure) => {
                 services.sink.emit(&Event::Warning {
-                    message: format!("re-lint before pass {pass}: {message}"),
+                    message: format!("re-lint before pass {pass}: {}", failure.message),
                 });
-                report.stop = StopReason::CommandFailed(message);
+                report.stop = StopReason::CommandFailed {
+                    message: failure.message,
+                    stderr_tail: failure.stderr_tail,
+                };
                 break;
             }
         };
-        let new = findings
-            .iter()
-            .filter(|f| !seen.contains(&relint_key(f)))
-            .count();
-        if new == 0 {
+        if new_occurrences(&findings, &unfixed) == 0 {
             report.stop = StopReason::NoNewFindings;
             break;
         }
@@ -267,81 +320,165 @@ pub async fn run_with_relint(
             inputs: vec![file],
             resume: false,
             dry_run: false,
-            skip: seen.clone(),
+            skip: unfixed.clone(),
             ..config.clone()
         };
-        let done = run(next, services.clone()).await?;
-        seen.extend(session_keys(&done.session_dir)?);
+        let done = match run(next, services.clone()).await {
+            Ok(done) => done,
+            Err(e) => {
+                report.stop = StopReason::PassFailed {
+                    pass,
+                    message: e.to_string(),
+                };
+                break;
+            }
+        };
+        unfixed = match unfixed_after(Some(findings), &done.session_dir, &done) {
+            Ok(counts) => counts,
+            Err(e) => {
+                report.stop = StopReason::PassFailed {
+                    pass: pass + 1,
+                    message: e.to_string(),
+                };
+                report.passes.push(done);
+                report.walls.push(started.elapsed());
+                break;
+            }
+        };
         report.passes.push(done);
         report.walls.push(started.elapsed());
     }
     Ok(report)
 }
 
-/// The keys of a session's findings (`findings.json`).
-fn session_keys(session_dir: &Path) -> Result<BTreeSet<String>, ReviewFixError> {
-    let path = SessionPaths::new(session_dir).findings();
-    if !path.is_file() {
-        return Ok(BTreeSet::new());
+fn absolute(repo: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        repo.join(p)
     }
-    let file: FindingsFile = read_json(&path)?;
-    Ok(file.findings.iter().map(relint_key).collect())
+}
+
+/// The occurrences of each key a pass left unfixed: those of its input
+/// (`given`, or the session's planned findings when unknown) minus those it
+/// fixed. What the session left out (already tried, rejected) counts as
+/// unfixed; keys the input no longer holds are gone.
+fn unfixed_after(
+    given: Option<Vec<Finding>>,
+    session_dir: &Path,
+    report: &RunReport,
+) -> Result<KeyCounts, ReviewFixError> {
+    let path = SessionPaths::new(session_dir).findings();
+    let planned: Vec<Finding> = if path.is_file() {
+        let file: FindingsFile = read_json(&path)?;
+        file.findings
+    } else {
+        Vec::new()
+    };
+    let result: HashMap<&str, &str> = report
+        .findings
+        .iter()
+        .map(|f| (f.id.as_str(), f.result.as_str()))
+        .collect();
+    let mut counts = KeyCounts::new();
+    for f in given.as_deref().unwrap_or(&planned) {
+        *counts.entry(relint_key(f)).or_default() += 1;
+    }
+    for f in &planned {
+        if result.get(f.id.as_str()) == Some(&"fixed")
+            && let Some(n) = counts.get_mut(&relint_key(f))
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+    counts.retain(|_, n| *n > 0);
+    Ok(counts)
+}
+
+/// How many of `findings` are not covered by `unfixed`: per key, the
+/// occurrences beyond those already tried.
+fn new_occurrences(findings: &[Finding], unfixed: &KeyCounts) -> usize {
+    let mut seen = KeyCounts::new();
+    for f in findings {
+        *seen.entry(relint_key(f)).or_default() += 1;
+    }
+    seen.iter()
+        .map(|(k, n)| n.saturating_sub(unfixed.get(k).copied().unwrap_or(0)))
+        .sum()
+}
+
+/// Why the findings command gave nothing to read.
+struct RelintFailure {
+    message: String,
+    stderr_tail: String,
+}
+
+impl RelintFailure {
+    fn new(message: String) -> Self {
+        Self {
+            message,
+            stderr_tail: String::new(),
+        }
+    }
 }
 
 /// Runs the findings command once, keeps its output as the next pass's
-/// input file, and reads the findings in it. `Err` says what went wrong.
+/// input file, and reads the findings in it.
 async fn relint_once(
     relint: &Relint,
     repo: &Path,
     dir: &Path,
     pass: u32,
-) -> Result<(PathBuf, Vec<Finding>), String> {
+) -> Result<(PathBuf, Vec<Finding>), RelintFailure> {
     let mut spec = relint.command.clone();
     spec.cwd = repo.to_path_buf();
-    spec.output_limit = spec.output_limit.max(OUTPUT_LIMIT);
+    spec.output_limit = OUTPUT_LIMIT;
+    spec.time_limit = spec.time_limit.or(Some(DEFAULT_TIME_LIMIT));
     let shown = spec.display();
     let out = relint
         .runner
         .run(spec)
         .await
-        .map_err(|e| format!("`{shown}`: {e}"))?;
+        .map_err(|e| RelintFailure::new(format!("`{shown}`: {e}")))?;
+    let tail: String = {
+        let lines: Vec<&str> = out.stderr.lines().rev().take(5).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
+    let fail = |message: String| RelintFailure {
+        message,
+        stderr_tail: tail.clone(),
+    };
     if out.timed_out {
-        return Err(format!(
+        return Err(fail(format!(
             "`{shown}` timed out after {:.1}s",
             Duration::from_millis(out.duration_ms).as_secs_f64()
-        ));
+        )));
     }
     if out.truncated {
-        return Err(format!(
+        return Err(fail(format!(
             "`{shown}` printed more than {OUTPUT_LIMIT} bytes; its findings cannot be read whole"
-        ));
+        )));
     }
+    let Some(code) = out.exit_code else {
+        return Err(fail(format!(
+            "`{shown}` was killed by a signal; its findings may be cut short"
+        )));
+    };
     if out.stdout.trim().is_empty() {
-        if out.success() {
+        if code == 0 {
             return Ok((PathBuf::new(), Vec::new()));
         }
-        let tail: String = out
-            .stderr
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
-        return Err(format!(
-            "`{shown}` exited with {} and printed no findings; stderr ends:\n{tail}",
-            out.exit_code
-                .map_or_else(|| "a signal".to_owned(), |c| c.to_string())
-        ));
+        return Err(fail(format!(
+            "`{shown}` exited with {code} and printed no findings"
+        )));
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail(format!("failed to create {}: {e}", dir.display())))?;
     let stamp = jiff::Timestamp::now().as_millisecond();
     let file = dir.join(format!("pass-{pass}-{stamp}.json"));
-    write_atomic(&file, out.stdout.as_bytes()).map_err(|e| e.to_string())?;
+    write_atomic(&file, out.stdout.as_bytes()).map_err(|e| fail(e.to_string()))?;
     let loaded = input::load_inputs(repo, std::slice::from_ref(&file))
-        .map_err(|e| format!("`{shown}` printed no readable findings: {e}"))?;
+        .map_err(|e| fail(format!("`{shown}` printed no readable findings: {e}")))?;
     Ok((file, loaded.findings))
 }
 

@@ -386,7 +386,15 @@ pub fn resolve_relint(
         (None, Some(Ok(CommandLine::Argv(argv)))) => argv,
         (None, Some(Ok(CommandLine::Shell(script)))) => vec!["sh".into(), "-c".into(), script],
         (None, Some(Err(e))) => return Err(e.to_string()),
-        (None, None) => return Ok(None),
+        (None, None) => {
+            if args.relint_passes.is_some() {
+                return Err(
+                    "--relint-passes needs a re-lint command: --relint CMD or [review_fix] relint in orchestrator.toml"
+                        .to_owned(),
+                );
+            }
+            return Ok(None);
+        }
     };
     let passes = args
         .relint_passes
@@ -541,17 +549,39 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             gate: setup::gate(yes),
             sink,
         };
+        let fixes_dir = orchestrator_review_fix::session::fixes_root(
+            &root,
+            flow.inputs.first().map(PathBuf::as_path),
+        );
+        let relint_flags = relint.as_ref().map(|r| {
+            let mut argv = vec![r.command.program.clone()];
+            argv.extend(r.command.args.iter().cloned());
+            format!(
+                " --relint {} --relint-passes {}",
+                shell_quote(&orchestrator_adapters::config::join_command(&argv)),
+                r.max_passes
+            )
+        });
         let result = tokio::select! {
             r = run_with_relint(flow, services, relint.as_ref()) => r,
             _ = tokio::signal::ctrl_c() => {
                 if let Some(h) = &human {
                     h.finish();
                 }
-                eprintln!(
-                    "\ninterrupted: running fixes were stopped and their files restored on resume; \
-                     continue with `{}`",
-                    resume_hint(&root)
-                );
+                let open = !orchestrator_review_fix::session::unfinished_sessions(&fixes_dir).is_empty();
+                if open {
+                    eprintln!(
+                        "\ninterrupted: running fixes were stopped and their files restored on resume; \
+                         continue with `{}{}`",
+                        resume_hint(&root),
+                        relint_flags.as_deref().unwrap_or_default()
+                    );
+                } else {
+                    eprintln!(
+                        "\ninterrupted between passes: the fixes so far are committed; \
+                         run the same command again to re-lint and go on"
+                    );
+                }
                 return Exit::NeedsHuman;
             }
         };
@@ -826,31 +856,36 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
 /// re-lint passes, each pass's summary under a `pass N` heading, then the
 /// totals and why the passes stopped.
 pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String {
-    let [only] = passes.passes.as_slice() else {
-        let mut out = String::new();
-        let n = passes.passes.len();
-        for (i, report) in passes.passes.iter().enumerate() {
-            let _ = writeln!(out, "pass {}/{n}:", i + 1);
-            out.push_str(&render_summary(report, &pass_context(passes, i, context)));
+    if let ([only], StopReason::NotAsked) = (passes.passes.as_slice(), &passes.stop) {
+        return render_summary(only, context);
+    }
+    let mut out = String::new();
+    let n = passes.passes.len();
+    for (i, report) in passes.passes.iter().enumerate() {
+        let _ = writeln!(out, "pass {}/{n}:", i + 1);
+        out.push_str(&render_summary(report, &pass_context(passes, i, context)));
+    }
+    let _ = writeln!(
+        out,
+        "review-fix: {n} {} ({}): {}; {} findings ({} fixed, {} failed, {} rejected); {} commits; {} test runs; wall time {:.1}s",
+        if n == 1 { "pass" } else { "passes" },
+        passes.stop,
+        outcome_line(&passes.outcome()),
+        passes.findings(),
+        passes.count("fixed"),
+        passes.count("failed"),
+        passes.count("rejected"),
+        passes.commits(),
+        passes.test_runs(),
+        context.wall.as_secs_f64()
+    );
+    if let StopReason::CommandFailed { stderr_tail, .. } = &passes.stop
+        && !stderr_tail.trim().is_empty()
+    {
+        let _ = writeln!(out, "  the re-lint command's stderr ends:");
+        for line in stderr_tail.lines() {
+            let _ = writeln!(out, "    {line}");
         }
-        let _ = writeln!(
-            out,
-            "review-fix: {n} passes ({}): {}; {} findings ({} fixed, {} failed, {} rejected); {} commits; {} test runs; wall time {:.1}s",
-            passes.stop,
-            outcome_line(&passes.outcome()),
-            passes.findings(),
-            passes.count("fixed"),
-            passes.count("failed"),
-            passes.count("rejected"),
-            passes.commits(),
-            passes.test_runs(),
-            context.wall.as_secs_f64()
-        );
-        return out;
-    };
-    let mut out = render_summary(only, context);
-    if let StopReason::CommandFailed(message) = &passes.stop {
-        let _ = writeln!(out, "  re-lint: {}", first_line(message));
     }
     out
 }
@@ -863,10 +898,11 @@ fn pass_context(passes: &PassesReport, i: usize, context: &SummaryContext) -> Su
     }
 }
 
-/// The `--json` closing lines: one pass gives one `summary` line
-/// ([`summary_json`]); with re-lint passes, a `pass_summary` line per pass
-/// and a last `summary` line with the totals (`passes`, `relint_stop`, the
-/// findings and commits of every pass).
+/// The `--json` closing lines: without re-lint, one `summary` line
+/// ([`summary_json`]); with `--relint` (even when one pass ran), a
+/// `pass_summary` line per pass and a last `summary` line with the totals
+/// (`passes`, `relint_stop`, `relint_stderr_tail`, the findings of every
+/// pass — each with its `pass` — and their commits).
 pub fn render_passes_json(passes: &PassesReport, context: &SummaryContext) -> String {
     let mut out = String::new();
     let many = passes.passes.len() > 1 || passes.stop != StopReason::NotAsked;
@@ -881,7 +917,10 @@ pub fn render_passes_json(passes: &PassesReport, context: &SummaryContext) -> St
         line["event"] = json!("pass_summary");
         line["pass"] = json!(i + 1);
         if let Some(f) = line["findings"].as_array() {
-            findings.extend(f.iter().cloned());
+            findings.extend(f.iter().cloned().map(|mut f| {
+                f["pass"] = json!(i + 1);
+                f
+            }));
         }
         if let Some(c) = line["commits"].as_array() {
             commits.extend(c.iter().cloned());
@@ -897,6 +936,9 @@ pub fn render_passes_json(passes: &PassesReport, context: &SummaryContext) -> St
     total["exit_code"] = json!(outcome.exit_code());
     total["passes"] = json!(passes.passes.len());
     total["relint_stop"] = json!(passes.stop.to_string());
+    if let StopReason::CommandFailed { stderr_tail, .. } = &passes.stop {
+        total["relint_stderr_tail"] = json!(stderr_tail);
+    }
     total["findings"] = json!(findings);
     total["commits"] = json!(commits);
     total["counts"] = json!({

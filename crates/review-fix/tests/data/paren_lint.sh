@@ -1,8 +1,9 @@
 #!/bin/sh
-# A tiny linter for the re-lint tests: every line of a.txt that starts with
-# "((" is reported (rdjsonl) with a suggestion that removes one layer of
-# parentheses, so "((((x))))" needs three fixes, each exposed by the last.
+# A tiny linter for the re-lint tests: every line of the *.txt files that
+# starts with "((" is reported (rdjsonl) with a suggestion that removes one
+# layer of parentheses, so "((((x))))" needs three fixes, each exposed by
+# the last.
 awk '/^\(\(/ {
   inner = substr($0, 2, length($0) - 2);
-  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"a.txt\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", NR, NR, length($0) + 1, NR, NR, length($0) + 1, inner
-}' a.txt
+  printf "{\"message\":\"redundant parentheses\",\"location\":{\"path\":\"%s\",\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}}},\"code\":{\"value\":\"paren\"},\"suggestions\":[{\"range\":{\"start\":{\"line\":%d,\"column\":1},\"end\":{\"line\":%d,\"column\":%d}},\"text\":\"%s\"}]}\n", FILENAME, FNR, FNR, length($0) + 1, FNR, FNR, length($0) + 1, inner
+}' *.txt

@@ -198,9 +198,12 @@ async fn without_relint_one_pass_runs_and_a_failing_linter_is_reported() {
         .unwrap();
     assert_eq!(report.passes.len(), 1, "the first pass ran");
     match &report.stop {
-        StopReason::CommandFailed(m) => {
-            assert!(m.contains("exited with 3"), "{m}");
-            assert!(m.contains("lint: no such config"), "{m}");
+        StopReason::CommandFailed {
+            message,
+            stderr_tail,
+        } => {
+            assert!(message.contains("exited with 3"), "{message}");
+            assert_eq!(stderr_tail, "lint: no such config");
         }
         other => panic!("stopped because {other:?}"),
     }
@@ -209,4 +212,87 @@ async fn without_relint_one_pass_runs_and_a_failing_linter_is_reported() {
         Outcome::SomeFailed,
         "a re-lint that cannot run is not a clean finish"
     );
+}
+
+/// A fixed finding is gone from the code: an identical one the linter
+/// reports later (here `((x))` again, once the line below lost a layer) is
+/// new and is fixed, not skipped as already tried.
+#[tokio::test]
+async fn an_identical_finding_after_a_fixed_one_is_fixed_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = fixture(tmp.path(), "((x))\n(((x)))\n");
+    let report = run_with_relint(
+        config(input),
+        services(&repo, "true").await,
+        Some(&relint(4)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "(x)\n(x)\n"
+    );
+    assert_eq!(report.passes.len(), 2);
+    assert_eq!(report.stop, StopReason::NoNewFindings);
+    assert_eq!((report.count("fixed"), report.commits()), (3, 3));
+}
+
+/// A finding rejected because its file has uncommitted changes is counted
+/// as tried: the re-lint reports it again, and no pass is opened for it.
+#[tokio::test]
+async fn a_finding_in_a_dirty_file_does_not_start_another_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _) = fixture(tmp.path(), "((x))\n");
+    std::fs::write(repo.join("b.txt"), "((y))\n").unwrap();
+    git(&repo, &["add", "b.txt"]);
+    git(&repo, &["commit", "-q", "-m", "b"]);
+    // The user's unfinished work in b.txt.
+    std::fs::write(repo.join("b.txt"), "((z))\n").unwrap();
+    let out = Command::new("sh")
+        .arg(LINTER)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let input = tmp.path().join("findings2.rdjsonl");
+    std::fs::write(&input, &out.stdout).unwrap();
+    let mut cfg = config(input);
+    cfg.allow_dirty = true;
+    let report = run_with_relint(cfg, services(&repo, "true").await, Some(&relint(4)))
+        .await
+        .unwrap();
+    assert_eq!(report.passes.len(), 1, "{:?}", report.stop);
+    assert_eq!(report.stop, StopReason::NoNewFindings);
+    assert_eq!(report.count("fixed"), 1);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("b.txt")).unwrap(),
+        "((z))\n"
+    );
+}
+
+/// A pass that cannot open its session ends the passes with the reason;
+/// the earlier passes' report and commits stay.
+#[tokio::test]
+async fn a_later_pass_that_cannot_run_keeps_the_earlier_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, input) = fixture(tmp.path(), "(((x)))\n");
+    // A linter that also leaves a file in the tree: the next pass finds the
+    // tree dirty and refuses to start.
+    let messy = Relint::new(
+        CommandSpec::new("sh", ["-c", &format!("touch stray.log; sh {LINTER}")], "."),
+        Arc::new(ProcessRunner::default()),
+        4,
+    );
+    let report = run_with_relint(config(input), services(&repo, "true").await, Some(&messy))
+        .await
+        .unwrap();
+    assert_eq!(report.passes.len(), 1);
+    assert_eq!(report.commits(), 1);
+    match &report.stop {
+        StopReason::PassFailed { pass, message } => {
+            assert_eq!(*pass, 2);
+            assert!(message.contains("stray.log"), "{message}");
+        }
+        other => panic!("stopped because {other:?}"),
+    }
+    assert_eq!(report.outcome(), Outcome::SomeFailed);
 }
