@@ -280,6 +280,26 @@ fn a_failing_relint_command_is_reported_with_its_stderr() {
     );
 }
 
+/// A dry run with `--relint` plans the first pass only and prints it as a
+/// plain dry run: nothing is changed, nothing re-linted.
+#[test]
+fn a_dry_run_with_relint_prints_the_first_plan_only() {
+    let fx = fixture("(((x)))\n");
+    let o = fx.run(&["--dry-run"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("dry run: plan written, nothing changed"),
+        "{out}"
+    );
+    assert!(!out.contains("pass 1/"), "{out}");
+    assert!(!fx.repo.join(".review/relint").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("a.txt")).unwrap(),
+        "(((x)))\n"
+    );
+}
+
 #[test]
 fn relint_passes_without_a_relint_command_is_a_usage_error() {
     let fx = fixture("((x))\n");

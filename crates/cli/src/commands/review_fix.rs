@@ -856,7 +856,11 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
 /// re-lint passes, each pass's summary under a `pass N` heading, then the
 /// totals and why the passes stopped.
 pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String {
-    if let ([only], StopReason::NotAsked) = (passes.passes.as_slice(), &passes.stop) {
+    // One pass that is the whole story (no re-lint, or a dry run or a plan
+    // waiting for approval, after which nothing re-lints): its summary.
+    if let ([only], StopReason::NotAsked | StopReason::NotExecuted) =
+        (passes.passes.as_slice(), &passes.stop)
+    {
         return render_summary(only, context);
     }
     let mut out = String::new();
