@@ -228,6 +228,11 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// removal, or before the worktree was made), forgets whatever is left —
     /// the worktree's registration, the branch — and succeeds, so removing
     /// is safe to repeat.
+    ///
+    /// `branch` is deleted even when it holds commits merged nowhere (a
+    /// worktree's branch is scratch: its commits were landed by cherry-pick
+    /// or are redone), unless it is checked out somewhere. Pass only the
+    /// branch [`Vcs::worktree_add`] made for `path`.
     async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError>;
 
     /// Applies `commit` onto the current branch as a new commit.
