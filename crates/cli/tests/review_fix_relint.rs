@@ -60,6 +60,19 @@ fn fixture(text: &str) -> Fixture {
 }
 
 impl Fixture {
+    /// `orchestrator review-fix ARGS` in the repository, clean environment.
+    fn review_fix(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .arg("review-fix")
+            .args(args)
+            .current_dir(&self.repo)
+            .env("RUST_BACKTRACE", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("ORCHESTRATOR_AGENT")
+            .output()
+            .unwrap()
+    }
+
     fn run(&self, extra: &[&str]) -> Output {
         let relint = format!("sh '{}'", self.lint.display());
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
@@ -192,17 +205,7 @@ fn relint_json_ends_with_the_totals() {
 #[test]
 fn a_resume_runs_the_test_command_the_session_recorded() {
     let fx = fixture("((x))\n((q))\n");
-    let orchestrator = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-            .arg("review-fix")
-            .args(args)
-            .current_dir(&fx.repo)
-            .env("RUST_BACKTRACE", "0")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env_remove("ORCHESTRATOR_AGENT")
-            .output()
-            .unwrap()
-    };
+    let orchestrator = |args: &[&str]| fx.review_fix(args);
     // Without -y and without a terminal the plan waits for a human: exit 3,
     // the session stays resumable.
     let first = orchestrator(&[
@@ -247,22 +250,15 @@ fn a_resume_runs_the_test_command_the_session_recorded() {
 #[test]
 fn a_failing_relint_command_is_reported_with_its_stderr() {
     let fx = fixture("((x))\n");
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-        .args([
-            "review-fix",
-            "--fix",
-            fx.findings.to_str().unwrap(),
-            "--relint",
-            "sh -c 'echo lint: config not found >&2; exit 4'",
-            "--test-cmd",
-            "true",
-            "-y",
-        ])
-        .current_dir(&fx.repo)
-        .env("RUST_BACKTRACE", "0")
-        .env_remove("ORCHESTRATOR_AGENT")
-        .output()
-        .unwrap();
+    let o = fx.review_fix(&[
+        "--fix",
+        fx.findings.to_str().unwrap(),
+        "--relint",
+        "sh -c 'echo lint: config not found >&2; exit 4'",
+        "--test-cmd",
+        "true",
+        "-y",
+    ]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(1), "{out}");
     let tail: Vec<&str> = out.lines().rev().take(3).collect();
@@ -303,20 +299,14 @@ fn a_dry_run_with_relint_prints_the_first_plan_only() {
 #[test]
 fn relint_passes_without_a_relint_command_is_a_usage_error() {
     let fx = fixture("((x))\n");
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-        .args([
-            "review-fix",
-            "--fix",
-            fx.findings.to_str().unwrap(),
-            "--relint-passes",
-            "3",
-            "--test-cmd",
-            "true",
-        ])
-        .current_dir(&fx.repo)
-        .env_remove("ORCHESTRATOR_AGENT")
-        .output()
-        .unwrap();
+    let o = fx.review_fix(&[
+        "--fix",
+        fx.findings.to_str().unwrap(),
+        "--relint-passes",
+        "3",
+        "--test-cmd",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -328,19 +318,14 @@ fn relint_passes_without_a_relint_command_is_a_usage_error() {
 #[test]
 fn a_relint_command_that_cannot_be_split_is_a_usage_error() {
     let fx = fixture("((x))\n");
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-        .args([
-            "review-fix",
-            "--fix",
-            fx.findings.to_str().unwrap(),
-            "--relint",
-            "cargo clippy 'unbalanced",
-            "--test-cmd",
-            "true",
-        ])
-        .current_dir(&fx.repo)
-        .output()
-        .unwrap();
+    let o = fx.review_fix(&[
+        "--fix",
+        fx.findings.to_str().unwrap(),
+        "--relint",
+        "cargo clippy 'unbalanced",
+        "--test-cmd",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
