@@ -191,7 +191,11 @@ impl Handoff {
     pub fn read(path: impl AsRef<Path>) -> Result<Handoff, HandoffFileError> {
         let path = path.as_ref();
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| HandoffFileError::Io {
+        let bytes = orchestrator_core::limits::read_input_file(
+            path,
+            orchestrator_core::limits::MAX_INPUT_FILE_BYTES,
+        )
+        .map_err(|e| HandoffFileError::Io {
             file: file.clone(),
             message: e.to_string(),
         })?;

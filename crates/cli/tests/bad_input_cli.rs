@@ -22,7 +22,7 @@ mod flow_support;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -853,7 +853,10 @@ fn unreadable_inputs_directories_and_non_utf8_names() {
         kinds.push(kind);
         let dir = sb.inputs.join("a-directory");
         std::fs::create_dir(&dir).unwrap();
-        for path in [&input, &dir] {
+        // A device that never ends: refused at the input size limit, not
+        // read until memory runs out.
+        let endless = PathBuf::from("/dev/zero");
+        for path in [&input, &dir, &endless] {
             let args: Vec<OsString> = match flow {
                 "review-fix" => sb.review_fix_args(path),
                 "planex" => vec!["planex".into(), "run".into(), path.into(), "-y".into()],
@@ -872,6 +875,9 @@ fn unreadable_inputs_directories_and_non_utf8_names() {
             // review-fix reads a directory as a review folder: an empty one
             // holds no export.
             let fragment = match (flow, path == &dir) {
+                _ if path == &endless => {
+                    "larger than the input size limit of 268435456 bytes (256 MiB)"
+                }
                 ("review-fix", true) => "the directory holds no findings export",
                 (_, true) => "Is a directory",
                 ("review-fix", false) => "failed to read findings input",

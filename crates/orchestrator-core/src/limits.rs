@@ -21,11 +21,14 @@
 //! | [`MAX_NAME_BYTES`] | 4 KiB | one-line names: ids, titles, file paths, categories, dimensions, check names, branch names, URLs |
 //! | [`MAX_TEXT_BYTES`] | 64 KiB | free text: descriptions, snippets, recommendations, suggestion messages and edit texts, check details |
 //! | [`MAX_CSV_CELL_BYTES`] | 1 MiB | one cell of a planex CSV (`tasks.csv`, `explore.csv`, …) |
+//! | [`MAX_INPUT_FILE_BYTES`] | 256 MiB | a whole input file (findings, task CSV, handoff), read with [`read_input_file`] |
 //!
 //! Messages that quote an input value use [`excerpt`], so that a refused
 //! field is never printed whole.
 
 use std::fmt;
+use std::io::Read as _;
+use std::path::Path;
 
 /// The longest one-line name a reader accepts: 4 KiB.
 ///
@@ -56,6 +59,46 @@ pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// the runaway cell, and the CSV writer cuts any cell it writes to this size
 /// so that every session file it writes can be read back.
 pub const MAX_CSV_CELL_BYTES: usize = 1024 * 1024;
+
+/// The largest input file a reader accepts: 256 MiB.
+///
+/// Inputs are read whole and parsed into memory (a JSON document several
+/// times its size), so one file must not be able to exhaust it: a findings
+/// export of a very large repository is tens of MiB, a task CSV or a handoff
+/// far less. The bound is checked while reading, so a device (`/dev/zero`)
+/// or a file that keeps growing is refused too, not read forever.
+pub const MAX_INPUT_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Reads the whole file at `path`, refusing one larger than `limit` bytes
+/// with an [`std::io::ErrorKind::InvalidData`] error that says so (the
+/// caller adds the path, as for any read error).
+pub fn read_input_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)?;
+    let hint = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0, |m| m.len());
+    if hint > limit {
+        return Err(too_large(limit));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+fn too_large(limit: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "larger than the input size limit of {limit} bytes ({})",
+            human(usize::try_from(limit).unwrap_or(usize::MAX))
+        ),
+    )
+}
 
 /// A field over its size limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +178,32 @@ fn human(n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn input_files_are_read_up_to_the_limit_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("at.json");
+        std::fs::write(&at, vec![b'x'; 1000]).unwrap();
+        assert_eq!(super::read_input_file(&at, 1000).unwrap().len(), 1000);
+        let err = super::read_input_file(&at, 999).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(
+            err.to_string(),
+            "larger than the input size limit of 999 bytes (999 bytes)"
+        );
+        // A device reports no size: the bound is kept while reading.
+        let zero = std::path::Path::new("/dev/zero");
+        if zero.exists() {
+            let err = super::read_input_file(zero, 1 << 20).unwrap_err();
+            assert!(err.to_string().contains("1 MiB"), "{err}");
+        }
+        assert_eq!(
+            super::read_input_file(&dir.path().join("missing"), 10)
+                .unwrap_err()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+    }
+
     use super::*;
 
     #[test]

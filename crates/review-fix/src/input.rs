@@ -258,7 +258,11 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
 /// The text of an input file; a file that is not UTF-8 is an error naming
 /// the byte offset of the first invalid byte.
 fn read_text(path: &Path) -> Result<String, ReviewFixError> {
-    let bytes = std::fs::read(path).map_err(|e| ReviewFixError::InputRead {
+    let bytes = orchestrator_core::limits::read_input_file(
+        path,
+        orchestrator_core::limits::MAX_INPUT_FILE_BYTES,
+    )
+    .map_err(|e| ReviewFixError::InputRead {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;

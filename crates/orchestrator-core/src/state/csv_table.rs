@@ -28,7 +28,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fs;
 use std::path::Path;
 
 use csv::{QuoteStyle, Terminator, WriterBuilder};
@@ -139,7 +138,8 @@ impl CsvTable {
 /// Reads and parses the CSV file at `path`; see [`CsvTable::parse`].
 pub fn read_csv(path: impl AsRef<Path>) -> Result<CsvTable, StateError> {
     let path = path.as_ref();
-    let bytes = fs::read(path).map_err(|e| StateError::io("read", path, e))?;
+    let bytes = crate::limits::read_input_file(path, crate::limits::MAX_INPUT_FILE_BYTES)
+        .map_err(|e| StateError::io("read", path, e))?;
     CsvTable::parse(path, &bytes)
 }
 
