@@ -296,48 +296,35 @@ fn a_dry_run_with_relint_prints_the_first_plan_only() {
     );
 }
 
+/// Re-lint options that cannot work are usage errors (exit 2) named in the
+/// message, and nothing runs.
 #[test]
-fn relint_passes_without_a_relint_command_is_a_usage_error() {
-    let fx = fixture("((x))\n");
-    let o = fx.review_fix(&[
-        "--fix",
-        fx.findings.to_str().unwrap(),
-        "--relint-passes",
-        "3",
-        "--test-cmd",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--relint-passes needs a re-lint command"),
-        "{err}"
-    );
-}
-
-#[test]
-fn a_relint_command_that_cannot_be_split_is_a_usage_error() {
-    let fx = fixture("((x))\n");
-    let o = fx.review_fix(&[
-        "--fix",
-        fx.findings.to_str().unwrap(),
-        "--relint",
-        "cargo clippy 'unbalanced",
-        "--test-cmd",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--relint \"cargo clippy 'unbalanced\""),
-        "{err}"
-    );
-    assert_eq!(
-        git(
-            &fx.repo,
-            &["log", "--format=%s", &format!("{}..HEAD", fx.base)]
+fn bad_relint_options_are_usage_errors() {
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--relint-passes", "3"],
+            "--relint-passes needs a re-lint command",
         ),
-        "",
-        "nothing ran"
-    );
+        (
+            &["--relint", "cargo clippy 'unbalanced"],
+            "--relint \"cargo clippy 'unbalanced\"",
+        ),
+    ];
+    for (options, message) in cases {
+        let fx = fixture("((x))\n");
+        let mut args = vec!["--fix", fx.findings.to_str().unwrap(), "--test-cmd", "true"];
+        args.extend_from_slice(options);
+        let o = fx.review_fix(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{options:?}: {err}");
+        assert!(err.contains(message), "{options:?}: {err}");
+        assert_eq!(
+            git(
+                &fx.repo,
+                &["log", "--format=%s", &format!("{}..HEAD", fx.base)]
+            ),
+            "",
+            "{options:?}: nothing ran"
+        );
+    }
 }
