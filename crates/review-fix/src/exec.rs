@@ -80,6 +80,36 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The commits a group's worktree made since `base`, oldest first, each
+    /// with the finding its message names (`None` for a commit that names
+    /// none). A log that cannot be read is warned about and gives none.
+    pub(crate) async fn worktree_commits(
+        &self,
+        group: &PlanGroup,
+        wt: &dyn Vcs,
+        base: &CommitId,
+    ) -> Vec<(orchestrator_core::vcs::CommitInfo, Option<String>)> {
+        let by_message: HashMap<String, String> = group
+            .findings
+            .iter()
+            .filter_map(|id| self.findings.get(id))
+            .map(|f| (commit_message(f), f.id.to_string()))
+            .collect();
+        match wt.log_since(base).await {
+            Ok(commits) => commits
+                .into_iter()
+                .map(|c| {
+                    let fid = by_message.get(c.message.trim()).cloned();
+                    (c, fid)
+                })
+                .collect(),
+            Err(e) => {
+                self.warn(format!("failed to list {}'s commits: {e}", group.group_id));
+                Vec::new()
+            }
+        }
+    }
+
     pub(crate) fn warn(&self, message: String) {
         self.sink.emit(&Event::Warning { message });
     }
@@ -1553,27 +1583,10 @@ pub(crate) async fn land_stage(
             continue;
         };
         p.update(|p| p.phase = "landing".to_owned());
-        let by_message: HashMap<String, String> = run
-            .group
-            .findings
-            .iter()
-            .filter_map(|id| shared.findings.get(id))
-            .map(|f| (commit_message(f), f.id.to_string()))
-            .collect();
-        let commits = match wt.log_since(base).await {
-            Ok(c) => c,
-            Err(e) => {
-                shared.warn(format!(
-                    "failed to list {}'s commits: {e}",
-                    run.group.group_id
-                ));
-                Vec::new()
-            }
-        };
+        let commits = shared.worktree_commits(&run.group, wt.as_ref(), base).await;
         let mut landed_ids = BTreeSet::new();
         let mut conflict = None;
-        for c in commits {
-            let fid = by_message.get(c.message.trim()).cloned();
+        for (c, fid) in commits {
             match shared.vcs.cherry_pick(&c.id).await {
                 Ok(CherryPick::Applied { commit }) => {
                     if let Some(fid) = fid {

@@ -132,26 +132,10 @@ pub(crate) async fn land_batch(
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
-        let by_message: HashMap<String, String> = run
-            .group
-            .findings
-            .iter()
-            .filter_map(|id| shared.findings.get(id))
-            .map(|f| (commit_message(f), f.id.to_string()))
-            .collect();
-        let commits = match wt.log_since(base).await {
-            Ok(c) => c,
-            Err(e) => {
-                shared.warn(format!(
-                    "failed to list {}'s commits: {e}",
-                    run.group.group_id
-                ));
-                Vec::new()
-            }
-        };
+        let commits = shared.worktree_commits(&run.group, wt.as_ref(), base).await;
         let snapshot = p.snapshot();
-        for c in commits {
-            let Some(fid) = by_message.get(c.message.trim()) else {
+        for (c, fid) in commits {
+            let Some(fid) = fid.as_ref() else {
                 continue;
             };
             let attempts = snapshot
