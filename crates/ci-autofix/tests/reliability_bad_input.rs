@@ -9,7 +9,7 @@
 mod reliability_support;
 
 use orchestrator_ci_autofix::handoff::{Handoff, HandoffError, HandoffFileError};
-use reliability_support::{Repo, files_for};
+use reliability_support::{Repo, assert_covers_readme_rows};
 
 const THIS_TEST: &str = "ci-autofix";
 
@@ -37,14 +37,7 @@ fn cases() -> Vec<(&'static str, &'static [&'static str])> {
 #[test]
 fn bad_handoffs_are_refused_with_the_place() {
     let cases = cases();
-    let mut covered: Vec<&str> = cases.iter().map(|(f, _)| *f).collect();
-    covered.sort_unstable();
-    let mut assigned = files_for(THIS_TEST);
-    assigned.sort();
-    assert_eq!(
-        covered, assigned,
-        "cases here vs. README rows naming `{THIS_TEST}`"
-    );
+    assert_covers_readme_rows(THIS_TEST, cases.iter().map(|(f, _)| *f));
 
     for (file, fragments) in cases {
         let repo = Repo::new();

@@ -23,7 +23,7 @@ use orchestrator_core::formats;
 use orchestrator_core::rows::read_tasks_csv;
 use orchestrator_core::state::{read_json, read_ndjson};
 use orchestrator_core::waves::{WaveOptions, WaveTask, compute_waves};
-use reliability_support::{Repo, corpus_dir, files_for, readme_cases};
+use reliability_support::{Repo, assert_covers_readme_rows, corpus_dir, readme_cases};
 
 /// This test's name in the corpus README's `test` column.
 const THIS_TEST: &str = "core";
@@ -376,14 +376,7 @@ fn check(file: &str, outcome: &Outcome, expect: &Expect) {
 #[test]
 fn every_corpus_file_gives_a_located_error_or_located_rejections_and_writes_nothing() {
     let cases = cases();
-    let mut covered: Vec<&str> = cases.iter().map(|(f, _, _)| *f).collect();
-    covered.sort_unstable();
-    let mut assigned = files_for(THIS_TEST);
-    assigned.sort();
-    assert_eq!(
-        covered, assigned,
-        "cases here vs. README rows naming `{THIS_TEST}`"
-    );
+    assert_covers_readme_rows(THIS_TEST, cases.iter().map(|(f, _, _)| *f));
     for (file, reader, expect) in &cases {
         let outcome = run_case(file, reader);
         check(file, &outcome, expect);

@@ -15,7 +15,7 @@ use orchestrator_core::event::CollectingSink;
 use orchestrator_core::fakes::FakeAgent;
 use orchestrator_core::gate::AutoYes;
 use orchestrator_planex::{Agents, ExecutionPolicy, Mode, Planex, PlanexOptions};
-use reliability_support::{Repo, files_for};
+use reliability_support::{Repo, assert_covers_readme_rows};
 
 const THIS_TEST: &str = "planex";
 
@@ -41,14 +41,7 @@ fn cases() -> Vec<(&'static str, &'static [&'static str])> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_task_files_are_refused_with_file_and_line_before_any_session_exists() {
     let cases = cases();
-    let mut covered: Vec<&str> = cases.iter().map(|(f, _)| *f).collect();
-    covered.sort_unstable();
-    let mut assigned = files_for(THIS_TEST);
-    assigned.sort();
-    assert_eq!(
-        covered, assigned,
-        "cases here vs. README rows naming `{THIS_TEST}`"
-    );
+    assert_covers_readme_rows(THIS_TEST, cases.iter().map(|(f, _)| *f));
 
     for (file, fragments) in cases {
         let repo = Repo::new();

@@ -11,7 +11,7 @@
 mod reliability_support;
 
 use orchestrator_review_fix::input::load_inputs;
-use reliability_support::{Repo, files_for};
+use reliability_support::{Repo, assert_covers_readme_rows};
 
 const THIS_TEST: &str = "review-fix";
 
@@ -77,14 +77,7 @@ fn cases() -> Vec<(&'static str, Expect)> {
 #[test]
 fn bad_findings_inputs_fail_with_their_place_or_are_rejected_one_by_one() {
     let cases = cases();
-    let mut covered: Vec<&str> = cases.iter().map(|(f, _)| *f).collect();
-    covered.sort_unstable();
-    let mut assigned = files_for(THIS_TEST);
-    assigned.sort();
-    assert_eq!(
-        covered, assigned,
-        "cases here vs. README rows naming `{THIS_TEST}`"
-    );
+    assert_covers_readme_rows(THIS_TEST, cases.iter().map(|(f, _)| *f));
 
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "not yours\n").unwrap();

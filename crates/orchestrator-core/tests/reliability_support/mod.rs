@@ -36,6 +36,19 @@ pub fn files_for(test: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that the corpus files a test covers are exactly those the
+/// corpus README assigns to it (by name in its last column).
+pub fn assert_covers_readme_rows(test: &str, covered: impl IntoIterator<Item = impl AsRef<str>>) {
+    let mut covered: Vec<String> = covered.into_iter().map(|f| f.as_ref().to_owned()).collect();
+    covered.sort_unstable();
+    let mut assigned = files_for(test);
+    assigned.sort();
+    assert_eq!(
+        covered, assigned,
+        "cases here vs. README rows naming `{test}`"
+    );
+}
+
 /// A temporary git repository with one committed file, and a snapshot of
 /// everything in it, to prove a reader wrote nothing.
 pub struct Repo {
