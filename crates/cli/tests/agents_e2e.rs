@@ -134,26 +134,31 @@ fn run_the_full_flow(agent: &str) -> Vec<String> {
         .collect()
 }
 
+/// Six calls: the three planning agents read only (`read_only`), the three
+/// executors may write (`writing`), and an executor comes last.
+fn assert_planners_then_writers(calls: &[String], read_only: &str, writing: &str) {
+    assert_eq!(calls.len(), 6, "{calls:#?}");
+    for (argv, n) in [(read_only, 3), (writing, 3)] {
+        assert_eq!(
+            calls.iter().filter(|c| *c == argv).count(),
+            n,
+            "{argv}: {calls:#?}"
+        );
+    }
+    assert_eq!(calls.last().map(String::as_str), Some(writing));
+}
+
 #[test]
 fn the_full_flow_runs_end_to_end_with_a_codex_cli() {
     let calls = run_the_full_flow("codex");
     // Planner, explorer, task planner and three executors: each a real
     // `codex exec --json` with the prompt on stdin (`-`) and a schema file;
     // the executors may write to the workspace.
-    assert_eq!(calls.len(), 6, "{calls:#?}");
-    let read_only = "exec --json --output-schema <schema> -";
-    let writing = "exec --json --output-schema <schema> --sandbox workspace-write -";
-    assert_eq!(
-        calls.iter().filter(|c| *c == read_only).count(),
-        3,
-        "{calls:#?}"
+    assert_planners_then_writers(
+        &calls,
+        "exec --json --output-schema <schema> -",
+        "exec --json --output-schema <schema> --sandbox workspace-write -",
     );
-    assert_eq!(
-        calls.iter().filter(|c| *c == writing).count(),
-        3,
-        "{calls:#?}"
-    );
-    assert_eq!(calls.last().map(String::as_str), Some(writing));
 }
 
 #[test]
@@ -162,20 +167,11 @@ fn the_full_flow_runs_end_to_end_with_a_gemini_cli() {
     // Planner, explorer, task planner and three executors: each a real
     // `gemini -o json` with the prompt as the `-p` argument; the executors
     // may edit files.
-    assert_eq!(calls.len(), 6, "{calls:#?}");
-    let read_only = "-o json -p <prompt>";
-    let writing = "-o json --approval-mode auto_edit -p <prompt>";
-    assert_eq!(
-        calls.iter().filter(|c| *c == read_only).count(),
-        3,
-        "{calls:#?}"
+    assert_planners_then_writers(
+        &calls,
+        "-o json -p <prompt>",
+        "-o json --approval-mode auto_edit -p <prompt>",
     );
-    assert_eq!(
-        calls.iter().filter(|c| *c == writing).count(),
-        3,
-        "{calls:#?}"
-    );
-    assert_eq!(calls.last().map(String::as_str), Some(writing));
 }
 
 /// Answers planex's chat-completion requests the way the fake CLIs do, by
