@@ -15,7 +15,9 @@
 //!     │
 //!     ▼
 //!  algorithms: batching · waves · scheduler ·     ── pure functions from data to data
-//!              cadence matrix · retry/escalation
+//!              cadence matrix · retry/escalation ·
+//!              edit (suggestions placed exactly
+//!              through earlier fixes)
 //!     │                      ▲
 //!     ▼                      │ results
 //!  traits: Agent · TestRunner · Vcs · Gate  ─────── implemented by orchestrator-adapters
@@ -58,6 +60,7 @@ pub mod agent;
 pub mod batching;
 pub mod cadence;
 pub mod command;
+pub mod edit;
 pub mod event;
 pub mod finding;
 pub mod formats;
@@ -70,6 +73,7 @@ pub mod scheduler;
 pub mod schema;
 pub mod state;
 pub mod test_runner;
+pub mod text;
 pub mod vcs;
 pub mod verify;
 pub mod waves;

@@ -35,7 +35,9 @@
 //! applied blindly at a possibly stale position.
 
 pub mod cargo;
-pub mod edit;
+/// The edit layer lives in [`crate::edit`]; this path is kept for callers
+/// that name it here.
+pub use crate::edit;
 pub mod rdjson;
 pub mod sarif;
 

@@ -22,14 +22,22 @@
 //! the longest replaced text first and expects the others at the same shift.
 //!
 //! A pure insertion (`original` empty and an empty region) has no text to
-//! anchor by and is placed at its recorded line and column. An edit whose
+//! anchor by: here it is placed at its recorded line and column, which is
+//! right only while nothing before it moved. Callers that apply several
+//! fixes to one file keep an [`EditHistory`] and use [`apply_mapped`]
+//! instead, which places every edit exactly through the earlier ones;
+//! [`apply_edits`] is the fallback for files whose changes nobody recorded. An edit whose
 //! `original` is empty but whose region is not ([`is_unanchored`]) is refused
 //! with [`EditError::Unanchored`]: the producer did not say what text it
 //! replaces (SARIF and rdjson often do not), so it cannot be re-anchored;
 //! the readers in [`crate::formats`] fill `original` from the files when
 //! given a [`crate::formats::SourceReader`] at parse time.
 
+pub mod history;
+
 use std::ops::Range;
+
+pub use history::{AppliedEdit, EditHistory, MappedOutcome, apply_mapped};
 
 use crate::finding::TextEdit;
 use crate::limits::excerpt;
@@ -75,6 +83,65 @@ pub enum EditError {
         line: u32,
         /// Recorded column.
         column: u32,
+    },
+    /// An edit lacks the baseline byte range (or its `original` does not
+    /// span it), which exact placement through an [`EditHistory`] needs.
+    #[error(
+        "edit for {file}:{line} carries no byte range matching its replaced text, so it cannot be placed through the file's edit history"
+    )]
+    NoByteRange {
+        /// File of the edit.
+        file: String,
+        /// Recorded start line.
+        line: u32,
+    },
+    /// An edit touches text that an earlier fix of the session changed.
+    #[error(
+        "the edit for {file}:{line} conflicts with an earlier fix to the same file (baseline bytes {start}..{end}); a fresh lint run will report it against the fixed text"
+    )]
+    Conflict {
+        /// File of the edit.
+        file: String,
+        /// Recorded start line.
+        line: u32,
+        /// Baseline start of the earlier fix's edit.
+        start: usize,
+        /// Baseline end of the earlier fix's edit.
+        end: usize,
+    },
+    /// The text at the place the history maps an edit to is not the text it
+    /// replaces.
+    #[error(
+        "the text at {file}:{line}, mapped through the earlier fixes, is not what the suggestion replaces ({original:?}); the file changed in a way the session did not record"
+    )]
+    Moved {
+        /// File of the edit.
+        file: String,
+        /// Recorded start line.
+        line: u32,
+        /// The text that was expected.
+        original: String,
+    },
+    /// The file does not hold what its edit history says was applied.
+    #[error(
+        "{file} does not match its edit history (the edit at baseline byte {offset} is not where the history puts it): it changed outside this session's fixes"
+    )]
+    HistoryMismatch {
+        /// The file.
+        file: String,
+        /// Baseline offset of the first applied edit that is not found.
+        offset: usize,
+    },
+    /// A pure insertion cannot be placed: the file changed since the
+    /// findings were produced in ways nobody recorded.
+    #[error(
+        "the insertion for {file}:{line} cannot be placed exactly: the file changed since the findings were produced in a way this session did not record; a fresh lint run will report it again"
+    )]
+    Unplaceable {
+        /// File of the edit.
+        file: String,
+        /// Recorded start line.
+        line: u32,
     },
     /// Two edits of one fix touch the same text.
     #[error(
