@@ -31,7 +31,10 @@ pub const PROCEED: &str = "Yes, proceed.";
 ///
 /// An agent error counts as a failed attempt, with the error text as the
 /// failure; a cancelled call ([`AgentError::Cancelled`]) pauses instead
-/// ([`MilestoneOutcome::NeedsHuman`], the attempt not counted).
+/// ([`MilestoneOutcome::NeedsHuman`], the attempt not counted); an agent
+/// that declines the request ([`AgentError::Unsupported`], "not fixable by
+/// this agent") ends the milestone in [`MilestoneOutcome::Failed`] after that
+/// one attempt, since asking the same agent again cannot help.
 ///
 /// Events: [`Event::AttemptFailed`] per failed attempt, [`Event::Escalated`]
 /// when a human is needed, [`Event::GateAsked`]/[`Event::GateAnswered`]
@@ -98,6 +101,29 @@ pub async fn run_milestone(
                     permission_reasks,
                 } => (result, permission_reasks),
                 Step::Stop { reason } => {
+                    return MilestoneOutcome::Failed {
+                        reason,
+                        history: st.history,
+                    };
+                }
+                Step::Refused {
+                    result,
+                    reason,
+                    permission_reasks,
+                } => {
+                    let record = AttemptRecord {
+                        round,
+                        attempt,
+                        result,
+                        permission_reasks,
+                    };
+                    sink.emit(&Event::AttemptFailed {
+                        id: milestone.id.clone(),
+                        round,
+                        attempt,
+                        error: record.summary(),
+                    });
+                    st.history.push(HistoryEntry::Attempt(record));
                     return MilestoneOutcome::Failed {
                         reason,
                         history: st.history,
@@ -219,6 +245,14 @@ enum Step {
     },
     /// The gate declined: the milestone fails.
     Stop { reason: String },
+    /// The agent declined the request ([`AgentError::Unsupported`]): the
+    /// attempt counts once and the milestone fails, since asking again
+    /// cannot help.
+    Refused {
+        result: AttemptResult,
+        reason: String,
+        permission_reasks: u32,
+    },
     /// The gate could not answer now: pause for a human.
     Defer { reason: String },
 }
@@ -249,6 +283,15 @@ async fn run_attempt(
             Err(AgentError::Cancelled) => {
                 return Step::Defer {
                     reason: AgentError::Cancelled.to_string(),
+                };
+            }
+            Err(e @ AgentError::Unsupported { .. }) => {
+                return Step::Refused {
+                    result: AttemptResult::AgentError {
+                        message: e.to_string(),
+                    },
+                    reason: e.to_string(),
+                    permission_reasks: reasks,
                 };
             }
             Err(e) => {

@@ -368,6 +368,27 @@ async fn a_cancelled_call_pauses_instead_of_retrying() {
 }
 
 #[tokio::test]
+async fn a_declined_request_is_attempted_once() {
+    let agent = ScriptedAgent::new(vec![
+        Err(AgentError::Unsupported {
+            reason: "no machine-applicable suggestion".into(),
+        }),
+        Ok(PASS.to_owned()),
+    ]);
+    let (outcome, events) = run(&agent, &AlwaysDefer, policy(3, 2, true), None).await;
+    let MilestoneOutcome::Failed { reason, history } = outcome else {
+        panic!("expected Failed, got {outcome:?}");
+    };
+    assert_eq!(
+        reason,
+        "agent cannot handle this request: no machine-applicable suggestion"
+    );
+    assert_eq!(agent.calls(), 1);
+    assert_eq!(event_names(&events), ["attempt_failed 1.1"]);
+    assert_eq!(history.len(), 1);
+}
+
+#[tokio::test]
 async fn permission_question_is_answered_in_auto_mode() {
     let agent = ScriptedAgent::texts(&["I read the code and have a plan. Should I proceed?", PASS]);
     let gate = ScriptedGate::default();
