@@ -349,3 +349,99 @@ async fn unanchored_sarif_fix_is_refused_without_a_source_reader() {
         .unwrap();
     assert!(read(dir.path(), "src/lib.rs").contains("    n * 2\n}"));
 }
+
+/// The same findings, each placed through the file's edit history as
+/// review-fix passes it: every fix lands exactly where clippy recorded it,
+/// so the result is all the applied edits at once against the original (the
+/// way `cargo fix` applies suggestions), and a fix whose text an earlier fix
+/// changed is refused as a conflict instead of re-anchored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_clippy_suggestions_placed_through_the_edit_history() {
+    use orchestrator_core::edit::{AppliedEdit, EditHistory};
+
+    let dir = fixture_crate();
+    let original = read(dir.path(), "src/lib.rs");
+    let findings = clippy_findings();
+    let agent = SuggestionAgent::new();
+    let mut history = EditHistory::new();
+    let mut conflicts = Vec::new();
+    for finding in &findings {
+        let request = fix_request(dir.path(), finding).with_context(serde_json::json!({
+            "finding": finding,
+            "edit_history": {"src/lib.rs": history},
+        }));
+        match agent.run(request).await {
+            Ok(resp) => {
+                let applied: Vec<AppliedEdit> = serde_json::from_value(
+                    resp.structured.unwrap()["applied_edits"]["src/lib.rs"].clone(),
+                )
+                .unwrap();
+                history.record(&applied);
+            }
+            Err(AgentError::Unsupported { reason }) if reason.contains("conflicts with") => {
+                conflicts.push(finding.category.clone().unwrap());
+            }
+            Err(AgentError::Unsupported { reason }) if reason.contains("not fixable") => {}
+            Err(e) => panic!("{}: unexpected error {e}", finding.id),
+        }
+    }
+    // Two fixes touch text an earlier fix replaced.
+    assert_eq!(
+        conflicts,
+        ["clippy::bool_comparison", "clippy::let_and_return"],
+        "{conflicts:?}"
+    );
+    // The file is the original with every applied edit at once.
+    let mut want = String::new();
+    let mut at = 0;
+    for e in history.edits() {
+        want.push_str(&original[at..e.start]);
+        want.push_str(&e.replacement);
+        at = e.end;
+    }
+    want.push_str(&original[at..]);
+    assert_eq!(read(dir.path(), "src/lib.rs"), want);
+    let after = fresh_clippy_findings(dir.path());
+    assert!(
+        after
+            .iter()
+            .any(|f| f.category.as_deref() == Some("clippy::let_and_return")),
+        "the refused fix is reported again for the next pass"
+    );
+    let (ok, _, stderr) = cargo(dir.path(), &["test", "--quiet"]);
+    assert!(ok, "the fixed crate's tests fail:\n{stderr}");
+}
+
+/// A pure insertion into a file that changed in ways nobody recorded
+/// (`null` history) is refused rather than placed by its old line.
+#[tokio::test]
+async fn an_insertion_into_an_unrecorded_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/lib.rs"), "// moved\npub fn f() {}\n").unwrap();
+    let edit = TextEdit {
+        file: "src/lib.rs".into(),
+        start_line: 1,
+        start_column: 1,
+        end_line: 1,
+        end_column: 1,
+        byte_range: Some((0, 0)),
+        original: String::new(),
+        replacement: "#[must_use]\n".into(),
+    };
+    let mut finding = Finding::new("F1", "must use", orchestrator_core::Severity::Low);
+    finding.suggestions.push(Suggestion {
+        message: None,
+        edits: vec![edit],
+    });
+    let request = AgentRequest::new("F1", Role::Fix, "", dir.path()).with_context(
+        serde_json::json!({"finding": finding, "edit_history": {"src/lib.rs": null}}),
+    );
+    let reason = unsupported_reason(SuggestionAgent::new().run(request).await);
+    assert!(reason.contains("cannot be placed exactly"), "{reason}");
+    assert_eq!(
+        read(dir.path(), "src/lib.rs"),
+        "// moved\npub fn f() {}\n",
+        "nothing changed"
+    );
+}

@@ -266,7 +266,7 @@ fn a_failing_relint_command_is_reported_with_its_stderr() {
     assert_eq!(tail[1], "  the re-lint command's stderr ends:", "{out}");
     assert!(
         tail[2].starts_with(
-            "review-fix: 1 pass (the re-lint command failed: `sh -c echo lint: config not found >&2; exit 4` exited with 4 and printed no findings): some findings were not fixed; 1 findings (1 fixed"
+            "review-fix: 1 pass (the re-lint command failed: `sh -c echo lint: config not found >&2; exit 4` exited with 4 and printed no findings): some findings were not fixed; 1 finding (1 fixed"
         ),
         "{out}"
     );

@@ -18,7 +18,7 @@
 //! committed untested, and `crate::landing` verifies the stage's commits
 //! at landing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
+use orchestrator_core::edit::{AppliedEdit, EditHistory};
 use orchestrator_core::event::{Event, EventSink, JobStatus};
 use orchestrator_core::finding::{Finding, digest_hex};
 use orchestrator_core::gate::{Answer, Gate, GateError, Question};
@@ -77,6 +78,8 @@ pub(crate) struct Shared {
     pub digests: Mutex<HashMap<String, String>>,
     /// Fixes decided by batch verification: (dropped, landed).
     pub decided: Mutex<(u32, u32)>,
+    /// Which edits produced which file content (`edit-history.json`).
+    pub ledger: crate::ledger::Ledger,
 }
 
 impl Shared {
@@ -321,6 +324,7 @@ pub(crate) fn init_progress(
             in_progress: 0,
             fixed: 0,
             failed: 0,
+            not_fixable: 0,
             percent_complete: 0.0,
         },
         current_finding: None,
@@ -394,6 +398,9 @@ struct FixStep<'a> {
     finding: &'a Finding,
     pattern: Option<String>,
     checkpoint: &'a Checkpoint,
+    /// The edit history of each file of the finding's suggestions, as they
+    /// were before the fix (`None`: unrecorded changes).
+    histories: BTreeMap<String, Option<EditHistory>>,
     state: Mutex<StepState>,
 }
 
@@ -411,6 +418,32 @@ impl FixStep<'_> {
             self.progress
                 .error(self.finding.id.as_str(), "vcs_error", &msg);
             self.shared.warn(msg);
+        }
+    }
+
+    /// Extends the ledger with the edits the agent says it applied
+    /// (`{"applied_edits": {file: [...]}}`, the builtin agent's answer).
+    fn record_edits(&self, structured: Option<&serde_json::Value>) {
+        let Some(applied) = structured.and_then(|v| v.get("applied_edits")) else {
+            return;
+        };
+        let Ok(applied) =
+            serde_json::from_value::<BTreeMap<String, Vec<AppliedEdit>>>(applied.clone())
+        else {
+            return;
+        };
+        for (file, edits) in applied {
+            if let Some(Some(before)) = self.histories.get(&file)
+                && let Err(e) =
+                    self.shared
+                        .ledger
+                        .record(&self.tree.env.root, &file, before, &edits)
+            {
+                self.shared.warn(format!(
+                    "failed to record the edits of {}: {e}",
+                    self.finding.id
+                ));
+            }
         }
     }
 
@@ -459,7 +492,7 @@ impl Agent for FixStep<'_> {
             "Applying code changes per recommendations",
         );
         match self.shared.agent.run(request).await {
-            Ok(_) => {}
+            Ok(response) => self.record_edits(response.structured.as_ref()),
             Err(e) => {
                 self.restore().await;
                 self.progress.end_step("failed");
@@ -891,9 +924,20 @@ pub(crate) fn finish_group(shared: &Shared, group: &PlanGroup, progress: &Progre
 
 /// Marks a finding failed with `message`.
 pub(crate) fn finish_failed(shared: &Shared, progress: &Progress, id: &str, message: String) {
+    finish_unfixed(shared, progress, id, message, FixResult::Failed);
+}
+
+/// Marks a finding `result` (failed or not fixable) with `message`.
+fn finish_unfixed(
+    shared: &Shared,
+    progress: &Progress,
+    id: &str,
+    message: String,
+    result: FixResult,
+) {
     progress.finding(id, |f| {
         f.status = ProgressStatus::Completed;
-        f.result = Some(FixResult::Failed);
+        f.result = Some(result);
         f.test_passed = if f.attempts > 0 { Some(false) } else { None };
         f.completed_at = Some(now());
         // An untested commit in a worktree never landed.
@@ -906,7 +950,11 @@ pub(crate) fn finish_failed(shared: &Shared, progress: &Progress, id: &str, mess
     });
     shared.sink.emit(&Event::JobFinished {
         id: id.to_owned(),
-        status: JobStatus::Failed,
+        status: if result == FixResult::NotFixable {
+            JobStatus::Skipped
+        } else {
+            JobStatus::Failed
+        },
         detail: Some(first_line(&message)),
     });
 }
@@ -1007,6 +1055,12 @@ pub(crate) async fn fix_one(
         });
     });
     let pattern = Some(group.fix_strategy.test_pattern.trim().to_owned()).filter(|p| !p.is_empty());
+    let edit_files: BTreeSet<String> = finding
+        .suggestions
+        .iter()
+        .flat_map(|s| s.edits.iter().map(|e| e.file.clone()))
+        .collect();
+    let histories = shared.ledger.histories(&tree.env.root, &edit_files);
     let step = FixStep {
         shared,
         tree,
@@ -1014,6 +1068,7 @@ pub(crate) async fn fix_one(
         finding,
         pattern: pattern.clone(),
         checkpoint: &checkpoint,
+        histories: histories.clone(),
         state: Mutex::new(StepState {
             attempt: start.attempts,
             failed: start.known.clone(),
@@ -1055,6 +1110,7 @@ pub(crate) async fn fix_one(
     let mut request = AgentRequest::new(id.clone(), Role::Fix, "", tree.env.root.clone())
         .with_context(serde_json::json!({
             "finding": finding,
+            "edit_history": histories,
             "group_id": group.group_id,
             "fix_strategy": group.fix_strategy,
             "test_pattern": pattern,
@@ -1105,10 +1161,13 @@ pub(crate) async fn fix_one(
             Some(committed)
         }
         Err(message) => {
+            if let Some(AgentError::Unsupported { reason }) = &state.stop {
+                // Declined by the agent: not a failed fix, and not retried.
+                finish_unfixed(shared, progress, &id, reason.clone(), FixResult::NotFixable);
+                return None;
+            }
             let attempts = state.attempt.min(shared.config.max_iterations.max(1));
-            let message = if attempts >= shared.config.max_iterations.max(1)
-                && !message.starts_with("agent cannot handle")
-            {
+            let message = if attempts >= shared.config.max_iterations.max(1) {
                 format!("max iterations reached ({attempts}): {message}")
             } else {
                 message
@@ -1339,7 +1398,7 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
                 }
             }
         } else if parallel {
-            run_parallel_stage(&shared, &open, progress, &landed).await;
+            run_parallel_stage(&shared, stage.stage, &open, progress, &landed).await;
         } else {
             for group in &open {
                 if let Some(p) = progress.get(&group.group_id) {
@@ -1370,10 +1429,18 @@ async fn run_batch_stage(
     crate::landing::land_batch(shared, stage, runs, &base, progress).await;
 }
 
-/// A parallel stage: each group in its own worktree and branch (at most
-/// `max_parallel_groups` at once), then landed in stage order.
+/// A parallel stage verified one fix at a time: each group in its own
+/// worktree and branch (at most `max_parallel_groups` at once), every fix
+/// tested there, then landed in stage order.
+///
+/// Each group's fixes passed on its own tree, but two groups' fixes were
+/// never tested together: when more than one group made commits, the
+/// combination is verified at landing like a batch stage (tested at the
+/// tip, bisected on failure, a dropped fix made again on the tip through
+/// the retry loop), so that only tested trees land.
 async fn run_parallel_stage(
     shared: &Arc<Shared>,
+    stage: u32,
     groups: &[PlanGroup],
     progress: &HashMap<String, Progress>,
     landed: &HashMap<String, CommitId>,
@@ -1381,7 +1448,22 @@ async fn run_parallel_stage(
     let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
         return;
     };
-    land_stage(shared, runs, &base, progress).await;
+    let mut committing = 0;
+    for run in &runs {
+        if let Some(wt) = &run.vcs
+            && !shared
+                .worktree_commits(&run.group, wt.as_ref(), &base)
+                .await
+                .is_empty()
+        {
+            committing += 1;
+        }
+    }
+    if committing > 1 {
+        crate::landing::land_batch(shared, stage, runs, &base, progress).await;
+    } else {
+        land_stage(shared, runs, &base, progress).await;
+    }
 }
 
 /// Runs each group in its own worktree and branch from HEAD (at most

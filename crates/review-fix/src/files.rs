@@ -218,8 +218,14 @@ pub enum ProgressStatus {
 pub enum FixResult {
     /// Committed with passing tests.
     Fixed,
-    /// Not fixed (tests kept failing, the agent could not fix it, time limit).
+    /// Not fixed (tests kept failing, the fix broke something, time limit).
     Failed,
+    /// The agent declined it: it cannot fix this kind of finding (the
+    /// builtin agent and a finding without a machine-applicable suggestion).
+    /// Not attempted again; `not_fixable` in the files (ours, beside the
+    /// seed's two values).
+    #[serde(rename = "not_fixable")]
+    NotFixable,
 }
 
 /// One finding in a progress file (seed field names).
@@ -265,6 +271,9 @@ pub struct ProgressSummary {
     pub fixed: usize,
     /// Failed.
     pub failed: usize,
+    /// Declined by the agent as not fixable by it (ours).
+    #[serde(default)]
+    pub not_fixable: usize,
     /// Completed share, 0–100.
     pub percent_complete: f64,
 }
@@ -385,15 +394,17 @@ impl FixProgress {
             |f: &dyn Fn(&ProgressFinding) -> bool| self.findings.iter().filter(|x| f(x)).count();
         let fixed = count(&|x| x.result == Some(FixResult::Fixed));
         let failed = count(&|x| x.result == Some(FixResult::Failed));
+        let not_fixable = count(&|x| x.result == Some(FixResult::NotFixable));
         let in_progress = count(&|x| x.status == ProgressStatus::InProgress);
         let pending = count(&|x| x.status == ProgressStatus::Pending);
-        let done = fixed + failed;
+        let done = fixed + failed + not_fixable;
         self.summary = ProgressSummary {
             total_findings: total,
             pending,
             in_progress,
             fixed,
             failed,
+            not_fixable,
             percent_complete: if total == 0 {
                 100.0
             } else {
@@ -571,6 +582,9 @@ pub struct HistoryEntry {
     pub fixed: usize,
     /// Findings failed.
     pub failed: usize,
+    /// Findings the agent declined as not fixable by it (ours).
+    #[serde(default)]
+    pub not_fixable: usize,
     /// Findings rejected before planning.
     pub rejected: usize,
     /// Commits on the checked-out branch, oldest first.

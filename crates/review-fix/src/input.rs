@@ -23,6 +23,10 @@ pub struct LoadedInputs {
     pub findings: Vec<Finding>,
     /// Findings (or entries) left out, with the reason.
     pub rejected: Vec<RejectedFinding>,
+    /// The re-lint key ([`crate::relint::relint_key`]) of each rejected
+    /// finding, by finding id, so that a later pass can leave out what an
+    /// earlier one rejected.
+    pub rejected_keys: HashMap<String, String>,
     /// Duplicates dropped: (dropped id, kept id).
     pub duplicates: Vec<(FindingId, FindingId)>,
     /// Notes from the readers and the detected formats, for the user.
@@ -247,9 +251,13 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
     let (kept, dropped) = dedup_by_fingerprint(all);
     out.duplicates.extend(dropped);
     for f in kept {
+        let key = crate::relint::relint_key(&f);
         match check_finding(repo, f) {
             Ok(f) => out.findings.push(f),
-            Err(r) => out.rejected.push(r),
+            Err(r) => {
+                out.rejected_keys.insert(r.finding_id.clone(), key);
+                out.rejected.push(r);
+            }
         }
     }
     Ok(out)

@@ -271,7 +271,14 @@ pub(crate) async fn verify_stage(
             }
         };
         let start = verifier.report();
-        let (each_start, reruns_start) = (start.each_runs, start.reruns);
+        // In `each` mode (a parallel stage's combination checked at landing)
+        // one by one is what ran: count the landing's own runs.
+        let (each_start, reruns_start) =
+            if crate::effective_mode(&shared.config) == VerifyMode::Each {
+                (start.runs, start.reruns)
+            } else {
+                (start.each_runs, start.reruns)
+            };
         let mut flaky_seen = start.flaky.len();
         // Landed positions of this segment already on the branch.
         let mut synced = 0usize;
@@ -433,6 +440,23 @@ pub(crate) async fn verify_stage(
                 .filter(|e| e.error_type == "flaky_test")
                 .count() as u32;
             p.update(|p| {
+                if crate::effective_mode(&shared.config) == VerifyMode::Each {
+                    // The group's own runs, one per fix, plus the runs that
+                    // tested the stage's combination at landing.
+                    let v = p.verification.get_or_insert(ProgressVerification {
+                        mode: VerifyMode::Each,
+                        test_runs: 0,
+                        reruns: 0,
+                        each_runs: 0,
+                        runs_saved: 0,
+                        flaky: 0,
+                    });
+                    v.test_runs += count.runs;
+                    v.reruns += count.reruns;
+                    v.each_runs += count.runs;
+                    v.flaky = flaky;
+                    return;
+                }
                 p.verification = Some(ProgressVerification {
                     mode: state.config.mode,
                     test_runs: count.runs,
@@ -460,7 +484,8 @@ pub(crate) async fn verify_stage(
 }
 
 /// Adds a segment's re-runs and each-equivalent runs (those made in this
-/// process) to the session's counts, and its decisions to the prior.
+/// process; in `each` mode the runs themselves) to the session's counts, and
+/// its decisions to the prior.
 fn account(
     shared: &Shared,
     verifier: &Verifier<String>,
@@ -469,7 +494,11 @@ fn account(
     count: &mut StageCount,
 ) {
     let report = verifier.report();
-    let each = report.each_runs.saturating_sub(each_start);
+    let each = if crate::effective_mode(&shared.config) == VerifyMode::Each {
+        report.runs.saturating_sub(each_start)
+    } else {
+        report.each_runs.saturating_sub(each_start)
+    };
     let reruns = report.reruns.saturating_sub(reruns_start);
     shared.with_stats(|s| {
         s.each_runs += each;

@@ -51,6 +51,7 @@ mod exec;
 pub mod files;
 pub mod input;
 mod landing;
+pub mod ledger;
 pub mod plan;
 pub mod relint;
 pub mod session;
@@ -70,6 +71,7 @@ use orchestrator_core::finding::Finding;
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question};
 use orchestrator_core::state::{read_json, read_json_if_exists, write_atomic, write_json_atomic};
 use orchestrator_core::test_runner::TestRunner;
+use orchestrator_core::text::counted;
 use orchestrator_core::vcs::{CommitId, CommitInfo, Vcs};
 
 pub use error::ReviewFixError;
@@ -297,7 +299,8 @@ pub struct FindingReport {
     pub id: String,
     /// Its title.
     pub title: String,
-    /// `fixed`, `failed`, `rejected` or `pending`.
+    /// `fixed`, `failed`, `not_fixable` (declined by the agent), `rejected`
+    /// or `pending`.
     pub result: String,
     /// Attempts made.
     pub attempts: u32,
@@ -507,10 +510,10 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         let question = Question::new(
             PLAN_QUESTION_ID,
             format!(
-                "Fix {} findings in {} groups over {} stages ({} isolation)?",
-                plan.metadata.total_findings,
-                plan.groups.len(),
-                plan.timeline.len(),
+                "Fix {} in {} over {} ({} isolation)?",
+                counted(plan.metadata.total_findings as u64, "finding", "findings"),
+                counted(plan.groups.len() as u64, "group", "groups"),
+                counted(plan.timeline.len() as u64, "stage", "stages"),
                 plan.metadata.isolation
             ),
             vec![
@@ -584,6 +587,7 @@ pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunRepor
         }),
         digests: Mutex::new(HashMap::new()),
         decided: Mutex::new((0, 0)),
+        ledger: ledger::Ledger::open(&paths.dir)?,
     });
     exec::recover(&shared).await;
     let landed = exec::landed_commits(&shared).await;
@@ -680,7 +684,7 @@ fn prepare_for_run(
                 f.commit_hash = Some(c.to_string());
                 f.test_passed = Some(true);
             }
-            (Some(FixResult::Failed), None) => {}
+            (Some(FixResult::Failed | FixResult::NotFixable), None) => {}
             (_, None) => {
                 f.status = ProgressStatus::Pending;
                 f.result = None;
@@ -771,9 +775,21 @@ async fn open_new(
     let paths = session::SessionPaths::new(&dir);
     let dirty_set: BTreeSet<&String> = dirty.iter().collect();
     let mut findings = Vec::new();
-    let mut rejected = loaded.rejected;
     let mut skipped = 0usize;
     let mut skip_left = config.skip.clone();
+    // What an earlier pass rejected is left out like what it tried.
+    let mut rejected = Vec::with_capacity(loaded.rejected.len());
+    for r in loaded.rejected {
+        if let Some(key) = loaded.rejected_keys.get(&r.finding_id)
+            && let Some(n) = skip_left.get_mut(key)
+            && *n > 0
+        {
+            *n -= 1;
+            skipped += 1;
+            continue;
+        }
+        rejected.push(r);
+    }
     for f in loaded.findings {
         if !skip_left.is_empty()
             && let Some(n) = skip_left.get_mut(&relint::relint_key(&f))
@@ -817,8 +833,12 @@ async fn open_new(
             "findings already tried in an earlier pass, left out: {skipped}"
         ));
     }
-    for (dropped, kept) in &loaded.duplicates {
-        notes.push(format!("finding {dropped} duplicates {kept}; dropped"));
+    // The same diagnostic reported for several targets (`--lib --tests`) is
+    // one finding: merged, counted once, said once.
+    match loaded.duplicates.len() {
+        0 => {}
+        1 => notes.push("1 duplicate merged".to_owned()),
+        n => notes.push(format!("{n} duplicates merged")),
     }
     let findings_file = FindingsFile {
         version: FINDINGS_VERSION,
@@ -826,6 +846,14 @@ async fn open_new(
         rejected,
     };
     write_json_atomic(paths.findings(), &findings_file)?;
+    // The files as the findings saw them: the baseline of every fix's edits.
+    let edit_files: BTreeSet<String> = findings_file
+        .findings
+        .iter()
+        .flat_map(|f| f.suggestions.iter())
+        .flat_map(|s| s.edits.iter().map(|e| e.file.clone()))
+        .collect();
+    ledger::Ledger::start(&paths.dir, &repo, &edit_files)?;
     let head = vcs
         .head()
         .await
@@ -1015,6 +1043,7 @@ async fn complete(
             result: match f.result {
                 Some(FixResult::Fixed) => "fixed",
                 Some(FixResult::Failed) => "failed",
+                Some(FixResult::NotFixable) => "not_fixable",
                 None => "pending",
             }
             .to_owned(),
@@ -1049,6 +1078,10 @@ async fn complete(
         total_findings: findings.len(),
         fixed: findings.iter().filter(|f| f.result == "fixed").count(),
         failed: findings.iter().filter(|f| f.result == "failed").count(),
+        not_fixable: findings
+            .iter()
+            .filter(|f| f.result == "not_fixable")
+            .count(),
         rejected: findings_file.rejected.len(),
         commits: commits.iter().map(|c| c.id.to_string()).collect(),
         test_runs: verification.test_runs,

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use orchestrator_core::text::counted;
 use orchestrator_core::verify::VerifyMode;
 
 use crate::files::{
@@ -51,7 +52,11 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         .iter()
         .filter(|(_, f)| f.result == Some(FixResult::Failed))
         .count();
-    let open = findings.len() - fixed - failed;
+    let not_fixable = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::NotFixable))
+        .count();
+    let open = findings.len() - fixed - failed - not_fixable;
     let commits = findings
         .iter()
         .filter(|(_, f)| f.commit_hash.is_some())
@@ -61,10 +66,15 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let _ = writeln!(out, "- Outcome: **{}** (run {})", input.outcome, input.run);
     let _ = writeln!(
         out,
-        "- Findings: {} ({} fixed, {} failed, {} rejected{})",
+        "- Findings: {} ({} fixed, {} failed, {}{} rejected{})",
         findings.len() + input.rejected.len(),
         fixed,
         failed,
+        if not_fixable > 0 {
+            format!("{not_fixable} not fixable by this agent, ")
+        } else {
+            String::new()
+        },
         input.rejected.len(),
         if open > 0 {
             format!(", {open} not finished")
@@ -75,9 +85,9 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     if let Some(plan) = input.plan {
         let _ = writeln!(
             out,
-            "- Plan: {} groups in {} stages ({}, isolation {})",
-            plan.groups.len(),
-            plan.timeline.len(),
+            "- Plan: {} in {} ({}, isolation {})",
+            counted(plan.groups.len() as u64, "group", "groups"),
+            counted(plan.timeline.len() as u64, "stage", "stages"),
             plan.execution_strategy.approach,
             plan.metadata.isolation
         );
@@ -128,6 +138,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             let result = match f.result {
                 Some(FixResult::Fixed) => "fixed",
                 Some(FixResult::Failed) => "failed",
+                Some(FixResult::NotFixable) => "not fixable by this agent",
                 None => "not finished",
             };
             let commit = f
@@ -165,6 +176,24 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
                     .as_deref()
                     .unwrap_or("(none recorded)")
                     .trim()
+            );
+        }
+    }
+    let declined: Vec<_> = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::NotFixable))
+        .collect();
+    if !declined.is_empty() {
+        let _ = writeln!(out, "\n## Not fixable by this agent\n");
+        for (_, f) in declined {
+            let _ = writeln!(
+                out,
+                "- {}: {}",
+                f.finding_id,
+                f.error_message
+                    .as_deref()
+                    .and_then(|m| m.lines().next())
+                    .unwrap_or("declined")
             );
         }
     }

@@ -32,4 +32,7 @@ pub use ci::{CiFixAgent, NO_DIAGNOSIS};
 pub use files::{WorkdirSnapshot, resolve_in_workdir};
 pub use formatter::{Formatter, FormatterAgent, choose_formatters};
 pub use linter::{LinterFix, LinterFixAgent, choose_linter_fix};
-pub use suggestion::{SuggestionAgent, SuggestionError, apply_finding, finding_from_context};
+pub use suggestion::{
+    Applied, EditHistories, SuggestionAgent, SuggestionError, apply_finding, finding_from_context,
+    histories_from_context,
+};

@@ -4,19 +4,37 @@
 //!
 //! `AgentRequest::context` is `{"finding": <Finding as JSON>}` — the
 //! serialised [`orchestrator_core::Finding`], as the readers in
-//! [`orchestrator_core::formats`] produce it. Edit paths are relative to
-//! `AgentRequest::workdir`. The instruction text is ignored.
+//! [`orchestrator_core::formats`] produce it — and optionally
+//! `"edit_history": {"<file>": <EditHistory> | null}`: per file, the edits
+//! already applied to it since the findings were produced
+//! ([`orchestrator_core::edit::EditHistory`], baseline byte offsets), or
+//! `null` when the file changed in ways nobody recorded. Edit paths are
+//! relative to `AgentRequest::workdir`. The instruction text is ignored.
 //!
 //! ## What it does
 //!
 //! A finding's suggestions are alternatives: the first one whose edits all
-//! apply is used. Within a suggestion, every edit is re-anchored by the text
-//! it replaces ([`orchestrator_core::formats::edit::locate`]): fixes are
-//! committed one finding at a time, so an earlier fix may have moved the
-//! text. Overlapping edits are refused; edits are applied from the end of
-//! each file backwards; files are replaced atomically (temporary file and
-//! rename) and only once every file of the suggestion has been planned, so a
-//! refused suggestion changes nothing.
+//! apply is used. All edits of a suggestion apply together or none does;
+//! identical duplicates apply once; overlapping different edits are refused
+//! (the semantics of rustfix, which `cargo fix` uses). Where each edit goes:
+//!
+//! - with a history for the file, exactly where the finding recorded it,
+//!   mapped through the earlier edits
+//!   ([`orchestrator_core::edit::apply_mapped`]); a replaced text must be
+//!   found exactly there, and an edit identical to an earlier one is already
+//!   applied;
+//! - with `null` for the file, replacements are re-anchored by the text they
+//!   replace ([`orchestrator_core::edit::locate`]) and pure insertions,
+//!   which have no text to anchor by, are refused
+//!   ([`orchestrator_core::edit::EditError::Unplaceable`]);
+//! - without `edit_history` in the context the file is taken as the findings
+//!   saw it: positions as recorded, replacements re-anchored by their text.
+//!
+//! Files are replaced atomically (temporary file and rename) and only once
+//! every file of the suggestion has been planned, so a refused suggestion
+//! changes nothing. The answer's `structured` value is
+//! `{"applied_edits": {"<file>": [<AppliedEdit>...]}}` for the files placed
+//! through a history, which the caller records to extend it.
 //!
 //! ## Errors
 //!
@@ -25,13 +43,13 @@
 //! is gone), overlapping edits, an unanchored edit, a path outside the working
 //! directory, a malformed context. I/O failures are [`AgentError::Failed`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+use orchestrator_core::edit::{AppliedEdit, EditError, EditHistory, apply_edits, apply_mapped};
 use orchestrator_core::finding::{Finding, Suggestion, TextEdit};
-use orchestrator_core::formats::edit::{EditError, apply_edits};
 
 use super::files::resolve_in_workdir;
 
@@ -118,11 +136,45 @@ pub fn finding_from_context(context: &serde_json::Value) -> Result<Finding, Sugg
     })
 }
 
+/// Per file, the edits applied since the findings were produced (`None`:
+/// unrecorded changes); see the module docs.
+pub type EditHistories = HashMap<String, Option<EditHistory>>;
+
+/// Reads `edit_history` out of a request context: `None` when the context
+/// has none.
+pub fn histories_from_context(
+    context: &serde_json::Value,
+) -> Result<Option<EditHistories>, SuggestionError> {
+    match context.get("edit_history") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value.clone())
+            .map(Some)
+            .map_err(|e| SuggestionError::BadContext {
+                message: format!("`edit_history`: {e}"),
+            }),
+    }
+}
+
+/// What [`apply_finding`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The files whose content changed (relative, sorted).
+    pub changed: Vec<String>,
+    /// Per file placed through a history, the edits newly applied
+    /// (baseline coordinates).
+    pub edits: BTreeMap<String, Vec<AppliedEdit>>,
+}
+
 /// Applies `finding`'s first applicable suggestion to the files under
-/// `workdir` and returns the files it changed (relative, sorted).
+/// `workdir`, placing edits through `histories` when given (see the module
+/// docs).
 ///
 /// Blocking file I/O; [`SuggestionAgent`] runs it on the blocking pool.
-pub fn apply_finding(workdir: &Path, finding: &Finding) -> Result<Vec<String>, SuggestionError> {
+pub fn apply_finding(
+    workdir: &Path,
+    finding: &Finding,
+    histories: Option<&EditHistories>,
+) -> Result<Applied, SuggestionError> {
     let id = finding.id.to_string();
     if finding.suggestions.is_empty() {
         return Err(SuggestionError::NoSuggestion { id });
@@ -130,7 +182,7 @@ pub fn apply_finding(workdir: &Path, finding: &Finding) -> Result<Vec<String>, S
     let mut reasons = Vec::new();
     let mut first_error = None;
     for suggestion in &finding.suggestions {
-        match plan(workdir, &id, suggestion) {
+        match plan(workdir, &id, suggestion, histories) {
             Ok(writes) => return commit(&id, writes),
             Err(e) => {
                 reasons.push(e.to_string());
@@ -150,11 +202,19 @@ struct Write {
     path: PathBuf,
     old: String,
     new: String,
+    /// The edits applied through the file's history, when it had one, under
+    /// the file's name as the edits spell it.
+    mapped: Option<(String, Vec<AppliedEdit>)>,
 }
 
 /// Computes the new content of every file a suggestion touches, without
 /// writing anything.
-fn plan(workdir: &Path, id: &str, suggestion: &Suggestion) -> Result<Vec<Write>, SuggestionError> {
+fn plan(
+    workdir: &Path,
+    id: &str,
+    suggestion: &Suggestion,
+    histories: Option<&EditHistories>,
+) -> Result<Vec<Write>, SuggestionError> {
     let mut by_file: BTreeMap<&str, Vec<&TextEdit>> = BTreeMap::new();
     for edit in &suggestion.edits {
         by_file.entry(edit.file.as_str()).or_default().push(edit);
@@ -172,15 +232,37 @@ fn plan(workdir: &Path, id: &str, suggestion: &Suggestion) -> Result<Vec<Write>,
             path: file.to_owned(),
             message: e.to_string(),
         })?;
-        let new = apply_edits(&old, &edits).map_err(|source| SuggestionError::Edit {
+        let edit_error = |source| SuggestionError::Edit {
             id: id.to_owned(),
             source,
-        })?;
+        };
+        let (new, mapped) = match histories.map(|h| h.get(file).cloned().flatten()) {
+            // No history was passed: positions as the findings recorded them.
+            None => (apply_edits(&old, &edits).map_err(edit_error)?, None),
+            Some(Some(history)) => {
+                let out = apply_mapped(&old, &history, &edits).map_err(edit_error)?;
+                (out.text, Some((file.to_owned(), out.applied)))
+            }
+            // Unrecorded changes: re-anchor by text; insertions cannot be.
+            Some(None) => {
+                if let Some(ins) = edits
+                    .iter()
+                    .find(|e| e.original.is_empty() && !orchestrator_core::edit::is_unanchored(e))
+                {
+                    return Err(edit_error(EditError::Unplaceable {
+                        file: ins.file.clone(),
+                        line: ins.start_line,
+                    }));
+                }
+                (apply_edits(&old, &edits).map_err(edit_error)?, None)
+            }
+        };
         writes.push(Write {
             name: file.trim_start_matches("./").to_owned(),
             path,
             old,
             new,
+            mapped,
         });
     }
     Ok(writes)
@@ -188,9 +270,13 @@ fn plan(workdir: &Path, id: &str, suggestion: &Suggestion) -> Result<Vec<Write>,
 
 /// Writes the planned files (each atomically) and returns the names of those
 /// whose content changed.
-fn commit(id: &str, writes: Vec<Write>) -> Result<Vec<String>, SuggestionError> {
+fn commit(id: &str, writes: Vec<Write>) -> Result<Applied, SuggestionError> {
     let mut changed = Vec::new();
+    let mut edits = BTreeMap::new();
     for w in writes {
+        if let Some((key, mapped)) = w.mapped {
+            edits.insert(key, mapped);
+        }
         if w.old == w.new {
             continue;
         }
@@ -203,7 +289,7 @@ fn commit(id: &str, writes: Vec<Write>) -> Result<Vec<String>, SuggestionError> 
         changed.push(w.name);
     }
     changed.sort();
-    Ok(changed)
+    Ok(Applied { changed, edits })
 }
 
 /// Replaces `path` by writing a sibling temporary file (keeping the
@@ -247,14 +333,18 @@ impl Agent for SuggestionAgent {
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let finding = finding_from_context(&request.context)?;
+        let histories = histories_from_context(&request.context)?;
         let workdir = request.workdir.clone();
         let id = finding.id.to_string();
-        let changed = tokio::task::spawn_blocking(move || apply_finding(&workdir, &finding))
-            .await
-            .map_err(|e| AgentError::Failed {
-                message: format!("the suggestion worker for finding {id} stopped: {e}"),
-                exit_code: None,
-            })??;
+        let applied = tokio::task::spawn_blocking(move || {
+            apply_finding(&workdir, &finding, histories.as_ref())
+        })
+        .await
+        .map_err(|e| AgentError::Failed {
+            message: format!("the suggestion worker for finding {id} stopped: {e}"),
+            exit_code: None,
+        })??;
+        let changed = applied.changed;
         let text = if changed.is_empty() {
             format!("finding {id}: the suggestion was already applied; no file changed")
         } else {
@@ -263,6 +353,10 @@ impl Agent for SuggestionAgent {
                 changed.join(", ")
             )
         };
-        Ok(AgentResponse::text(text).with_files_changed(changed))
+        let mut response = AgentResponse::text(text).with_files_changed(changed);
+        if !applied.edits.is_empty() {
+            response.structured = Some(serde_json::json!({ "applied_edits": applied.edits }));
+        }
+        Ok(response)
     }
 }

@@ -33,6 +33,7 @@ use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::state::SessionLock;
 use orchestrator_core::test_runner::TestRunner;
+use orchestrator_core::text::counted;
 use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
 use orchestrator_review_fix::{
     FixPlan, Isolation, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
@@ -709,11 +710,11 @@ pub fn render_plan(plan: &FixPlan, titles: &dyn Fn(&str) -> Option<String>) -> S
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Plan {}: {} findings in {} groups over {} stages ({} isolation)",
+        "Plan {}: {} in {} over {} ({} isolation)",
         plan.fix_session_id,
-        plan.metadata.total_findings,
-        plan.groups.len(),
-        plan.timeline.len(),
+        counted(plan.metadata.total_findings as u64, "finding", "findings"),
+        counted(plan.groups.len() as u64, "group", "groups"),
+        counted(plan.timeline.len() as u64, "stage", "stages"),
         plan.metadata.isolation
     );
     if !plan.metadata.fallback_batches.is_empty() {
@@ -793,10 +794,14 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
     if report.outcome != Outcome::DryRun {
         let _ = writeln!(
             out,
-            "  findings: {} ({} fixed, {} failed, {} rejected)",
+            "  findings: {} ({} fixed, {} failed, {}{} rejected)",
             report.findings.len(),
             report.count("fixed"),
             report.count("failed"),
+            match report.count("not_fixable") {
+                0 => String::new(),
+                n => format!("{n} not fixable by this agent, "),
+            },
             report.count("rejected"),
         );
         let v = &report.verification;
@@ -832,12 +837,17 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
             let _ = writeln!(out, "  not fixed:");
             for f in not_fixed {
                 let why = f.error.as_deref().map(first_line).unwrap_or_default();
-                let attempts = if f.attempts > 0 {
-                    format!(" after {} attempts", f.attempts)
+                let attempts = if f.attempts > 0 && f.result != "not_fixable" {
+                    format!(" after {}", counted(f.attempts, "attempt", "attempts"))
                 } else {
                     String::new()
                 };
-                let _ = writeln!(out, "    {} {}{attempts}: {why}", f.id, f.result);
+                let result = if f.result == "not_fixable" {
+                    "not fixable by this agent"
+                } else {
+                    f.result.as_str()
+                };
+                let _ = writeln!(out, "    {} {result}{attempts}: {why}", f.id);
             }
         }
     }
@@ -871,16 +881,20 @@ pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String 
     }
     let _ = writeln!(
         out,
-        "review-fix: {n} {} ({}): {}; {} findings ({} fixed, {} failed, {} rejected); {} commits; {} test runs; wall time {:.1}s",
-        if n == 1 { "pass" } else { "passes" },
+        "review-fix: {} ({}): {}; {} ({} fixed, {} failed, {}{} rejected); {}; {}; wall time {:.1}s",
+        counted(n as u64, "pass", "passes"),
         passes.stop,
         outcome_line(&passes.outcome()),
-        passes.findings(),
+        counted(passes.findings() as u64, "finding", "findings"),
         passes.count("fixed"),
         passes.count("failed"),
+        match passes.count("not_fixable") {
+            0 => String::new(),
+            k => format!("{k} not fixable by this agent, "),
+        },
         passes.count("rejected"),
-        passes.commits(),
-        passes.test_runs(),
+        counted(passes.commits() as u64, "commit", "commits"),
+        counted(u64::from(passes.test_runs()), "test run", "test runs"),
         context.wall.as_secs_f64()
     );
     if let StopReason::CommandFailed { stderr_tail, .. } = &passes.stop

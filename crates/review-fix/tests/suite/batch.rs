@@ -246,19 +246,39 @@ async fn compare(scenario: &Scenario) -> [Ran; 3] {
             assert!(error.contains("BAD found"), "{error}");
         }
     }
-    // `each` needs one run per fix plus a flaky re-run per failing fix.
+    // `each` needs one run per fix plus a flaky re-run per failing fix, and
+    // a parallel stage's combination is tested again at landing.
     let bad = scenario.fixes.len() - good;
-    assert_eq!(each.test_runs, good + 2 * bad);
+    let landing = landing_runs(&each.events);
+    assert_eq!(each.test_runs - landing, good + 2 * bad);
     assert_eq!(each.report.verification.each_runs as usize, each.test_runs);
-    // The baseline `batch` and `auto` report is what `each` needed.
+    // The baseline `batch` and `auto` report is what `each` needed one fix
+    // at a time.
     for ran in [&batch, &auto] {
         assert_eq!(
-            ran.report.verification.each_runs as usize, each.test_runs,
+            ran.report.verification.each_runs as usize,
+            each.test_runs - landing,
             "{:?}",
             ran.report.verification
         );
     }
     [each, batch, auto]
+}
+
+/// Test runs made while a stage was verified at landing (between the
+/// `verify-stage-N` job's start and finish).
+fn landing_runs(events: &[Event]) -> usize {
+    let mut inside = false;
+    let mut n = 0;
+    for e in events {
+        match e {
+            Event::JobStarted { id, .. } if id.starts_with("verify-stage-") => inside = true,
+            Event::JobFinished { id, .. } if id.starts_with("verify-stage-") => inside = false,
+            Event::TestsRan { .. } if inside => n += 1,
+            _ => {}
+        }
+    }
+    n
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -283,7 +303,9 @@ async fn no_failure_lands_everything_in_far_fewer_runs() {
         (1, false),
     ]);
     let [each, batch, auto] = compare(&s).await;
-    assert_eq!(each.test_runs, 8);
+    // One run per fix, and one for the three groups' combination.
+    assert_eq!(each.test_runs, 9);
+    assert_eq!(landing_runs(&each.events), 1);
     assert_eq!(batch.test_runs, 1, "one run at the tip");
     assert_eq!(auto.test_runs, 1);
     assert_eq!(batch.report.verification.runs_saved(), 7);
@@ -356,6 +378,45 @@ async fn all_bad_fixes_land_nothing() {
     assert_eq!(batch.report.outcome, Outcome::SomeFailed);
     // `auto` moves to one by one when everything fails: never much worse.
     assert!(auto.test_runs <= batch.test_runs + 2);
+}
+
+/// Fails when both `src/f0.rs` and `src/f1.rs` carry a fix: each fix passes
+/// on its own, the two together break the tests.
+fn failing_when_combined(req: &TestRequest) -> TestReport {
+    let fixed = |k: usize| {
+        std::fs::read_to_string(req.workdir.join(format!("src/f{k}.rs")))
+            .is_ok_and(|t| t.contains("fixed"))
+    };
+    if fixed(0) && fixed(1) {
+        TestReport::failing(
+            vec!["tests::combined".into()],
+            "assertion failed: f0 and f1 clash",
+        )
+    } else {
+        TestReport::passing(1)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_mode_tests_the_landed_combination_of_parallel_groups() {
+    // Two fixes in two files: two groups of one parallel stage, each fix
+    // tested alone in its own worktree, where it passes.
+    let s = Scenario::new(&[(0, false), (1, false)]);
+    let tests = Arc::new(ScriptedTestRunner::from_fn(failing_when_combined));
+    let t = tests.clone();
+    let ran = run_scenario(&s, VerifyMode::Each, tests.clone(), move || t.runs()).await;
+    // The tip that landed passes the tests.
+    let tip = failing_when_combined(&TestRequest::all(ran._dir.path()));
+    assert!(tip.is_pass(), "the landed tip fails: {tip:?}");
+    assert_eq!(ran.commits.len(), 1, "{:?}", ran.commits);
+    assert_eq!(ran.report.count("fixed"), 1, "{:#?}", ran.report.findings);
+    let f2 = ran.report.findings.iter().find(|f| f.id == "F2").unwrap();
+    assert_eq!(f2.result, "failed", "{f2:?}");
+    assert!(
+        f2.error.as_deref().unwrap().contains("f0 and f1 clash"),
+        "{f2:?}"
+    );
+    assert_eq!(ran.report.outcome, Outcome::SomeFailed);
 }
 
 fn progress_of(session: &Path, finding: &str) -> FixProgress {

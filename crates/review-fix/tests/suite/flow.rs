@@ -175,12 +175,13 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     assert_eq!(agent.calls_for("F3"), 3);
     assert_eq!(
         fx.tests.runs(),
-        4,
-        "F1, F2, F3's first attempt and its flaky check"
+        5,
+        "F1, F2, F3's first attempt and its flaky check, and the two groups' \
+         combination tested at landing"
     );
-    assert_eq!(report.verification.test_runs, 4);
+    assert_eq!(report.verification.test_runs, 5);
     assert_eq!(report.verification.reruns, 1);
-    assert_eq!(report.verification.each_runs, 4);
+    assert_eq!(report.verification.each_runs, 5);
     assert_eq!(report.verification.flaky, 0);
     // Parallel stage: two groups on different files, in worktrees.
     let plan = report.plan.clone().unwrap();
