@@ -429,6 +429,10 @@ pub struct FindingsFile {
     pub findings: Vec<Finding>,
     /// Findings rejected before planning.
     pub rejected: Vec<RejectedFinding>,
+    /// The re-lint keys of the rejected findings (absent in older files), so
+    /// that the next re-lint pass leaves them out like those it tried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected_keys: Vec<String>,
 }
 
 /// A finding (or input entry) left out of the session, and why.

@@ -840,10 +840,15 @@ async fn open_new(
         1 => notes.push("1 duplicate merged".to_owned()),
         n => notes.push(format!("{n} duplicates merged")),
     }
+    let rejected_keys = rejected
+        .iter()
+        .filter_map(|r| loaded.rejected_keys.get(&r.finding_id).cloned())
+        .collect();
     let findings_file = FindingsFile {
         version: FINDINGS_VERSION,
         findings,
         rejected,
+        rejected_keys,
     };
     write_json_atomic(paths.findings(), &findings_file)?;
     // The files as the findings saw them: the baseline of every fix's edits.

@@ -258,7 +258,9 @@ pub async fn run_with_relint(
         None
     } else {
         let inputs: Vec<PathBuf> = config.inputs.iter().map(|p| absolute(&repo, p)).collect();
-        input::load_inputs(&repo, &inputs).ok().map(|l| l.findings)
+        input::load_inputs(&repo, &inputs)
+            .ok()
+            .map(|l| key_counts(&l))
     };
     let mut unfixed = match unfixed_after(given, &first_session, &report.passes[0]) {
         Ok(counts) => counts,
@@ -299,7 +301,7 @@ pub async fn run_with_relint(
             flow: FLOW.to_owned(),
             phase: format!("relint {pass}"),
         });
-        let (file, findings) = match found {
+        let (file, findings, counts) = match found {
             Ok(found) => found,
             Err(failure) => {
                 services.sink.emit(&Event::Warning {
@@ -333,7 +335,7 @@ pub async fn run_with_relint(
                 break;
             }
         };
-        unfixed = match unfixed_after(Some(findings), &done.session_dir, &done) {
+        unfixed = match unfixed_after(Some(counts), &done.session_dir, &done) {
             Ok(counts) => counts,
             Err(e) => {
                 report.stop = StopReason::PassFailed {
@@ -364,16 +366,16 @@ fn absolute(repo: &Path, p: &Path) -> PathBuf {
 /// fixed. What the session left out (already tried, rejected) counts as
 /// unfixed; keys the input no longer holds are gone.
 fn unfixed_after(
-    given: Option<Vec<Finding>>,
+    given: Option<KeyCounts>,
     session_dir: &Path,
     report: &RunReport,
 ) -> Result<KeyCounts, ReviewFixError> {
     let path = SessionPaths::new(session_dir).findings();
-    let planned: Vec<Finding> = if path.is_file() {
+    let (planned, rejected_keys) = if path.is_file() {
         let file: FindingsFile = read_json(&path)?;
-        file.findings
+        (file.findings, file.rejected_keys)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let result: HashMap<&str, &str> = report
         .findings
@@ -381,8 +383,17 @@ fn unfixed_after(
         .map(|f| (f.id.as_str(), f.result.as_str()))
         .collect();
     let mut counts = KeyCounts::new();
-    for f in given.as_deref().unwrap_or(&planned) {
-        *counts.entry(relint_key(f)).or_default() += 1;
+    match given {
+        Some(given) => counts = given,
+        // The session's own input: what it planned and what it rejected.
+        None => {
+            for f in &planned {
+                *counts.entry(relint_key(f)).or_default() += 1;
+            }
+            for key in rejected_keys {
+                *counts.entry(key).or_default() += 1;
+            }
+        }
     }
     for f in &planned {
         if result.get(f.id.as_str()) == Some(&"fixed")
@@ -429,7 +440,7 @@ async fn relint_once(
     repo: &Path,
     dir: &Path,
     pass: u32,
-) -> Result<(PathBuf, Vec<Finding>), RelintFailure> {
+) -> Result<(PathBuf, Vec<Finding>, KeyCounts), RelintFailure> {
     let mut spec = relint.command.clone();
     spec.cwd = repo.to_path_buf();
     spec.output_limit = OUTPUT_LIMIT;
@@ -466,7 +477,7 @@ async fn relint_once(
     };
     if out.stdout.trim().is_empty() {
         if code == 0 {
-            return Ok((PathBuf::new(), Vec::new()));
+            return Ok((PathBuf::new(), Vec::new(), KeyCounts::new()));
         }
         return Err(fail(format!(
             "`{shown}` exited with {code} and printed no findings"
@@ -479,7 +490,22 @@ async fn relint_once(
     write_atomic(&file, out.stdout.as_bytes()).map_err(|e| fail(e.to_string()))?;
     let loaded = input::load_inputs(repo, std::slice::from_ref(&file))
         .map_err(|e| fail(format!("`{shown}` printed no readable findings: {e}")))?;
-    Ok((file, loaded.findings))
+    let counts = key_counts(&loaded);
+    Ok((file, loaded.findings, counts))
+}
+
+/// The occurrences of each key in what the inputs gave: the findings and
+/// those rejected (outside the repository, say), which a later pass leaves
+/// out as well.
+fn key_counts(loaded: &input::LoadedInputs) -> KeyCounts {
+    let mut counts = KeyCounts::new();
+    for f in &loaded.findings {
+        *counts.entry(relint_key(f)).or_default() += 1;
+    }
+    for key in loaded.rejected_keys.values() {
+        *counts.entry(key.clone()).or_default() += 1;
+    }
+    counts
 }
 
 #[cfg(test)]

@@ -153,6 +153,69 @@ async fn relint_fixes_what_earlier_fixes_uncover_and_never_retries_a_failed_find
     );
 }
 
+/// A finding outside the repository (as rustc reports for `/rustc/...`
+/// sources) is rejected by the first pass and left out, silently, by the
+/// later ones; the same finding reported twice is merged with one note.
+#[tokio::test]
+async fn a_finding_outside_the_repository_is_rejected_once_and_duplicates_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = r#"{"message":"std says hi","location":{"path":"/rustc/abc/library/core/src/lib.rs","range":{"start":{"line":3,"column":1}}},"code":{"value":"external"}}"#;
+    // The linter: its findings, each twice (a lib and a test target), and
+    // the outside finding.
+    let script = tmp.path().join("lint.sh");
+    std::fs::write(
+        &script,
+        format!("sh {LINTER}; sh {LINTER}; echo '{outside}'\n"),
+    )
+    .unwrap();
+    let (repo, _) = fixture(tmp.path(), "(((x)))\n");
+    let first = Command::new("sh")
+        .arg(&script)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let input = tmp.path().join("first.rdjsonl");
+    std::fs::write(&input, &first.stdout).unwrap();
+    let lint = Relint::new(
+        CommandSpec::new("sh", [script.to_str().unwrap()], "."),
+        Arc::new(ProcessRunner::default()),
+        4,
+    );
+    let report = run_with_relint(config(input), services(&repo, "true").await, Some(&lint))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "(x)\n"
+    );
+    assert_eq!(report.passes.len(), 2, "{:?}", report.stop);
+    let rejected: Vec<usize> = report.passes.iter().map(|p| p.count("rejected")).collect();
+    assert_eq!(rejected, [1, 0], "rejected in the first pass only");
+    for (i, pass) in report.passes.iter().enumerate() {
+        let merged: Vec<&String> = pass.notes.iter().filter(|n| n.contains("merged")).collect();
+        assert_eq!(
+            merged,
+            ["1 duplicate merged"],
+            "pass {}: {:?}",
+            i + 1,
+            pass.notes
+        );
+        assert!(
+            !pass.notes.iter().any(|n| n.contains("; dropped")),
+            "{:?}",
+            pass.notes
+        );
+    }
+    assert!(
+        report.passes[1]
+            .notes
+            .iter()
+            .any(|n| n.contains("already tried in an earlier pass, left out: 1")),
+        "{:?}",
+        report.passes[1].notes
+    );
+}
+
 #[tokio::test]
 async fn the_pass_limit_stops_the_passes() {
     let tmp = tempfile::tempdir().unwrap();
