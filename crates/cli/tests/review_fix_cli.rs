@@ -402,6 +402,46 @@ fn missing_inputs_and_no_test_command_are_usage_errors() {
     assert!(stderr(&o).contains("no test command"), "{}", stderr(&o));
 }
 
+/// Inputs are checked in the order a user reads them: a missing findings
+/// file is reported as such even where no test command can be found, and a
+/// dry run, which runs no tests, needs none.
+#[test]
+fn the_findings_are_checked_before_the_test_command_and_a_dry_run_needs_none() {
+    let fx = fixture();
+    // A repository that implies no test command.
+    git(&fx.repo, &["rm", "-q", "Cargo.toml", "Cargo.lock"]);
+    git(&fx.repo, &["commit", "-q", "-m", "no cargo"]);
+    let nope = fx.tmp.path().join("nope.json");
+    for extra in [&["--dry-run"][..], &["-y"][..]] {
+        let mut args = vec!["--fix", nope.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = fx.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&nope.display().to_string()),
+            "{extra:?}: {err}"
+        );
+        assert!(!err.contains("no test command"), "{extra:?}: {err}");
+    }
+
+    let o = fx.run(&["--fix", fx.clippy(), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
+    assert!(stdout(&o).starts_with("Plan fix-"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("no test command (a dry run runs no tests)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(fx.session_dir().join("fix-plan.json").is_file());
+    assert_eq!(git(&fx.repo, &["status", "--porcelain"]), "");
+
+    // Without --dry-run the missing test command is still a usage error.
+    let o = fx.run(&["--fix", fx.clippy(), "-y"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no test command"), "{}", stderr(&o));
+}
+
 /// A stand-in for Claude Code's print mode: reads the prompt on stdin, logs
 /// its arguments, answers planning with prose (no plan, so the engine falls
 /// back to its deterministic plan) and fixes a finding by editing the file.

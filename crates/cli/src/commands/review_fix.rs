@@ -32,7 +32,7 @@ use orchestrator_core::agent::Agent;
 use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::state::SessionLock;
-use orchestrator_core::test_runner::TestRunner;
+use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner, TestRunnerError};
 use orchestrator_core::text::counted;
 use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
 use orchestrator_review_fix::{
@@ -321,6 +321,28 @@ impl TestRunnerFactory for CliTests {
     }
 }
 
+/// The tests of a dry run without a test command: the flow plans and runs
+/// nothing, so a run that reaches this is a bug, reported as an unusable
+/// configuration rather than a pass.
+#[derive(Debug, Clone, Copy)]
+pub struct NoTests;
+
+#[async_trait::async_trait]
+impl TestRunner for NoTests {
+    async fn run(&self, _request: TestRequest) -> Result<TestReport, TestRunnerError> {
+        Err(TestRunnerError::Config(
+            "no test command: pass --test-cmd CMD or set [tests] command in orchestrator.toml"
+                .to_owned(),
+        ))
+    }
+}
+
+impl TestRunnerFactory for NoTests {
+    fn runner(&self, _tree: &TreeEnv) -> Arc<dyn TestRunner> {
+        Arc::new(NoTests)
+    }
+}
+
 /// The library options for `args`: flags over `[review_fix]` of
 /// `orchestrator.toml` over the flow's defaults. `inputs` are the `--fix`
 /// paths made absolute against the current directory.
@@ -430,6 +452,21 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             "give at least one findings file or review directory (--fix PATH), or --resume",
         );
     }
+    // Inputs in the order a user reads them: the findings first (`--fix`
+    // paths are relative to where the user typed them, not to --repo; one
+    // that cannot be read stops the run before anything is touched), then
+    // the repository, the configuration, the test command and the agent.
+    let mut inputs = Vec::new();
+    for p in &args.fix {
+        let abs = match std::path::absolute(p) {
+            Ok(abs) => abs,
+            Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
+        };
+        if let Err(e) = orchestrator_review_fix::input::resolve_input(&abs) {
+            return fail(e);
+        }
+        inputs.push(abs);
+    }
     let repo = match std::path::absolute(&args.repo) {
         Ok(p) => p,
         Err(e) => {
@@ -447,17 +484,19 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         Err(e) => return fail(e),
     };
     let resolved = if args.resume && args.test_cmd.is_none() {
-        let first_input = args.fix.first().and_then(|p| std::path::absolute(p).ok());
         resolve_resume_tests(
-            recorded_test_command(&repo, first_input.as_deref()),
+            recorded_test_command(&repo, inputs.first().map(PathBuf::as_path)),
             &config,
             &repo,
         )
     } else {
         resolve_tests(args.test_cmd.as_deref(), &config, &repo)
     };
+    // A dry run runs no tests, so it needs no test command; a `--test-cmd`
+    // that cannot be used is still an error.
     let tests = match resolved {
-        Ok(t) => t,
+        Ok(t) => Some(t),
+        Err(_) if args.dry_run && args.test_cmd.is_none() => None,
         Err(e) => return fail(e),
     };
     let relint = match resolve_relint(args, &config, &repo) {
@@ -477,26 +516,11 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             }
             Err(e) => return fail(format!("--agent: {e}")),
         };
-    // `--fix` paths are relative to where the user typed them, not to
-    // --repo; one that cannot be read stops the run before anything is
-    // touched.
-    let mut inputs = Vec::new();
-    for p in &args.fix {
-        let abs = match std::path::absolute(p) {
-            Ok(abs) => abs,
-            Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
-        };
-        if let Err(e) = orchestrator_review_fix::input::resolve_input(&abs) {
-            return fail(e);
-        }
-        inputs.push(abs);
-    }
     eprintln!("review-fix: agent {agent_name}");
-    eprintln!(
-        "review-fix: test command `{}` ({})",
-        tests.display(),
-        tests.source
-    );
+    match &tests {
+        Some(t) => eprintln!("review-fix: test command `{}` ({})", t.display(), t.source),
+        None => eprintln!("review-fix: no test command (a dry run runs no tests)"),
+    }
     if let Some(r) = &relint {
         eprintln!(
             "review-fix: re-lint with `{}` after each pass (at most {} passes)",
@@ -509,7 +533,7 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         );
     }
     let mut flow = flow_config(args, &config, inputs, planner);
-    flow.test_command = Some(tests.argv());
+    flow.test_command = tests.as_ref().map(ResolvedTests::argv);
     let runtime = match setup::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -520,8 +544,8 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     let started = Instant::now();
     let json_mode = args.json;
     let yes = args.yes;
-    let test_display = tests.display();
-    let test_source = tests.source.clone();
+    let test_display = tests.as_ref().map(ResolvedTests::display);
+    let test_source = tests.as_ref().map(|t| t.source.clone());
     let (sink, human) = setup::reporter(json_mode);
     // Failure details carry the tail of the test output: the terminal gets
     // their first line (fix-summary.md and --json keep them whole).
@@ -546,7 +570,10 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
         let services = Services {
             agent,
             vcs: Arc::new(vcs),
-            tests: Arc::new(CliTests::new(tests)),
+            tests: match tests {
+                Some(tests) => Arc::new(CliTests::new(tests)),
+                None => Arc::new(NoTests),
+            },
             gate: setup::gate(yes),
             sink,
         };
@@ -685,10 +712,10 @@ fn repo_lock(root: &Path) -> Result<SessionLock, String> {
 /// What the summary shows besides the report.
 #[derive(Debug, Clone)]
 pub struct SummaryContext {
-    /// The test command as shown.
-    pub test_command: String,
-    /// Where it came from.
-    pub test_source: String,
+    /// The test command as shown; `None` for a dry run without one.
+    pub test_command: Option<String>,
+    /// Where it came from; `None` without a test command.
+    pub test_source: Option<String>,
     /// Wall time of the run.
     pub wall: Duration,
 }
@@ -805,13 +832,16 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
             report.count("rejected"),
         );
         let v = &report.verification;
+        let tests = match (&context.test_command, &context.test_source) {
+            (Some(command), Some(source)) => format!("`{command}`, {source}"),
+            (Some(command), None) => format!("`{command}`"),
+            (None, _) => "no test command".to_owned(),
+        };
         let _ = writeln!(
             out,
-            "  commits: {}; test runs: {} (`{}`, {}); wall time {:.1}s",
+            "  commits: {}; test runs: {} ({tests}); wall time {:.1}s",
             report.commits.len(),
             v.test_runs,
-            context.test_command,
-            context.test_source,
             context.wall.as_secs_f64()
         );
         let _ = writeln!(
