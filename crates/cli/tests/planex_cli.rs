@@ -377,6 +377,70 @@ fn a_gate_without_a_terminal_stops_and_continue_y_finishes() {
     assert_eq!(meta["status"], "finished");
 }
 
+/// Without a terminal, `--continue` alone would ask the same gate again:
+/// the message names the two ways to answer it, and `planex approve`
+/// records an approval that the next `--continue` acts on.
+#[test]
+fn a_gate_without_a_terminal_says_how_to_answer_and_approve_then_continue_runs() {
+    let repo = Repo::new();
+    repo.write(
+        "tasks.csv",
+        &tasks_csv(&[
+            ("T1", "First", "echo one >> ran.txt", "", ""),
+            ("T2", "Second", "echo two >> ran.txt", "T1", ""),
+        ]),
+    );
+    let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv"]);
+    assert_exit(&o, 3);
+    let id = repo
+        .session()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    for o in [o, orchestrator(&repo.path, &["planex", "--continue", &id])] {
+        assert_exit(&o, 3);
+        let out = stdout(&o);
+        assert!(
+            out.contains(&format!("Approve it: orchestrator planex approve {id}\n")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("orchestrator planex --continue {id} -y")),
+            "{out}"
+        );
+    }
+    assert!(!repo.path.join("ran.txt").exists());
+
+    let o = orchestrator(&repo.path, &["planex", "approve"]);
+    assert_exit(&o, 0);
+    assert_eq!(
+        redact(&stdout(&o), &repo),
+        "The execution plan of session [SESSION] is approved: [REPO]/.workflow/.lite-plan/[SESSION]/tasks.csv\n\
+         Run it: orchestrator planex --continue [SESSION]\n"
+    );
+    assert!(
+        !repo.path.join("ran.txt").exists(),
+        "approving runs nothing"
+    );
+
+    // Still no terminal and no -y: the recorded approval is the answer.
+    let o = orchestrator(&repo.path, &["planex", "--continue", &id]);
+    assert_exit(&o, 0);
+    assert_eq!(repo.read("ran.txt"), "one\ntwo\n");
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.session().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["approvals"]["execution_plan"]["by"], "command");
+
+    // Nothing to approve: exit 2 with the sessions listed.
+    let empty = Repo::new();
+    let o = orchestrator(&empty.path, &["planex", "approve", "--json"]);
+    assert_exit(&o, 2);
+    assert!(stdout(&o).contains(r#""event":"error""#), "{}", stdout(&o));
+}
+
 #[test]
 fn ctrl_c_stops_resumably_and_continue_finishes() {
     use std::io::BufRead as _;
@@ -983,7 +1047,7 @@ fn a_planned_session_stopped_at_a_gate_resumes_with_its_agent() {
     let o = run(&["planex", "Say hello", "--agent", "claude"]);
     assert_exit(&o, 3);
     assert!(
-        stdout(&o).contains("Waiting for confirmation"),
+        stdout(&o).contains("Waiting for approval of the exploration plan"),
         "{}",
         stdout(&o)
     );

@@ -30,7 +30,8 @@ use crate::session::{
     ApprovedBy, ResumePhase, Session, SessionSource, SessionState, SessionStatus, session_timestamp,
 };
 use crate::{
-    EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus, PlanexOptions, Stop,
+    Approved, EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus,
+    PlanexOptions, Stop,
 };
 
 /// How many times the planner is asked before its answer counts as unusable.
@@ -83,6 +84,39 @@ pub struct Planex {
     sink: Arc<dyn EventSink>,
     options: PlanexOptions,
     cancel: CancelHandle,
+}
+
+/// Records the approval of the plan a session waits at — the newest
+/// resumable session, or the one named — without running anything, so that
+/// the next [`Planex::resume`] goes on without asking. It answers a gate
+/// that could not be asked (no terminal) other than by `-y`, which also
+/// approves every later gate and fails escalated tasks.
+///
+/// The plan is the one the session resumes at: `tasks.csv` once it exists,
+/// else `explore.csv`. A plan approved before is reported as such
+/// ([`Approved::already`]) and not written again. The session lock is held
+/// while the approval is written, so a running engine is never raced.
+pub fn approve_plan(repo: &Path, session_id: Option<&str>) -> Result<Approved, PlanexError> {
+    let mut session = Session::open(repo, session_id)?;
+    let gate = match session.resume_phase() {
+        ResumePhase::Execute => GatePoint::ExecutionPlan,
+        ResumePhase::Explore => GatePoint::ExplorePlan,
+        ResumePhase::Nothing => {
+            return Err(PlanexError::NothingToResume {
+                dir: session.dir().to_path_buf(),
+            });
+        }
+    };
+    let already = session.approval(gate).is_some();
+    if !already {
+        session.approve(gate, ApprovedBy::Command, Timestamp::now())?;
+    }
+    Ok(Approved {
+        session_id: session.id().to_owned(),
+        gate,
+        file: session.dir().join(gate.file_name()),
+        already,
+    })
 }
 
 /// Per-run bookkeeping.
@@ -175,7 +209,7 @@ impl Planex {
     /// A plan is run only once approved: when the session holds no approval
     /// of the plan it resumes at (it stopped at that gate — Modify, deferred,
     /// interrupted — or died before the gate was answered), the gate is asked
-    /// again; `-y` answers it.
+    /// again; `-y` answers it, and so does an earlier [`approve_plan`].
     pub async fn resume(&self, session_id: Option<&str>) -> Result<Outcome, PlanexError> {
         self.check_options()?;
         let mut run = self.reopen(session_id)?;

@@ -40,6 +40,7 @@
 //! | `orchestrator planex --continue [SESSION]`  | [`Planex::resume`]           |
 //! | `orchestrator planex run <tasks.csv>`       | [`Planex::run_tasks_file`]   |
 //! | `orchestrator planex --retry-failed [SESSION]` | [`Planex::retry_failed`]  |
+//! | `orchestrator planex approve [SESSION]`     | [`approve_plan`]             |
 //! | listing sessions                            | [`list_sessions`]            |
 //!
 //! Each returns an [`Outcome`] (exit code 0 all completed, 1 some failed or
@@ -100,7 +101,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::PlanexError;
-pub use flow::{Agents, Planex};
+pub use flow::{Agents, Planex, approve_plan};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
 pub use report::Summary;
@@ -210,6 +211,63 @@ pub enum GatePoint {
     ExecutionPlan,
 }
 
+impl GatePoint {
+    /// What the gate approves, for messages (`the execution plan`).
+    pub fn plan_name(self) -> &'static str {
+        match self {
+            GatePoint::ExplorePlan => "the exploration plan",
+            GatePoint::ExecutionPlan => "the execution plan",
+        }
+    }
+
+    /// The session file holding that plan (`tasks.csv`).
+    pub fn file_name(self) -> &'static str {
+        match self {
+            GatePoint::ExplorePlan => session::EXPLORE_CSV,
+            GatePoint::ExecutionPlan => session::TASKS_CSV,
+        }
+    }
+}
+
+/// What [`approve_plan`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approved {
+    /// The session.
+    pub session_id: String,
+    /// The gate whose plan is approved (the one the session resumes at).
+    pub gate: GatePoint,
+    /// The plan's file.
+    pub file: PathBuf,
+    /// Whether the plan had been approved before (nothing was written).
+    pub already: bool,
+}
+
+impl Approved {
+    /// What to tell the person: what was approved and the command that
+    /// runs it.
+    pub fn message(&self) -> String {
+        let what = if self.already {
+            "was already approved"
+        } else {
+            "is approved"
+        };
+        format!(
+            "{} of session {} {what}: {}\nRun it: orchestrator planex --continue {}",
+            capitalized(self.gate.plan_name()),
+            self.session_id,
+            self.file.display(),
+            self.session_id
+        )
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
+}
+
 /// Why a run stopped before the end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
@@ -221,7 +279,8 @@ pub enum Stop {
         /// The file to edit.
         file: PathBuf,
     },
-    /// The gate could not answer now; resume to go on.
+    /// The gate could not answer now (no terminal to ask): approve the
+    /// plan with [`approve_plan`] and resume, or resume with `-y`.
     Deferred {
         /// The gate.
         gate: GatePoint,
@@ -283,7 +342,9 @@ impl Outcome {
     }
 
     /// What to tell the person about going on, when the run stopped:
-    /// which file to edit and the command that resumes.
+    /// which file to edit and the command that resumes; at a gate nobody
+    /// could answer, how to answer it (an approval command or `-y`), since
+    /// resuming alone would ask the same gate again.
     pub fn resume_hint(&self) -> Option<String> {
         let resume = format!("orchestrator planex --continue {}", self.session_id());
         let OutcomeStatus::Stopped(stop) = &self.status else {
@@ -293,7 +354,17 @@ impl Outcome {
             Stop::Modify { file, .. } => {
                 format!("Edit: {}\nResume: {resume}", file.display())
             }
-            Stop::Deferred { .. } => format!("Waiting for confirmation. Resume: {resume}"),
+            Stop::Deferred { gate } => {
+                let id = self.session_id();
+                format!(
+                    "Waiting for approval of {} ({}); nobody could be asked here (no terminal).\n\
+                     Approve it: orchestrator planex approve {id}\n\
+                     Then run it: {resume}\n\
+                     Or approve every gate as the run goes (-y): {resume} -y",
+                    gate.plan_name(),
+                    self.summary.session_dir.join(gate.file_name()).display(),
+                )
+            }
             Stop::Cancelled { .. } => "Cancelled.".to_owned(),
             Stop::NeedsHuman { tasks } => {
                 let list: Vec<String> = tasks

@@ -174,6 +174,10 @@ pub enum ApprovedBy {
     Gate,
     /// `-y`: the run was told to approve every gate.
     AutoYes,
+    /// `orchestrator planex approve` ([`approve_plan`](crate::approve_plan)):
+    /// approved outside a run, where no gate could be asked, for the next
+    /// `--continue`.
+    Command,
 }
 
 /// One recorded approval.

@@ -16,8 +16,8 @@ use orchestrator_core::rows::{RowStatus, TaskRow, read_explore_csv, read_tasks_c
 use orchestrator_planex::protocol::PlanexContext;
 use orchestrator_planex::session::{SessionStatus, list_sessions};
 use orchestrator_planex::{
-    Agents, CancelHandle, EXECUTE_GATE_ID, EXPLORE_GATE_ID, ExecutionPolicy, GatePoint, Mode,
-    OutcomeStatus, Planex, PlanexError, PlanexOptions, ShellTaskAgent, Stop,
+    Agents, Approved, CancelHandle, EXECUTE_GATE_ID, EXPLORE_GATE_ID, ExecutionPolicy, GatePoint,
+    Mode, OutcomeStatus, Planex, PlanexError, PlanexOptions, ShellTaskAgent, Stop, approve_plan,
 };
 use serde_json::json;
 
@@ -803,6 +803,90 @@ fn approvals(repo: &Path) -> serde_json::Value {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap();
     meta["approvals"].clone()
+}
+
+/// A gate nobody can answer (no terminal) stops the run with a hint naming
+/// both ways to answer it, and an approval recorded outside a run lets the
+/// next resume go on without asking, one gate at a time.
+#[tokio::test]
+async fn a_deferred_gate_says_how_to_answer_and_an_approval_lets_resume_proceed() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent());
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Deferred {
+            gate: GatePoint::ExplorePlan
+        })
+    );
+    let id = outcome.session_id().to_owned();
+    let dir = outcome.summary.session_dir.clone();
+    assert_eq!(
+        outcome.resume_hint().unwrap(),
+        format!(
+            "Waiting for approval of the exploration plan ({}); nobody could be asked here (no terminal).\n\
+             Approve it: orchestrator planex approve {id}\n\
+             Then run it: orchestrator planex --continue {id}\n\
+             Or approve every gate as the run goes (-y): orchestrator planex --continue {id} -y",
+            dir.join("explore.csv").display()
+        )
+    );
+    drop(p);
+
+    // The approval runs nothing and names the plan.
+    let approved = approve_plan(repo.path(), None).unwrap();
+    assert_eq!(
+        approved,
+        Approved {
+            session_id: id.clone(),
+            gate: GatePoint::ExplorePlan,
+            file: dir.join("explore.csv"),
+            already: false,
+        }
+    );
+    assert_eq!(approvals(repo.path())["explore_plan"]["by"], "command");
+    assert_eq!(agent.calls_for("E1"), 0);
+    assert!(
+        approve_plan(repo.path(), Some(id.as_str()))
+            .unwrap()
+            .already,
+        "a second approval changes nothing"
+    );
+
+    // Resuming with nobody to answer explores, then stops at the next gate.
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::Deferred {
+            gate: GatePoint::ExecutionPlan
+        })
+    );
+    let asked: Vec<String> = gate.asked().iter().map(|q| q.id.clone()).collect();
+    assert_eq!(asked, [EXECUTE_GATE_ID], "the approved gate is not asked");
+    assert_eq!((agent.calls_for("E1"), agent.calls_for("T1")), (1, 0));
+    drop(p);
+
+    let approved = approve_plan(repo.path(), None).unwrap();
+    assert_eq!(
+        (approved.gate, approved.file, approved.already),
+        (GatePoint::ExecutionPlan, dir.join("tasks.csv"), false)
+    );
+    let gate = ScriptedGate::new(vec![]);
+    let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert!(gate.asked().is_empty(), "{:?}", gate.asked());
+    assert_eq!(agent.calls_for("T4"), 1);
+    assert_eq!(approvals(repo.path())["execution_plan"]["by"], "command");
+
+    // Nothing to approve where there is no session.
+    let empty = tempfile::tempdir().unwrap();
+    let err = approve_plan(empty.path(), None).unwrap_err();
+    assert!(matches!(err, PlanexError::NoSession { .. }), "{err}");
 }
 
 #[tokio::test]

@@ -25,6 +25,9 @@
 //!   raises that). `--agent builtin` is the same agent.
 //! - The full flow needs an LLM agent (`--agent claude|codex|gemini|openai|
 //!   command:…`, or `[agent]` in `orchestrator.toml`).
+//! - `approve [SESSION_ID]` needs no agent: it records the approval of the
+//!   plan a session stopped at (where no terminal could ask), so that a
+//!   plain `--continue` goes on.
 //! - `--continue` / `--retry-failed` pick like the session was started: a
 //!   session made by `run` defaults to the shell agent; a planned one needs
 //!   an LLM agent, except that `--agent shell` may execute its tasks.
@@ -51,9 +54,13 @@ use crate::setup;
 const AFTER_HELP: &str = "\
 Examples:
   orchestrator planex \"Add a health-check endpoint\" --agent claude
-  orchestrator planex run tasks.csv -c 8            # shell agent: no LLM needed
+  orchestrator planex run tasks.csv -c 8 -y         # shell agent: no LLM needed
   orchestrator planex --continue                    # newest resumable session
+  orchestrator planex approve && orchestrator planex --continue   # no terminal
   orchestrator planex --retry-failed wpp-20260228-auth -y
+
+Without -y each plan is approved at a prompt; where no terminal can ask,
+the run stops at the gate (exit 3) until `approve` or `--continue -y`.
 
 Exit codes: 0 every task completed, 1 some failed or were skipped,
 2 bad input, 3 stopped at a gate, for a human or by Ctrl-C (resumable).";
@@ -97,6 +104,12 @@ pub enum PlanexCommand {
     Run {
         /// The tasks.csv (the seed's columns; unknown columns are kept).
         tasks: PathBuf,
+    },
+    /// Approve the plan a stopped session waits at, without running it, for
+    /// the next --continue (where no terminal can ask).
+    Approve {
+        /// The session (default: the newest resumable one).
+        session: Option<String>,
     },
 }
 
@@ -202,6 +215,14 @@ impl Failure {
 /// Runs the command.
 pub fn run(args: &PlanexArgs) -> Exit {
     let json = args.flags.json;
+    // `approve` needs no agent and runs no flow.
+    if let Some(PlanexCommand::Approve { session }) = &args.command
+        && args.requirement.is_none()
+        && args.resume.is_none()
+        && args.retry_failed.is_none()
+    {
+        return approve(json, &args.flags.repo, session.as_deref());
+    }
     match prepare(args) {
         Ok((planex, action, human)) => {
             let runtime = match setup::runtime() {
@@ -226,26 +247,63 @@ pub fn run(args: &PlanexArgs) -> Exit {
             }
             match result {
                 Ok(outcome) => report(json, &outcome),
-                Err(e) => {
-                    let details = match &e {
-                        PlanexError::NoSession { .. }
-                        | PlanexError::SessionNotFound { .. }
-                        | PlanexError::NothingToResume { .. } => {
-                            session_listing(&args.flags.repo).ok()
-                        }
-                        _ => None,
-                    };
-                    fail(
-                        json,
-                        Failure {
-                            message: e.to_string(),
-                            details,
-                        },
-                    )
-                }
+                Err(e) => fail(json, flow_failure(&args.flags.repo, &e)),
             }
         }
         Err(failure) => fail(json, failure),
+    }
+}
+
+/// `planex approve [SESSION_ID]`: records the approval of the plan the
+/// session waits at and says how to run it (exit 0); with `--json` one line
+/// `{"event":"approved",…}`.
+fn approve(json: bool, repo: &Path, session: Option<&str>) -> Exit {
+    let repo = match std::fs::canonicalize(repo) {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                json,
+                Failure::new(format!(
+                    "the repository directory {} cannot be used: {e}",
+                    repo.display()
+                )),
+            );
+        }
+    };
+    match orchestrator_planex::approve_plan(&repo, session) {
+        Ok(approved) => {
+            if json {
+                let line = json!({
+                    "event": "approved",
+                    "exit_code": 0,
+                    "session_id": approved.session_id,
+                    "gate": approved.gate,
+                    "file": approved.file,
+                    "already": approved.already,
+                    "resume_hint": format!("orchestrator planex --continue {}", approved.session_id),
+                });
+                out(&format!("{line}\n"));
+            } else {
+                out(&format!("{}\n", approved.message()));
+            }
+            Exit::Success
+        }
+        Err(e) => fail(json, flow_failure(&repo, &e)),
+    }
+}
+
+/// The failure printed for a library error: where no session could be
+/// picked, with a listing of the sessions found.
+fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
+    let details = match e {
+        PlanexError::NoSession { .. }
+        | PlanexError::SessionNotFound { .. }
+        | PlanexError::NothingToResume { .. } => session_listing(repo).ok(),
+        _ => None,
+    };
+    Failure {
+        message: e.to_string(),
+        details,
     }
 }
 
@@ -302,6 +360,10 @@ fn action(args: &PlanexArgs) -> Result<Action, Failure> {
         (Some(PlanexCommand::Run { tasks }), None, None, None) => Ok(Action::Run(tasks.clone())),
         (Some(PlanexCommand::Run { .. }), ..) => Err(Failure::new(
             "`planex run <tasks.csv>` takes no requirement, --continue or --retry-failed",
+        )),
+        // `approve` alone is no flow and is taken before (see `run`).
+        (Some(PlanexCommand::Approve { .. }), ..) => Err(Failure::new(
+            "`planex approve [SESSION_ID]` takes no requirement, --continue or --retry-failed",
         )),
         (None, Some(requirement), None, None) => {
             if requirement.trim().is_empty() {
