@@ -256,6 +256,34 @@ fn run_executes_a_diamond_with_the_shell_agent() {
     );
 }
 
+/// Tasks that share a write scope run one at a time under any `-c`; the
+/// closing summary says which waited for which.
+#[test]
+fn run_says_which_tasks_wait_for_an_overlapping_scope() {
+    let repo = Repo::new();
+    let mut csv = format!("{HEADER}\n");
+    for i in 1..=3 {
+        let _ = writeln!(
+            csv,
+            "T{i},Write {i},Write out/{i},,,out/**,,mkdir -p out && echo {i} > out/{i},,,"
+        );
+    }
+    repo.write("tasks.csv", &csv);
+    let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv", "-c", "8", "-y"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "- **Serialized**: 2 tasks waited for a task with an overlapping write scope:\n\
+             \x20 - T2 waits for T1: overlapping scope out/**\n\
+             \x20 - T3 waits for T2: overlapping scope out/**\n"
+        ),
+        "{out}"
+    );
+    let context = std::fs::read_to_string(repo.session().join("context.md")).unwrap();
+    assert!(context.contains("## Serialized by Scope"), "{context}");
+}
+
 #[test]
 fn a_failing_directive_skips_its_dependents() {
     let repo = Repo::new();

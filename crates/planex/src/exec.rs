@@ -27,7 +27,7 @@ use orchestrator_core::gate::Gate;
 use orchestrator_core::retry::{
     HistoryEntry, Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
 };
-use orchestrator_core::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS};
+use orchestrator_core::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS, TaskRow};
 use orchestrator_core::scheduler::{
     CancelHandle, JobId, JobOutcome, JobSpec, SKIP_REASON, Scheduler, SchedulerConfig,
 };
@@ -531,7 +531,11 @@ pub(crate) struct TaskHost<'a> {
 /// `context_from` order-only edges, `scope` (`;`-separated globs) the write
 /// scopes.
 pub(crate) fn task_specs(state: &SessionState) -> Vec<JobSpec> {
-    let rows = state.task_rows();
+    task_specs_of(state.task_rows())
+}
+
+/// [`task_specs`] of bare rows.
+pub(crate) fn task_specs_of(rows: &[TaskRow]) -> Vec<JobSpec> {
     rows.iter()
         .map(|r| {
             let after: Vec<String> = r

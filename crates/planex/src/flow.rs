@@ -26,6 +26,7 @@ use crate::report::{
     ReportHeader, Summary, render_context_md, render_execution_plan, render_explore_plan,
     synthesize,
 };
+use crate::scopes::scope_waits;
 use crate::session::{
     ApprovedBy, ResumePhase, Session, SessionSource, SessionState, SessionStatus, session_timestamp,
 };
@@ -472,6 +473,7 @@ impl Planex {
             },
             run.state.explore_rows(),
             tasks,
+            &scope_waits(tasks, &self.options),
         );
         orchestrator_core::state::write_atomic(run.session.context_md(), markdown.as_bytes())?;
         self.check_discoveries(&run.session, &mut run.warnings);
@@ -486,6 +488,7 @@ impl Planex {
             run.state.explore_rows(),
             run.state.task_rows(),
         )
+        .with_scope_waits(scope_waits(run.state.task_rows(), &self.options))
     }
 
     /// Ends a run before phase 5: checkpoint, metadata, outcome.
@@ -598,7 +601,11 @@ impl Planex {
                         GateOption::new("Cancel", "Abort"),
                     ],
                 )
-                .with_details(render_execution_plan(run.state.explore_rows(), tasks));
+                .with_details(render_execution_plan(
+                    run.state.explore_rows(),
+                    tasks,
+                    &scope_waits(tasks, &self.options),
+                ));
                 (q, file)
             }
         };

@@ -92,6 +92,7 @@ pub mod journal;
 mod plan;
 pub mod protocol;
 pub mod report;
+mod scopes;
 pub mod session;
 mod shell;
 
@@ -105,6 +106,7 @@ pub use flow::{Agents, Planex, approve_plan};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
 pub use report::Summary;
+pub use scopes::{ScopeWait, scope_waits};
 pub use session::{SessionInfo, list_sessions};
 pub use shell::{EXIT_STATUS_CRITERION, PREV_CONTEXT_ENV, ShellTaskAgent};
 

@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
 use serde::{Deserialize, Serialize};
 
+use crate::scopes::ScopeWait;
+
 /// What `prev_context` says when no source has findings.
 pub const NO_PREVIOUS_CONTEXT: &str = "No previous context available";
 
@@ -150,8 +152,14 @@ pub fn render_explore_plan(rows: &[ExploreRow]) -> String {
     out
 }
 
-/// The execution plan shown at the second gate.
-pub fn render_execution_plan(explore: &[ExploreRow], tasks: &[TaskRow]) -> String {
+/// The execution plan shown at the second gate. A wave whose tasks wait for
+/// an overlapping write scope says so instead of "concurrent", and lists
+/// each wait (`waits`, from [`scope_waits`](crate::scope_waits)).
+pub fn render_execution_plan(
+    explore: &[ExploreRow],
+    tasks: &[TaskRow],
+    waits: &[ScopeWait],
+) -> String {
     let synthesis = synthesize(explore);
     let max_wave = tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0);
     let mut out = format!(
@@ -163,7 +171,16 @@ pub fn render_execution_plan(explore: &[ExploreRow], tasks: &[TaskRow]) -> Strin
     );
     for w in 1..=max_wave {
         let in_wave: Vec<&TaskRow> = tasks.iter().filter(|t| t.wave == Some(w)).collect();
-        let _ = writeln!(out, "\n### Wave {w} ({} tasks, concurrent)", in_wave.len());
+        let waiting: Vec<&ScopeWait> = waits
+            .iter()
+            .filter(|x| in_wave.iter().any(|t| t.id == x.task))
+            .collect();
+        let how = match waiting.len() {
+            0 => "concurrent".to_owned(),
+            1 => "1 waits for an overlapping scope".to_owned(),
+            n => format!("{n} wait for an overlapping scope"),
+        };
+        let _ = writeln!(out, "\n### Wave {w} ({} tasks, {how})", in_wave.len());
         for t in in_wave {
             let _ = writeln!(
                 out,
@@ -173,6 +190,9 @@ pub fn render_execution_plan(explore: &[ExploreRow], tasks: &[TaskRow]) -> Strin
                 t.scope,
                 t.context_from.join(";")
             );
+        }
+        for x in waiting {
+            let _ = writeln!(out, "  {x}");
         }
     }
     out
@@ -201,6 +221,10 @@ pub struct Summary {
     pub pending: usize,
     /// The highest wave.
     pub waves: u32,
+    /// Tasks that wait for an overlapping write scope (see
+    /// [`scope_waits`](crate::scope_waits)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_waits: Vec<ScopeWait>,
 }
 
 impl Summary {
@@ -226,7 +250,14 @@ impl Summary {
             skipped: count(RowStatus::Skipped),
             pending: count(RowStatus::Pending),
             waves: tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0),
+            scope_waits: Vec::new(),
         }
+    }
+
+    /// Builder: the tasks that wait for an overlapping write scope.
+    pub fn with_scope_waits(mut self, waits: Vec<ScopeWait>) -> Summary {
+        self.scope_waits = waits;
+        self
     }
 
     /// Whether every task completed.
@@ -255,11 +286,34 @@ impl fmt::Display for Summary {
             write!(f, ", {} pending", self.pending)?;
         }
         writeln!(f)?;
-        writeln!(f, "- **Waves**: {}\n", self.waves)?;
+        writeln!(f, "- **Waves**: {}", self.waves)?;
+        write_scope_waits(f, &self.scope_waits)?;
+        writeln!(f)?;
         writeln!(f, "**Results**: {dir}/results.csv")?;
         writeln!(f, "**Report**: {dir}/context.md")?;
         writeln!(f, "**Discoveries**: {dir}/discoveries.ndjson")
     }
+}
+
+/// The summary's list of scope waits (nothing when there are none).
+pub fn write_scope_waits(f: &mut impl fmt::Write, waits: &[ScopeWait]) -> fmt::Result {
+    if waits.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        f,
+        "- **Serialized**: {} {} for a task with an overlapping write scope:",
+        waits.len(),
+        if waits.len() == 1 {
+            "task waited"
+        } else {
+            "tasks waited"
+        }
+    )?;
+    for w in waits {
+        writeln!(f, "  - {w}")?;
+    }
+    Ok(())
 }
 
 /// What `context.md` needs besides the rows.
@@ -277,10 +331,14 @@ pub struct ReportHeader<'a> {
 }
 
 /// `context.md`: the seed's execution report, every field it lists.
+///
+/// Where tasks waited for an overlapping write scope (`waits`), a section
+/// `## Serialized by Scope` before the modified files lists them.
 pub fn render_context_md(
     header: &ReportHeader<'_>,
     explore: &[ExploreRow],
     tasks: &[TaskRow],
+    waits: &[ScopeWait],
 ) -> String {
     let max_wave = tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0);
     let count = |s: RowStatus| tasks.iter().filter(|t| t.status == s).count();
@@ -380,6 +438,14 @@ pub fn render_context_md(
         })
         .collect();
     out.push_str(&task_blocks.join("\n\n---\n\n"));
+    if !waits.is_empty() {
+        out.push_str(
+            "\n\n---\n\n## Serialized by Scope\n\n\
+             Tasks whose write scopes overlap never run at the same time:\n\n",
+        );
+        let lines: Vec<String> = waits.iter().map(|w| format!("- {w}")).collect();
+        out.push_str(&lines.join("\n"));
+    }
     out.push_str("\n\n---\n\n## All Modified Files\n\n");
     let mut seen = BTreeSet::new();
     let files: Vec<String> = tasks

@@ -1426,3 +1426,66 @@ async fn cancelling_during_a_planner_call_stops_resumably() {
     assert_eq!(agent.calls_for("E1") + agent.calls_for("E2"), 0);
     assert_eq!(agent.calls_for("plan-tasks"), 1);
 }
+
+/// Eight shell tasks with one common scope run one at a time whatever the
+/// concurrency: the plan at the gate says which task waits for which
+/// instead of calling the wave concurrent, and so do the summary and
+/// `context.md`.
+#[tokio::test]
+async fn tasks_with_overlapping_scopes_say_they_serialize_in_the_plan_and_the_report() {
+    let repo = tempfile::tempdir().unwrap();
+    let mut csv = String::from(
+        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n",
+    );
+    for i in 1..=8 {
+        csv.push_str(&format!(
+            "T{i},write {i},Write out/{i},,,out/**,,echo {i},,,\n"
+        ));
+    }
+    csv.push_str("T9,docs,Write docs,,,docs/**,,echo docs,,,\n");
+    let csv = write_csv(repo.path(), "tasks.csv", &csv);
+    let runner = Arc::new(ScriptedCommands::new().on("echo ", 0, "written\n"));
+    let mut o = options(false);
+    o.concurrency = 8;
+    o.execution = ExecutionPolicy::shell();
+    let gate = ScriptedGate::new(vec![Answer::chose(0)]);
+    let agent: Arc<dyn Agent> = Arc::new(ShellTaskAgent::new(runner));
+    let (p, _) = planex(repo.path(), agent, gate.clone(), o);
+    let outcome = p.run_tasks_file(&csv).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+
+    let plan = gate.asked()[0].details.clone().unwrap();
+    insta::assert_snapshot!("common_scope_execution_plan", plan);
+    let waits: Vec<String> = outcome
+        .summary
+        .scope_waits
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let expect: Vec<String> = (2..=8)
+        .map(|i| format!("T{i} waits for T{}: overlapping scope out/**", i - 1))
+        .collect();
+    assert_eq!(waits, expect);
+    insta::assert_snapshot!(
+        "common_scope_summary",
+        outcome
+            .summary
+            .to_string()
+            .replace(&outcome.summary.session_dir.display().to_string(), "[dir]")
+            .replace(outcome.session_id(), "[session-id]")
+    );
+    let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
+    let section = context
+        .split("## Serialized by Scope\n\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n---").next())
+        .unwrap_or_else(|| panic!("no scope section in:\n{context}"));
+    let listed: Vec<String> = expect.iter().map(|w| format!("- {w}")).collect();
+    assert_eq!(
+        section,
+        format!(
+            "Tasks whose write scopes overlap never run at the same time:\n\n{}",
+            listed.join("\n")
+        )
+    );
+}

@@ -520,7 +520,9 @@ pub fn render_outcome(outcome: &Outcome) -> String {
             "- **Tasks**: {}/{} completed, {} failed, {} skipped, {} pending",
             s.completed, s.tasks_total, s.failed, s.skipped, s.pending
         );
-        let _ = writeln!(text, "- **Waves**: {}\n", s.waves);
+        let _ = writeln!(text, "- **Waves**: {}", s.waves);
+        let _ = orchestrator_planex::report::write_scope_waits(&mut text, &s.scope_waits);
+        let _ = writeln!(text);
         let _ = writeln!(text, "**Session folder**: {}", s.session_dir.display());
         text
     } else {
