@@ -247,7 +247,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
 
     let mut failures = match &cfg.initial_failures {
         Some(f) => f.clone(),
-        None => match ctx.provider.wait_for_checks().await? {
+        None => match ctx.provider.wait_for_checks(None).await? {
             CheckRun::Green => {
                 file.remove()?;
                 return Ok(AutofixOutcome::Green { commits: vec![] });
@@ -468,7 +468,8 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         state.iteration = iteration + 1;
         file.save(&state)?;
 
-        match ctx.provider.wait_for_checks().await? {
+        // The results must be the pushed commit's, not the old head's.
+        match ctx.provider.wait_for_checks(Some(commit.as_str())).await? {
             CheckRun::Green => {
                 file.remove()?;
                 ctx.sink.emit(&Event::PhaseFinished {

@@ -2,12 +2,16 @@
 //!
 //! - [`GithubProvider`] drives the `gh` CLI through a [`CommandRunner`]:
 //!   `gh run view <id> --log-failed` (capped at [`LOG_CAP`], the tail kept),
-//!   `gh pr diff <N>`, and `gh pr checks <N> --required --json
-//!   bucket,name,state,link,workflow` polled until no check is pending. For
-//!   a watcher handoff ([`watch`]) one more `gh pr checks <N> --json …`
-//!   without `--required` counts the failed checks that are not required
-//!   (`auxiliaryFailCount`); `gh`'s JSON has no "required" field, so a check
-//!   is required when its name is among the `--required` query's.
+//!   `gh pr diff <N>`, and a poll of the PR's head and checks until none is
+//!   pending: `gh pr view <N> --json headRefOid,statusCheckRollup` (one
+//!   answer for both, so the checks read are the head's). After a push the
+//!   poll waits for the head to be the pushed commit — until GitHub moves
+//!   the PR head it still shows the old head's (failed) checks — and a head
+//!   with no checks yet is pending, not green; both within the time limit.
+//!   Which checks are required comes from `gh pr checks <N> --required
+//!   --json name` once the head's checks are done (its "no checks reported"
+//!   is pending too); the failed checks that are not required are counted
+//!   for a watcher handoff (`auxiliaryFailCount`).
 //! - [`LocalProvider`] runs configured check commands (`sh -c <cmd>`) in the
 //!   repository and keeps the output of the failing ones as their logs.
 //!
@@ -96,8 +100,10 @@ pub trait CiProvider: Send + Sync + fmt::Debug {
     /// Whether fixes are pushed (GitHub) or only committed (local, unless configured).
     fn pushes(&self) -> bool;
 
-    /// Runs or waits for the required checks.
-    async fn wait_for_checks(&self) -> Result<CheckRun, ProviderError>;
+    /// Runs or waits for the required checks. With `head` (the commit just
+    /// pushed), a provider that reads a remote CI waits until the results
+    /// are that commit's; local checks run on the tree as it is.
+    async fn wait_for_checks(&self, head: Option<&str>) -> Result<CheckRun, ProviderError>;
 
     /// The log of each failed check (an error if any log cannot be fetched).
     async fn failed_logs(&self, checks: &[FailedCheck]) -> Result<Vec<CheckLog>, ProviderError>;
@@ -131,11 +137,15 @@ fn keep_tail(mut text: String, cap: usize) -> String {
 pub struct GithubConfig {
     /// The pull request.
     pub pr: u64,
-    /// Time between two `gh pr checks` polls.
+    /// Time between two polls of the PR's checks.
     pub poll_interval: Duration,
-    /// How long to wait for pending checks.
+    /// How long to wait for pending checks (and for the PR head to be the
+    /// pushed commit).
     pub timeout: Duration,
 }
+
+/// The fields of `gh pr view --json` the poll reads.
+pub const PR_VIEW_FIELDS: [&str; 2] = ["headRefOid", "statusCheckRollup"];
 
 /// [`CiProvider`] over the `gh` CLI.
 #[derive(Debug, Clone)]
@@ -143,19 +153,90 @@ pub struct GithubProvider {
     runner: Arc<dyn CommandRunner>,
     repo_dir: PathBuf,
     config: GithubConfig,
-    /// The names of the required checks at the last poll that found none
-    /// pending.
-    last_required: Arc<Mutex<Option<BTreeSet<String>>>>,
+    /// The required check names and every check of the head at the last
+    /// poll that found none pending.
+    last: Arc<Mutex<Option<Finished>>>,
 }
 
-/// One row of `gh pr checks --json bucket,name,state,link,workflow`.
+/// What the last finished poll saw.
+#[derive(Debug, Clone)]
+struct Finished {
+    required: BTreeSet<String>,
+    checks: Vec<Check>,
+}
+
+/// One check of the head, as `gh pr checks` would show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Check {
+    name: String,
+    /// `pass`, `fail`, `pending`, `skipping` or `cancel` (gh's buckets).
+    bucket: &'static str,
+    link: String,
+}
+
+/// `gh pr view <N> --json headRefOid,statusCheckRollup`.
 #[derive(Debug, Deserialize)]
-struct GhCheck {
+#[serde(rename_all = "camelCase")]
+struct PrView {
+    head_ref_oid: String,
     #[serde(default)]
-    bucket: String,
+    status_check_rollup: Option<Vec<RollupEntry>>,
+}
+
+/// One entry of `statusCheckRollup`: a check run (`name`, `status`,
+/// `conclusion`, `detailsUrl`) or a commit status (`context`, `state`,
+/// `targetUrl`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RollupEntry {
+    #[serde(rename = "__typename", default)]
+    typename: String,
+    #[serde(default)]
     name: String,
     #[serde(default)]
-    link: String,
+    status: String,
+    #[serde(default)]
+    conclusion: String,
+    #[serde(default)]
+    details_url: String,
+    #[serde(default)]
+    context: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    target_url: String,
+}
+
+impl RollupEntry {
+    /// The check as `gh pr checks` buckets it.
+    fn check(&self) -> Check {
+        let (name, link, state) = if self.typename == "StatusContext" {
+            (&self.context, &self.target_url, self.state.as_str())
+        } else if self.status.eq_ignore_ascii_case("COMPLETED") {
+            (&self.name, &self.details_url, self.conclusion.as_str())
+        } else {
+            (&self.name, &self.details_url, self.status.as_str())
+        };
+        let bucket = match state.to_ascii_uppercase().as_str() {
+            "SUCCESS" => "pass",
+            "SKIPPED" | "NEUTRAL" => "skipping",
+            "CANCELLED" => "cancel",
+            "ERROR" | "FAILURE" | "TIMED_OUT" | "ACTION_REQUIRED" | "STARTUP_FAILURE" => "fail",
+            // EXPECTED, REQUESTED, WAITING, QUEUED, PENDING, IN_PROGRESS, STALE, …
+            _ => "pending",
+        };
+        Check {
+            name: name.clone(),
+            bucket,
+            link: link.clone(),
+        }
+    }
+}
+
+/// One row of `gh pr checks --required --json name`.
+#[derive(Debug, Deserialize)]
+struct GhCheckName {
+    name: String,
 }
 
 impl GithubProvider {
@@ -169,11 +250,16 @@ impl GithubProvider {
             runner,
             repo_dir: repo_dir.into(),
             config,
-            last_required: Arc::new(Mutex::new(None)),
+            last: Arc::new(Mutex::new(None)),
         }
     }
 
-    async fn gh(&self, args: Vec<String>) -> Result<String, ProviderError> {
+    /// Runs `gh args…`; `Err` when it cannot run, else its output whatever
+    /// the exit status, with the command line for messages.
+    async fn gh_output(
+        &self,
+        args: Vec<String>,
+    ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
         let spec = CommandSpec::new("gh", args, self.repo_dir.clone());
         let command = spec.display();
         let out = self
@@ -185,6 +271,11 @@ impl GithubProvider {
                 status: None,
                 stderr: e.to_string(),
             })?;
+        Ok((command, out))
+    }
+
+    async fn gh(&self, args: Vec<String>) -> Result<String, ProviderError> {
+        let (command, out) = self.gh_output(args).await?;
         if !out.success() {
             return Err(ProviderError::Command {
                 command,
@@ -195,50 +286,91 @@ impl GithubProvider {
         Ok(out.stdout)
     }
 
-    /// `gh pr checks <N> [--required] --json …`, parsed. `gh` exits 8
-    /// while checks are pending and 1 when some failed; the JSON on stdout
-    /// is what counts.
-    async fn checks(&self, required: bool) -> Result<Vec<GhCheck>, ProviderError> {
-        let mut args: Vec<String> = vec!["pr".into(), "checks".into(), self.config.pr.to_string()];
-        if required {
-            args.push("--required".into());
-        }
-        args.extend(["--json".into(), "bucket,name,state,link,workflow".into()]);
-        let command = format!("gh {}", args.join(" "));
-        let spec = CommandSpec::new("gh", args, self.repo_dir.clone());
-        let out = self
-            .runner
-            .run(spec)
-            .await
-            .map_err(|e| ProviderError::Command {
-                command: command.clone(),
-                status: None,
-                stderr: e.to_string(),
-            })?;
-        if out.stdout.trim().is_empty() && !out.success() {
+    /// The PR's head commit and its checks.
+    async fn pr_view(&self) -> Result<(String, Vec<Check>), ProviderError> {
+        let args = vec![
+            "pr".into(),
+            "view".into(),
+            self.config.pr.to_string(),
+            "--json".into(),
+            PR_VIEW_FIELDS.join(","),
+        ];
+        let (command, out) = self.gh_output(args).await?;
+        if !out.success() {
             return Err(ProviderError::Command {
                 command,
                 status: out.exit_code,
                 stderr: out.stderr.trim().to_owned(),
             });
         }
-        serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
+        let view: PrView = serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
             command,
             message: e.to_string(),
-        })
+        })?;
+        let checks = view
+            .status_check_rollup
+            .unwrap_or_default()
+            .iter()
+            .map(RollupEntry::check)
+            .collect();
+        Ok((view.head_ref_oid, checks))
     }
 
-    /// One poll of the required checks: `None` while some are pending.
-    async fn poll(&self) -> Result<Option<CheckRun>, ProviderError> {
-        let checks = self.checks(true).await?;
-        if checks.iter().any(|c| c.bucket == "pending") {
+    /// The names of the required checks: `gh pr checks <N> --required
+    /// --json name`. `gh` exits 8 while checks are pending and 1 when some
+    /// failed, the JSON on stdout is what counts; `None` when it reports no
+    /// checks yet ("no checks reported", "no required checks reported").
+    async fn required_names(&self) -> Result<Option<BTreeSet<String>>, ProviderError> {
+        let args = vec![
+            "pr".into(),
+            "checks".into(),
+            self.config.pr.to_string(),
+            "--required".into(),
+            "--json".into(),
+            "name".into(),
+        ];
+        let (command, out) = self.gh_output(args).await?;
+        if out.stdout.trim().is_empty() && !out.success() {
+            if out.exit_code == Some(1) && out.stderr.contains("checks reported") {
+                return Ok(None);
+            }
+            return Err(ProviderError::Command {
+                command,
+                status: out.exit_code,
+                stderr: out.stderr.trim().to_owned(),
+            });
+        }
+        let names: Vec<GhCheckName> =
+            serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
+                command,
+                message: e.to_string(),
+            })?;
+        Ok(Some(names.into_iter().map(|c| c.name).collect()))
+    }
+
+    /// One poll: `None` while the PR head is not `head` (when given), it has
+    /// no checks yet, or a check — or a required one not yet reported — is
+    /// pending.
+    async fn poll(&self, head: Option<&str>) -> Result<Option<CheckRun>, ProviderError> {
+        let (pr_head, checks) = self.pr_view().await?;
+        if head.is_some_and(|h| !h.eq_ignore_ascii_case(&pr_head)) {
             return Ok(None);
         }
-        *self.last_required.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(checks.iter().map(|c| c.name.clone()).collect());
+        if checks.is_empty() || checks.iter().any(|c| c.bucket == "pending") {
+            return Ok(None);
+        }
+        let Some(required) = self.required_names().await? else {
+            return Ok(None);
+        };
+        if required
+            .iter()
+            .any(|r| !checks.iter().any(|c| &c.name == r))
+        {
+            return Ok(None);
+        }
         let failed: Vec<FailedCheck> = checks
             .iter()
-            .filter(|c| is_failure(&c.bucket))
+            .filter(|c| required.contains(&c.name) && is_failure(c.bucket))
             .map(|c| FailedCheck {
                 name: c.name.clone(),
                 run_id: run_id_from_url(&c.link),
@@ -246,6 +378,7 @@ impl GithubProvider {
                 conclusion_detail: None,
             })
             .collect();
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Finished { required, checks });
         Ok(Some(if failed.is_empty() {
             CheckRun::Green
         } else {
@@ -260,10 +393,10 @@ impl CiProvider for GithubProvider {
         true
     }
 
-    async fn wait_for_checks(&self) -> Result<CheckRun, ProviderError> {
+    async fn wait_for_checks(&self, head: Option<&str>) -> Result<CheckRun, ProviderError> {
         let start = tokio::time::Instant::now();
         loop {
-            if let Some(run) = self.poll().await? {
+            if let Some(run) = self.poll(head).await? {
                 return Ok(run);
             }
             if start.elapsed() + self.config.poll_interval > self.config.timeout {
@@ -309,26 +442,18 @@ impl CiProvider for GithubProvider {
             .await
     }
 
-    /// `totalRequired` from the last poll; `auxiliaryFailCount` from one
-    /// more query of all checks: the failed (or cancelled) ones whose name
-    /// is not a required check's.
+    /// From the last finished poll: `totalRequired`, and as
+    /// `auxiliaryFailCount` the head's failed (or cancelled) checks whose
+    /// name is not a required check's.
     async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
-        let Some(required) = self
-            .last_required
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
-            return Ok(None);
-        };
-        let all = self.checks(false).await?;
-        let auxiliary_failed = all
-            .iter()
-            .filter(|c| is_failure(&c.bucket) && !required.contains(&c.name))
-            .count();
-        Ok(Some(CheckCounts {
-            total_required: required.len() as u64,
-            auxiliary_failed: auxiliary_failed as u64,
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(last.as_ref().map(|f| CheckCounts {
+            total_required: f.required.len() as u64,
+            auxiliary_failed: f
+                .checks
+                .iter()
+                .filter(|c| is_failure(c.bucket) && !f.required.contains(&c.name))
+                .count() as u64,
         }))
     }
 }
@@ -368,7 +493,7 @@ pub async fn watch(
     pr: u64,
     branch: &str,
 ) -> Result<WatchOutcome, ProviderError> {
-    Ok(match provider.wait_for_checks().await? {
+    Ok(match provider.wait_for_checks(None).await? {
         CheckRun::Green => WatchOutcome::Green,
         CheckRun::TimedOut => WatchOutcome::TimedOut,
         CheckRun::Failed(failed_checks) => {
@@ -426,7 +551,7 @@ impl CiProvider for LocalProvider {
         self.config.push
     }
 
-    async fn wait_for_checks(&self) -> Result<CheckRun, ProviderError> {
+    async fn wait_for_checks(&self, _head: Option<&str>) -> Result<CheckRun, ProviderError> {
         let mut failed = Vec::new();
         let mut logs = BTreeMap::new();
         for check in &self.config.checks {
@@ -500,6 +625,7 @@ impl CiProvider for LocalProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use orchestrator_core::command::CommandOutput;
     use orchestrator_core::fakes::ScriptedCommands;
 
     fn gh_provider(runner: Arc<ScriptedCommands>) -> GithubProvider {
@@ -514,24 +640,69 @@ mod tests {
         )
     }
 
+    /// `gh pr view --json headRefOid,statusCheckRollup` for `head` with
+    /// check runs `(name, status, conclusion)` and one commit status.
+    fn view(head: &str, runs: &[(&str, &str, &str)]) -> String {
+        let mut rollup: Vec<serde_json::Value> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, (name, status, conclusion))| {
+                serde_json::json!({
+                    "__typename": "CheckRun",
+                    "name": name,
+                    "status": status,
+                    "conclusion": conclusion,
+                    "detailsUrl": format!("https://github.com/o/r/actions/runs/{}/job/9", 100 + i),
+                    "workflowName": "ci",
+                })
+            })
+            .collect();
+        if !runs.is_empty() {
+            rollup.push(serde_json::json!({
+                "__typename": "StatusContext",
+                "context": "ci/legacy",
+                "state": "SUCCESS",
+                "targetUrl": "https://ci.example/1",
+            }));
+        }
+        serde_json::json!({"headRefOid": head, "statusCheckRollup": rollup}).to_string()
+    }
+
+    const VIEW: &str = "gh pr view 785 --json headRefOid,statusCheckRollup";
+    const REQUIRED: &str = "gh pr checks 785 --required --json name";
+
+    fn no_checks() -> Result<CommandOutput, orchestrator_core::command::CommandError> {
+        Ok(CommandOutput {
+            exit_code: Some(1),
+            stderr: "no checks reported on the 'feat/x' branch\n".into(),
+            ..CommandOutput::default()
+        })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn watch_polls_until_no_check_is_pending() {
-        let pending = r#"[{"bucket":"pending","name":"Lint","state":"IN_PROGRESS","link":"","workflow":"ci"}]"#;
-        let failed = r#"[{"bucket":"pass","name":"Build","state":"SUCCESS","link":"https://github.com/o/r/actions/runs/1/job/2","workflow":"ci"},
-                         {"bucket":"fail","name":"Lint","state":"FAILURE","link":"https://github.com/o/r/actions/runs/12345678/job/3","workflow":"ci"}]"#;
-        // All checks: the two required ones, a failed and a cancelled
-        // optional one, a passing and a skipped optional one.
-        let all = r#"[{"bucket":"pass","name":"Build","state":"SUCCESS","link":"","workflow":"ci"},
-                      {"bucket":"fail","name":"Lint","state":"FAILURE","link":"","workflow":"ci"},
-                      {"bucket":"fail","name":"Coverage","state":"FAILURE","link":"","workflow":"cov"},
-                      {"bucket":"cancel","name":"Bench","state":"CANCELLED","link":"","workflow":"bench"},
-                      {"bucket":"pass","name":"Docs","state":"SUCCESS","link":"","workflow":"docs"},
-                      {"bucket":"skipping","name":"Deploy","state":"SKIPPED","link":"","workflow":"cd"}]"#;
+        let pending = view(
+            "abc",
+            &[("Build", "IN_PROGRESS", ""), ("Lint", "QUEUED", "")],
+        );
+        // The two required checks, a failed and a cancelled optional one, a
+        // passing and a skipped optional one.
+        let done = view(
+            "abc",
+            &[
+                ("Build", "COMPLETED", "SUCCESS"),
+                ("Lint", "COMPLETED", "FAILURE"),
+                ("Coverage", "COMPLETED", "FAILURE"),
+                ("Bench", "COMPLETED", "CANCELLED"),
+                ("Docs", "COMPLETED", "SUCCESS"),
+                ("Deploy", "COMPLETED", "SKIPPED"),
+            ],
+        );
         let runner = Arc::new(
             ScriptedCommands::new()
-                .on("gh pr checks 785 --json", 1, all)
-                .on("gh pr checks 785 --required", 8, pending)
-                .on("gh pr checks 785 --required", 1, failed),
+                .on(VIEW, 0, pending)
+                .on(VIEW, 0, done)
+                .on(REQUIRED, 1, r#"[{"name":"Build"},{"name":"Lint"}]"#),
         );
         let out = watch(&gh_provider(runner.clone()), 785, "feat/x")
             .await
@@ -541,46 +712,118 @@ mod tests {
         };
         assert_eq!(out.exit_code(), 2);
         assert_eq!(h.failed_checks.len(), 1);
-        assert_eq!(h.failed_checks[0].run_id.as_deref(), Some("12345678"));
+        assert_eq!(h.failed_checks[0].name, "Lint");
+        assert_eq!(h.failed_checks[0].run_id.as_deref(), Some("101"));
         assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 2));
-        let calls: Vec<Vec<String>> = runner.calls().into_iter().map(|c| c.args).collect();
-        let required = [
-            "pr",
-            "checks",
-            "785",
-            "--required",
-            "--json",
-            "bucket,name,state,link,workflow",
-        ];
-        let all_checks = [
-            "pr",
-            "checks",
-            "785",
-            "--json",
-            "bucket,name,state,link,workflow",
-        ];
-        assert_eq!(calls, [&required[..], &required[..], &all_checks[..]]);
+        let calls: Vec<String> = runner.calls().iter().map(CommandSpec::display).collect();
+        assert_eq!(calls, [VIEW, VIEW, REQUIRED]);
+    }
+
+    /// Right after a push the PR still shows the old head and its failed
+    /// checks, then the new head without checks, then checks that `gh pr
+    /// checks` does not report yet: all pending, until the new head's
+    /// checks are done.
+    #[tokio::test(start_paused = true)]
+    async fn after_a_push_the_old_heads_checks_and_no_checks_yet_are_pending() {
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
+                .on(VIEW, 0, view("NEW", &[]))
+                .on(VIEW, 0, view("NEW", &[("Lint", "COMPLETED", "SUCCESS")]))
+                .on_output(REQUIRED, no_checks())
+                .on(REQUIRED, 0, r#"[{"name":"Lint"}]"#),
+        );
+        let p = gh_provider(runner.clone());
+        assert_eq!(
+            p.wait_for_checks(Some("new")).await.unwrap(),
+            CheckRun::Green
+        );
+        let calls: Vec<String> = runner.calls().iter().map(CommandSpec::display).collect();
+        assert_eq!(calls, [VIEW, VIEW, VIEW, REQUIRED, VIEW, REQUIRED]);
+
+        // Without a head to wait for, the first finished poll counts.
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
+                .on(REQUIRED, 1, r#"[{"name":"Lint"}]"#),
+        );
+        let p = gh_provider(runner);
+        assert!(matches!(
+            p.wait_for_checks(None).await.unwrap(),
+            CheckRun::Failed(f) if f[0].name == "Lint"
+        ));
+
+        // A head that never moves, or never gets checks: pending until the
+        // time limit, never an error.
+        for stuck in [
+            view("old", &[("Lint", "COMPLETED", "FAILURE")]),
+            view("new", &[]),
+        ] {
+            let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, stuck));
+            let p = gh_provider(runner.clone());
+            assert_eq!(
+                p.wait_for_checks(Some("new")).await.unwrap(),
+                CheckRun::TimedOut
+            );
+            assert_eq!(
+                runner.calls().len(),
+                7,
+                "a poll every 10 s, from 0 s to 60 s"
+            );
+        }
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("new", &[("Lint", "COMPLETED", "SUCCESS")]))
+                .on_output(REQUIRED, no_checks()),
+        );
+        assert_eq!(
+            gh_provider(runner)
+                .wait_for_checks(Some("new"))
+                .await
+                .unwrap(),
+            CheckRun::TimedOut
+        );
     }
 
     #[tokio::test]
-    async fn counts_need_a_finished_poll_and_a_failing_count_query_fails_the_watch() {
-        let failed = r#"[{"bucket":"fail","name":"Lint","link":"https://github.com/o/r/actions/runs/7/job/3"}]"#;
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on("gh pr checks 785 --json", 4, "")
-                .on("gh pr checks 785 --required", 1, failed),
-        );
+    async fn counts_need_a_finished_poll_and_gh_failures_are_errors() {
+        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 4, ""));
         let p = gh_provider(runner.clone());
         assert_eq!(p.check_counts().await.unwrap(), None, "no poll yet");
         assert!(runner.calls().is_empty());
         let err = watch(&p, 785, "b").await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "`gh pr checks 785 --json bucket,name,state,link,workflow` failed with exit status 4: "
+            "`gh pr view 785 --json headRefOid,statusCheckRollup` failed with exit status 4: "
+        );
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("a", &[("Lint", "COMPLETED", "SUCCESS")]))
+                .on_output(
+                    REQUIRED,
+                    Ok(CommandOutput {
+                        exit_code: Some(1),
+                        stderr: "HTTP 401: Bad credentials\n".into(),
+                        ..CommandOutput::default()
+                    }),
+                ),
+        );
+        let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`gh pr checks 785 --required --json name` failed with exit status 1: HTTP 401: Bad credentials"
+        );
+        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, "{\"headRefOid\": 7}"));
+        let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "could not parse the output of `gh pr view 785 --json headRefOid,statusCheckRollup`: invalid type"
+            ),
+            "{err}"
         );
         // Local checks: every configured check is required.
         let local = LocalProvider::new(
-            runner,
+            Arc::new(ScriptedCommands::new()),
             "/repo",
             LocalConfig {
                 checks: vec!["a".into(), "b".into(), "c".into()],
@@ -599,21 +842,19 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn watch_times_out_and_reports_green() {
-        let pending = r#"[{"bucket":"pending","name":"Lint"}]"#;
-        let runner = Arc::new(ScriptedCommands::new().on("gh pr checks", 8, pending));
+        let pending = view("a", &[("Lint", "IN_PROGRESS", "")]);
+        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, pending));
         let out = watch(&gh_provider(runner), 785, "b").await.unwrap();
         assert_eq!((out.clone(), out.exit_code()), (WatchOutcome::TimedOut, 3));
-        let runner = Arc::new(ScriptedCommands::new().on(
-            "gh pr checks",
-            0,
-            r#"[{"bucket":"pass","name":"Lint"}]"#,
-        ));
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("a", &[("Lint", "COMPLETED", "SUCCESS")]))
+                .on(REQUIRED, 0, r#"[{"name":"Lint"}]"#),
+        );
         assert_eq!(
             watch(&gh_provider(runner), 785, "b").await.unwrap(),
             WatchOutcome::Green
         );
-        let runner = Arc::new(ScriptedCommands::new().on("gh pr checks", 4, ""));
-        assert!(watch(&gh_provider(runner), 785, "b").await.is_err());
     }
 
     #[tokio::test]
@@ -668,7 +909,7 @@ mod tests {
                 time_limit: None,
             },
         );
-        let CheckRun::Failed(failed) = p.wait_for_checks().await.unwrap() else {
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
             panic!("expected a failure")
         };
         assert_eq!(failed.len(), 1);

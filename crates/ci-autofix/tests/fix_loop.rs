@@ -38,6 +38,8 @@ struct ScriptedCi {
     logs_fail: bool,
     /// How often `diff` was called.
     diff_calls: Mutex<usize>,
+    /// The `head` of every `wait_for_checks`.
+    heads: Mutex<Vec<Option<String>>>,
 }
 
 impl ScriptedCi {
@@ -56,7 +58,12 @@ impl ScriptedCi {
             diff: Ok(String::new()),
             logs_fail: false,
             diff_calls: Mutex::new(0),
+            heads: Mutex::new(Vec::new()),
         }
+    }
+
+    fn heads(&self) -> Vec<Option<String>> {
+        self.heads.lock().unwrap().clone()
     }
 
     fn diff_calls(&self) -> usize {
@@ -77,7 +84,8 @@ impl CiProvider for ScriptedCi {
     fn pushes(&self) -> bool {
         self.pushes
     }
-    async fn wait_for_checks(&self) -> Result<CheckRun, ProviderError> {
+    async fn wait_for_checks(&self, head: Option<&str>) -> Result<CheckRun, ProviderError> {
+        self.heads.lock().unwrap().push(head.map(str::to_owned));
         let mut runs = self.runs.lock().unwrap();
         Ok(if runs.len() > 1 {
             runs.pop_front().unwrap()
@@ -182,11 +190,24 @@ async fn iteration_one_asks_then_applies_pushes_and_turns_green() {
     let agent =
         FakeAgent::new("fmt").otherwise(edit("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n"));
     let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
-    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::chose(0)],
+        ci.clone(),
+        "Lint",
+        |_| {},
+    )
+    .await;
     let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
         panic!("not green")
     };
     assert_eq!(commits.len(), 1);
+    assert_eq!(
+        ci.heads(),
+        [Some(commits[0].clone())],
+        "after the push the checks are waited for at the pushed commit"
+    );
     let asked = r.gate.asked();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].id, "ci-autofix.apply-patch");
@@ -501,11 +522,24 @@ async fn a_diff_in_the_agents_answer_is_applied_confirmed_and_committed() {
     let answer = format!("The formatter wants this:\n\n```diff\n{FMT_DIFF}```\n");
     let agent = FakeAgent::new("llm").otherwise(Reply::text(answer));
     let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
-    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::chose(0)],
+        ci.clone(),
+        "Lint",
+        |_| {},
+    )
+    .await;
     let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
         panic!("not green")
     };
     assert_eq!(commits.len(), 1);
+    assert_eq!(
+        ci.heads(),
+        [Some(commits[0].clone())],
+        "after the push the checks are waited for at the pushed commit"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
         "pub fn f() -> u32 {\n    1\n}\n"

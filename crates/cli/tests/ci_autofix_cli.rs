@@ -903,20 +903,52 @@ fn local_loop_with_a_fake_claude_that_answers_with_a_diff() {
 const PR: &str = "7";
 const RUN_ID: &str = "9876543210";
 
-fn checks_json(bucket: &str, state: &str) -> String {
+/// A `gh pr view --json headRefOid,statusCheckRollup` answer: `head` (the
+/// fake replaces `@HEAD@` by the repository's HEAD, the commit GitHub shows
+/// once the push is seen) and `(name, status-or-conclusion, job)` check
+/// runs; `COMPLETED` runs carry the state as their conclusion.
+fn view_json(head: &str, runs: &[(&str, &str, u64)]) -> String {
+    let rollup: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|(name, state, job)| {
+            let done = matches!(*state, "SUCCESS" | "FAILURE" | "CANCELLED" | "SKIPPED");
+            serde_json::json!({
+                "__typename": "CheckRun",
+                "name": name,
+                "status": if done { "COMPLETED" } else { state },
+                "conclusion": if done { state } else { "" },
+                "detailsUrl": format!("https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/{job}"),
+                "workflowName": "CI",
+            })
+        })
+        .collect();
     format!(
-        r#"[{{"bucket":"{bucket}","link":"https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818284","name":"rustfmt","state":"{state}","workflow":"CI"}},{{"bucket":"pass","link":"https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/27182818285","name":"test","state":"SUCCESS","workflow":"CI"}}]
-"#
+        "{}\n",
+        serde_json::json!({"headRefOid": head, "statusCheckRollup": rollup})
     )
 }
 
+/// The fixture's two required checks, `rustfmt` in `state`.
+fn checks_json(state: &str) -> String {
+    view_json(
+        "@HEAD@",
+        &[
+            ("rustfmt", state, 27182818284),
+            ("test", "SUCCESS", 27182818285),
+        ],
+    )
+}
+
+/// What `gh pr checks --required --json name` prints for the fixture.
+const REQUIRED_JSON: &str = "[{\"name\":\"rustfmt\"},{\"name\":\"test\"}]\n";
+
 /// A fake `gh` in `<tmp>/bin` replaying files from `<tmp>/gh`:
-/// `pr checks --required` prints `checks-<n>.json` on its n-th call (or
-/// `checks-last.json`) with gh's exit codes (8 pending, 1 failed); `pr
-/// checks` without `--required` (all checks) prints `all-checks.json`, or
-/// else the same file as the last `--required` call, without counting,
-/// `run view <id> --log-failed` prints `run-<id>.log`, `pr diff` prints
-/// `pr.diff`. Every call is appended to `calls.log`.
+/// `pr view` prints `view-<n>.json` on its n-th call (or `view-last.json`)
+/// with `@HEAD@` replaced by the repository's HEAD; `pr checks --required`
+/// prints `required-<n>.json` on its n-th call (or `required-last.json`),
+/// and for a file saying `NONE` gh's "no checks reported" on stderr with
+/// exit 1; `run view <id> --log-failed` prints `run-<id>.log`, `pr diff`
+/// prints `pr.diff`. Every call is appended to `calls.log`.
 struct FakeGh {
     bin: PathBuf,
     data: PathBuf,
@@ -934,16 +966,18 @@ impl FakeGh {
 d='{data}'
 echo "$*" >> "$d/calls.log"
 if [ -f "$d/fail-with" ]; then cat "$d/fail-with" >&2; exit 1; fi
+next() {{
+    n=$(cat "$d/count-$1" 2>/dev/null || echo 0); n=$((n+1)); echo "$n" > "$d/count-$1"
+    f="$d/$1-$n.json"; [ -f "$f" ] || f="$d/$1-last.json"; echo "$f"
+}}
 case "$1 $2" in
+  "pr view")
+    f=$(next view); head=$(git rev-parse HEAD)
+    sed "s/@HEAD@/$head/g" "$f"; exit 0;;
   "pr checks")
-    n=$(cat "$d/count" 2>/dev/null || echo 0)
-    case "$*" in *--required*) n=$((n+1)); echo "$n" > "$d/count";; esac
-    f="$d/checks-$n.json"; [ -f "$f" ] || f="$d/checks-last.json"
-    case "$*" in *--required*) ;; *) [ -f "$d/all-checks.json" ] && f="$d/all-checks.json";; esac
-    cat "$f"
-    if grep -q '"pending"' "$f"; then exit 8; fi
-    if grep -q '"fail"' "$f"; then exit 1; fi
-    exit 0;;
+    f=$(next required)
+    if [ "$(cat "$f")" = NONE ]; then echo "no checks reported on the 'feat' branch" >&2; exit 1; fi
+    cat "$f"; exit 0;;
   "run view") cat "$d/run-$3.log"; exit 0;;
   "pr diff")
     if [ -f "$d/diff-fails" ]; then echo "HTTP 502: Bad Gateway" >&2; exit 1; fi
@@ -963,14 +997,20 @@ exit 4
             &data.join("pr.diff"),
             "diff --git a/src/lib.rs b/src/lib.rs\nindex 0000000..1111111 100644\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+pub fn add(a:i32,b:i32)->i32{a+b}\n",
         );
+        write(&data.join("required-last.json"), REQUIRED_JSON);
         Self { bin, data }
     }
 
-    fn checks(&self, n: Option<u32>, bucket: &str, state: &str) {
-        let name = n.map_or("checks-last.json".to_owned(), |n| {
-            format!("checks-{n}.json")
-        });
-        write(&self.data.join(name), &checks_json(bucket, state));
+    /// The `n`-th `pr view` answer (`None`: every later one): the two
+    /// checks at HEAD with `rustfmt` in `state`.
+    fn checks(&self, n: Option<u32>, state: &str) {
+        self.view(n, &checks_json(state));
+    }
+
+    /// The `n`-th `pr view` answer (`None`: every later one).
+    fn view(&self, n: Option<u32>, json: &str) {
+        let name = n.map_or("view-last.json".to_owned(), |n| format!("view-{n}.json"));
+        write(&self.data.join(name), json);
     }
 
     fn calls(&self) -> Vec<String> {
@@ -1001,16 +1041,17 @@ fn pr_fixture() -> (Fixture, FakeGh, PathBuf) {
     (f, gh, remote)
 }
 
-const CHECKS_CALL: &str = "pr checks 7 --required --json bucket,name,state,link,workflow";
-/// The watcher's query of all checks, for `auxiliaryFailCount`.
-const ALL_CHECKS_CALL: &str = "pr checks 7 --json bucket,name,state,link,workflow";
+/// The poll of the PR's head and checks.
+const VIEW_CALL: &str = "pr view 7 --json headRefOid,statusCheckRollup";
+/// Which checks are required, once the head's checks are done.
+const REQUIRED_CALL: &str = "pr checks 7 --required --json name";
 
 #[test]
 fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
     let (f, gh, remote) = pr_fixture();
     let pushed_before = git(&remote, &["rev-parse", "feat"]);
-    gh.checks(Some(1), "fail", "FAILURE");
-    gh.checks(None, "pass", "SUCCESS");
+    gh.checks(Some(1), "FAILURE");
+    gh.checks(None, "SUCCESS");
     let o = f
         .cmd(&["ci-autofix", "--pr", PR, "-y", "--poll-interval", "0"])
         .path_first(&gh.bin)
@@ -1024,7 +1065,7 @@ fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
     let calls = gh.calls();
     assert_eq!(
         calls.first().map(String::as_str),
-        Some(CHECKS_CALL),
+        Some(VIEW_CALL),
         "{calls:?}"
     );
     assert!(
@@ -1034,10 +1075,10 @@ fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
     assert!(calls.contains(&"pr diff 7".to_owned()), "{calls:?}");
     assert_eq!(
         calls.last().map(String::as_str),
-        Some(CHECKS_CALL),
+        Some(REQUIRED_CALL),
         "{calls:?}"
     );
-    assert_eq!(calls.iter().filter(|c| *c == CHECKS_CALL).count(), 2);
+    assert_eq!(calls.iter().filter(|c| *c == VIEW_CALL).count(), 2);
 
     // The fix commit is on origin: a fast-forward of what was there.
     let head = f.head();
@@ -1061,7 +1102,7 @@ fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
 #[test]
 fn github_handoff_from_stdin_and_bad_handoffs() {
     let (f, gh, remote) = pr_fixture();
-    gh.checks(None, "pass", "SUCCESS");
+    gh.checks(None, "SUCCESS");
     write(&gh.data.join("diff-fails"), "");
     let handoff = format!(
         r#"{{"prNumber": 7, "branch": "feat",
@@ -1131,8 +1172,8 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     };
 
     // Pending, then failing: exit 2 with the handoff on stdout.
-    gh.checks(Some(1), "pending", "IN_PROGRESS");
-    gh.checks(None, "fail", "FAILURE");
+    gh.checks(Some(1), "IN_PROGRESS");
+    gh.checks(None, "FAILURE");
     let o = watch(&["--pr", PR, "--poll-interval", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     let h = Handoff::parse(&stdout(&o)).unwrap();
@@ -1143,16 +1184,16 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
     assert_eq!(h.failed_checks[0].run_id.as_deref(), Some(RUN_ID));
     assert!(stderr(&o).contains("1 required check(s) of PR #7 failed: rustfmt"));
     assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 0));
-    assert_eq!(gh.calls(), [CHECKS_CALL, CHECKS_CALL, ALL_CHECKS_CALL]);
+    assert_eq!(gh.calls(), [VIEW_CALL, VIEW_CALL, REQUIRED_CALL]);
 
     // Green: exit 0, nothing on stdout.
-    gh.checks(None, "pass", "SUCCESS");
+    gh.checks(None, "SUCCESS");
     let o = watch(&["--pr", PR]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert_eq!(stdout(&o), "");
 
     // Still pending at the time limit: exit 3.
-    gh.checks(None, "pending", "QUEUED");
+    gh.checks(None, "QUEUED");
     let o = watch(&["--pr", PR, "--timeout", "0.3", "--poll-interval", "0.05"]);
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     assert!(stderr(&o).contains("still pending"), "{}", show(&o));
@@ -1186,32 +1227,25 @@ fn watch_exit_codes_green_failed_timeout_and_errors() {
 }
 
 /// The handoff counts the required checks (`totalRequired`) and the failed
-/// checks that are not required (`auxiliaryFailCount`, from a second `gh pr
-/// checks` without `--required`); only required failures are in
-/// `failedChecks`.
+/// checks of the head that are not required (`auxiliaryFailCount`); only
+/// required failures are in `failedChecks`.
 #[test]
 fn watch_handoff_counts_required_and_auxiliary_checks() {
     let (f, gh, _remote) = pr_fixture();
-    gh.checks(None, "fail", "FAILURE");
-    let link = |job: u32| format!("https://github.com/acme/tiny/actions/runs/{RUN_ID}/job/{job}");
-    let row = |bucket: &str, name: &str, state: &str, workflow: &str, job: u32| {
-        format!(
-            r#"{{"bucket":"{bucket}","link":"{}","name":"{name}","state":"{state}","workflow":"{workflow}"}}"#,
-            link(job)
-        )
-    };
-    let all = [
-        row("fail", "rustfmt", "FAILURE", "CI", 1),
-        row("pass", "test", "SUCCESS", "CI", 2),
-        row("fail", "coverage", "FAILURE", "Coverage", 3),
-        row("cancel", "bench", "CANCELLED", "Bench", 4),
-        row("fail", "docs preview", "FAILURE", "Docs", 5),
-        row("pass", "audit", "SUCCESS", "Audit", 6),
-        row("skipping", "deploy", "SKIPPED", "CD", 7),
-    ];
-    write(
-        &gh.data.join("all-checks.json"),
-        &format!("[{}]\n", all.join(",")),
+    gh.view(
+        None,
+        &view_json(
+            "@HEAD@",
+            &[
+                ("rustfmt", "FAILURE", 1),
+                ("test", "SUCCESS", 2),
+                ("coverage", "FAILURE", 3),
+                ("bench", "CANCELLED", 4),
+                ("docs preview", "FAILURE", 5),
+                ("audit", "SUCCESS", 6),
+                ("deploy", "SKIPPED", 7),
+            ],
+        ),
     );
     let o = f
         .cmd(&["ci-autofix", "watch", "--pr", PR, "--poll-interval", "0"])
@@ -1230,7 +1264,129 @@ fn watch_handoff_counts_required_and_auxiliary_checks() {
     assert_eq!(failed, ["rustfmt"], "only required failures: {json}");
     let h = Handoff::parse(&stdout(&o)).unwrap();
     assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 3));
-    assert_eq!(gh.calls(), [CHECKS_CALL, ALL_CHECKS_CALL]);
+    assert_eq!(gh.calls(), [VIEW_CALL, REQUIRED_CALL]);
+}
+
+/// Right after its push the PR still shows the old head with its failed
+/// checks, then the pushed head without checks, then checks that `gh pr
+/// checks` does not report yet ("no checks reported", exit 1): the loop
+/// waits through all three and does not fix the old failure twice.
+#[test]
+fn github_pr_loop_waits_for_the_pushed_heads_own_checks() {
+    let (f, gh, _remote) = pr_fixture();
+    let old_head = f.head();
+    gh.checks(Some(1), "FAILURE");
+    gh.view(
+        Some(2),
+        &checks_json("FAILURE").replace("@HEAD@", &old_head),
+    );
+    gh.view(Some(3), &view_json("@HEAD@", &[]));
+    gh.checks(None, "SUCCESS");
+    write(&gh.data.join("required-2.json"), "NONE");
+    let o = f
+        .cmd(&["ci-autofix", "--pr", PR, "-y", "--poll-interval", "0"])
+        .path_first(&gh.bin)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(
+        stdout(&o).starts_with("ci-autofix: green on PR #7 — 1 fix commit ("),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    let log_fetch = format!("run view {RUN_ID} --log-failed");
+    let calls = gh.calls();
+    assert_eq!(
+        calls,
+        [
+            VIEW_CALL,
+            REQUIRED_CALL,
+            &log_fetch,
+            "pr diff 7",
+            VIEW_CALL, // the old head
+            VIEW_CALL, // the pushed head, no checks yet
+            VIEW_CALL, // its checks done, but not reported as required yet
+            REQUIRED_CALL,
+            VIEW_CALL,
+            REQUIRED_CALL,
+        ],
+    );
+
+    // A pushed head that never gets checks: still pending at the time
+    // limit (exit 1, resumable), not an error.
+    let (f, gh, _remote) = pr_fixture();
+    gh.checks(Some(1), "FAILURE");
+    gh.view(None, &view_json("@HEAD@", &[]));
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--pr",
+            PR,
+            "-y",
+            "--poll-interval",
+            "0.05",
+            "--timeout",
+            "0.3",
+        ])
+        .path_first(&gh.bin)
+        .output();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        show(&o).contains("checks still pending at the time limit after the fix"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// Every field the fake `gh` above puts in its `pr view --json` answers, and
+/// every field the provider asks for, is one the installed `gh` (Debian
+/// package `gh`, installed by `.ci/run`) lists for `gh pr view --json`.
+#[test]
+fn the_fake_ghs_pr_view_fields_are_fields_of_the_real_gh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new("gh")
+        .args(["pr", "view", "--json"])
+        .current_dir(tmp.path())
+        .env("GH_CONFIG_DIR", tmp.path())
+        .env("GH_NO_UPDATE_NOTIFIER", "1")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run the installed `gh` ({e}); install it: apt-get install gh")
+        });
+    // gh prints the list after "Specify one or more comma-separated fields".
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    let real: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert!(
+        text.contains("Specify one or more comma-separated fields") && real.len() > 20,
+        "unexpected `gh pr view --json` output:\n{text}"
+    );
+    for field in orchestrator_ci_autofix::provider::PR_VIEW_FIELDS {
+        assert!(
+            real.contains(field),
+            "the provider asks for {field}: {real:?}"
+        );
+    }
+    let answers = [
+        checks_json("FAILURE"),
+        checks_json("IN_PROGRESS"),
+        view_json("@HEAD@", &[]),
+    ];
+    for answer in &answers {
+        let v: serde_json::Value = serde_json::from_str(answer).unwrap();
+        for key in v.as_object().unwrap().keys() {
+            assert!(
+                real.contains(key.as_str()),
+                "the fake gh emits `{key}`, which the real gh does not list: {real:?}"
+            );
+        }
+    }
 }
 
 // ------------------------------------------------------------ invariants

@@ -107,7 +107,7 @@ pub struct WatchRaw {
 #[derive(Debug, Parser)]
 #[command(
     name = "orchestrator ci-autofix watch",
-    about = "Wait for a pull request's required checks (polls `gh pr checks` by bucket).",
+    about = "Wait for a pull request's required checks (polls `gh pr view` for the head's checks).",
     after_help = "Exit codes:\n  0  all required checks passed\n  1  error, including bad usage\n  2  a required check failed (the handoff JSON on stdout)\n  3  checks still pending at the time limit"
 )]
 pub struct WatchArgs {
