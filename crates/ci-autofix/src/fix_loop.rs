@@ -28,8 +28,14 @@
 //! diff ([`CiProvider::diff`]; a failure is only a warning: an
 //! [`Event::Warning`] and a `warnings` line in the audit log). The agent's
 //! instruction carries the log tails and the first [`DIFF_CAP`] bytes of the
-//! PR diff, cut at a line end — the head, because a diff's first files and
-//! hunk headers say most about the change. Fix commits are new commits
+//! PR diff (in local mode the working change), cut at a line end — the
+//! head, because a diff's first files and hunk headers say most about the
+//! change — and, from the second iteration on, each earlier iteration's
+//! patch ([`Vcs::diff`] of its commit, the first [`EARLIER_PATCH_CAP`]
+//! bytes) with the checks that still failed after it, so the agent builds
+//! on what was tried instead of repeating it. (A resumed run starts this
+//! list afresh; the state file keeps only the earlier iterations'
+//! classifications and commit ids.) Fix commits are new commits
 //! (`fix(ci): auto-fix <class> failure (iter <N>)`); pushes never force —
 //! the [`Vcs`] API has no way to.
 
@@ -56,6 +62,24 @@ const FLOW: &str = "ci-autofix";
 /// How much of the PR diff goes into the agent's instruction: the first
 /// 50 KB, cut at a line end, with a note saying how much was left out.
 pub const DIFF_CAP: usize = 50 * 1024;
+
+/// How much of each earlier iteration's patch goes into the instruction.
+pub const EARLIER_PATCH_CAP: usize = 20 * 1024;
+
+/// An earlier iteration of this run, as the next instruction shows it: its
+/// patch and what the checks said after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Earlier {
+    iteration: u32,
+    /// `class/sub_class`.
+    classification: String,
+    /// The fix commit (short id).
+    commit: String,
+    /// The commit's diff (or why it could not be read).
+    patch: String,
+    /// `still failing: a, b`.
+    checks_after: String,
+}
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -261,6 +285,10 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         },
     };
     let mut commits = Vec::new();
+    // Every instruction carries the earlier iterations' patches and the
+    // checks after them, so the agent does not try the same fix again.
+    let mut earlier: Vec<Earlier> = Vec::new();
+    let mut last_diff_warning: Option<String> = None;
     let cadence = Cadence {
         max_iterations: cfg.max_iterations,
     };
@@ -272,10 +300,19 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         let pr_diff = match ctx.provider.diff().await {
             Ok(d) => d,
             Err(e) => {
-                let message = format!("could not fetch the PR diff (going on without it): {e}");
-                ctx.sink.emit(&Event::Warning {
-                    message: message.clone(),
-                });
+                let what = match cfg.target {
+                    Target::Local { .. } => "the working change",
+                    _ => "the PR diff",
+                };
+                let message = format!("could not fetch {what} (going on without it): {e}");
+                // Said once per run on the terminal; every iteration's audit
+                // entry keeps it.
+                if last_diff_warning.as_ref() != Some(&message) {
+                    ctx.sink.emit(&Event::Warning {
+                        message: message.clone(),
+                    });
+                    last_diff_warning = Some(message.clone());
+                }
                 warnings.push(message);
                 String::new()
             }
@@ -323,7 +360,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 let req = AgentRequest::new(
                     format!("ci-autofix.diagnose.iter-{iteration}"),
                     Role::Diagnose,
-                    instruction(&cfg.target, &report, &logs, &pr_diff, false),
+                    instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, false),
                     root.clone(),
                 );
                 match ctx.agent.run(req).await {
@@ -362,7 +399,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         let req = AgentRequest::new(
             format!("ci-autofix.fix.iter-{iteration}"),
             Role::Fix,
-            instruction(&cfg.target, &report, &logs, &pr_diff, true),
+            instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, true),
             root.clone(),
         )
         .with_context(fix_context(&report, &logs));
@@ -423,10 +460,21 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         if let Err(reason) = staged.land(&ctx).await? {
             return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
         }
+        let parent = ctx.vcs.head().await?;
         let commit = ctx
             .vcs
             .commit(&write_set, &commit_message(class, iteration))
             .await?;
+        let patch = match ctx.vcs.diff(&parent, &commit).await {
+            Ok(diff) => diff,
+            Err(e) => {
+                let message = format!("could not read the patch of {}: {e}", commit.short());
+                ctx.sink.emit(&Event::Warning {
+                    message: message.clone(),
+                });
+                format!("({message})")
+            }
+        };
         ctx.sink.emit(&Event::CommitMade {
             id: format!("iter-{iteration}"),
             commit: commit.to_string(),
@@ -483,7 +531,17 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     reason: "checks still pending at the time limit after the fix".into(),
                 });
             }
-            CheckRun::Failed(f) => failures = f,
+            CheckRun::Failed(f) => {
+                let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
+                earlier.push(Earlier {
+                    iteration,
+                    classification: format!("{}/{}", class.as_str(), class.sub_class_str()),
+                    commit: commit.short().to_owned(),
+                    patch,
+                    checks_after: format!("still failing: {}", names.join(", ")),
+                });
+                failures = f;
+            }
         }
     }
 }
@@ -602,6 +660,7 @@ fn instruction(
     report: &ClassificationReport,
     logs: &[crate::provider::CheckLog],
     pr_diff: &str,
+    earlier: &[Earlier],
     patch: bool,
 ) -> String {
     let mut s = format!(
@@ -630,6 +689,23 @@ fn instruction(
             shown.trim_end_matches('\n')
         ));
     }
+    if !earlier.is_empty() {
+        s.push_str(
+            "\n**Earlier iterations of this run** (each patch is committed; the checks did not pass after it):\n",
+        );
+        for e in earlier {
+            let shown = cap_text(&e.patch, EARLIER_PATCH_CAP, "patch");
+            let fence = fence_for(&shown);
+            s.push_str(&format!(
+                "\n### Iteration {} ({}), commit {}\nChecks after it: {}\n{fence}diff\n{}\n{fence}\n",
+                e.iteration,
+                e.classification,
+                e.commit,
+                e.checks_after,
+                shown.trim_end_matches('\n')
+            ));
+        }
+    }
     if patch {
         s.push_str("\n**Mode:** fix the failure by editing files in the working directory, or answer with a unified diff in a ```diff block (`--- a/<path>` / `+++ b/<path>` headers with paths relative to the repository root, `@@` hunks whose context matches the files exactly). Do not touch .env files, credentials, secrets, keys or CI workflow files. Do not commit.\n");
     } else {
@@ -647,6 +723,11 @@ fn fence_for(text: &str) -> String {
 /// The first `cap` bytes of `diff`, cut at a line end, with a note of what
 /// was left out.
 pub fn cap_diff(diff: &str, cap: usize) -> String {
+    cap_text(diff, cap, "PR diff")
+}
+
+/// [`cap_diff`] with `what` (`PR diff`, `patch`) in the note.
+fn cap_text(diff: &str, cap: usize, what: &str) -> String {
     if diff.len() <= cap {
         return diff.to_owned();
     }
@@ -656,7 +737,7 @@ pub fn cap_diff(diff: &str, cap: usize) -> String {
     }
     let end = diff[..end].rfind('\n').map_or(end, |i| i + 1);
     format!(
-        "{}[… PR diff truncated: the first {end} of {} bytes are shown]\n",
+        "{}[… {what} truncated: the first {end} of {} bytes are shown]\n",
         &diff[..end],
         diff.len()
     )
@@ -710,9 +791,9 @@ mod tests {
         let pr_diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1,3 @@\n # x\n+```sh\n+make\n";
         insta::assert_snapshot!(
             "fix_instruction",
-            instruction(&target, &report, &logs, pr_diff, true)
+            instruction(&target, &report, &logs, pr_diff, &[], true)
         );
-        let diagnose = instruction(&target, &report, &logs, "", false);
+        let diagnose = instruction(&target, &report, &logs, "", &[], false);
         assert!(!diagnose.contains("PR diff"));
         assert!(diagnose.ends_with("Do NOT change any file.\n"));
     }

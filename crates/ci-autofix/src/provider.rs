@@ -55,6 +55,20 @@ pub enum ProviderError {
         /// The check's name.
         check: String,
     },
+    /// Local mode has nothing to diff the working change against.
+    #[error(
+        "no base to diff the working change against: the branch has no upstream ({stderr}); pass --base <REF>"
+    )]
+    NoBase {
+        /// What `git rev-parse @{{upstream}}` said.
+        stderr: String,
+    },
+    /// A `--base` that git would read as an option.
+    #[error("--base {base:?} is not a ref (it starts with `-`)")]
+    BadBase {
+        /// The value given.
+        base: String,
+    },
     /// Output could not be parsed.
     #[error("could not parse the output of `{command}`: {message}")]
     Parse {
@@ -514,6 +528,9 @@ pub async fn watch(
 pub struct LocalConfig {
     /// Shell commands, each one check (`cargo fmt --check`).
     pub checks: Vec<String>,
+    /// What the working change is diffed against (`--base`); `None`: the
+    /// branch's upstream.
+    pub base: Option<String>,
     /// Whether fix commits are pushed.
     pub push: bool,
     /// Time limit per check run.
@@ -542,6 +559,40 @@ impl LocalProvider {
             config,
             last_logs: Mutex::new(BTreeMap::new()),
         }
+    }
+}
+
+impl LocalProvider {
+    /// Runs `git args…` in the repository; `Err` only when it cannot run.
+    async fn git(
+        &self,
+        args: &[&str],
+    ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
+        let spec = CommandSpec::new("git", args.iter().copied(), self.repo_dir.clone());
+        let command = spec.display();
+        let out = self
+            .runner
+            .run(spec)
+            .await
+            .map_err(|e| ProviderError::Command {
+                command: command.clone(),
+                status: None,
+                stderr: e.to_string(),
+            })?;
+        Ok((command, out))
+    }
+
+    /// [`Self::git`], its stdout; a non-zero exit is an error.
+    async fn git_ok(&self, args: &[&str]) -> Result<String, ProviderError> {
+        let (command, out) = self.git(args).await?;
+        if !out.success() {
+            return Err(ProviderError::Command {
+                command,
+                status: out.exit_code,
+                stderr: out.stderr.trim().to_owned(),
+            });
+        }
+        Ok(out.stdout)
     }
 }
 
@@ -609,8 +660,42 @@ impl CiProvider for LocalProvider {
             .collect()
     }
 
+    /// The working change: `git diff <merge-base>` — what the tree
+    /// (committed and uncommitted changes to tracked files) changed since
+    /// the branch left its base, the `--base` ref or else the upstream.
     async fn diff(&self) -> Result<String, ProviderError> {
-        Ok(String::new())
+        let base = match &self.config.base {
+            Some(base) if base.starts_with('-') => {
+                return Err(ProviderError::BadBase { base: base.clone() });
+            }
+            Some(base) => base.clone(),
+            None => {
+                let (_, out) = self
+                    .git(&[
+                        "rev-parse",
+                        "--abbrev-ref",
+                        "--symbolic-full-name",
+                        "@{upstream}",
+                    ])
+                    .await?;
+                if !out.success() {
+                    return Err(ProviderError::NoBase {
+                        stderr: out.stderr.trim().to_owned(),
+                    });
+                }
+                out.stdout.trim().to_owned()
+            }
+        };
+        let merge_base = self.git_ok(&["merge-base", &base, "HEAD"]).await?;
+        self.git_ok(&[
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            merge_base.trim(),
+            "--",
+        ])
+        .await
     }
 
     /// Every configured check is required; there are no others.
@@ -827,6 +912,7 @@ mod tests {
             "/repo",
             LocalConfig {
                 checks: vec!["a".into(), "b".into(), "c".into()],
+                base: None,
                 push: false,
                 time_limit: None,
             },
@@ -905,6 +991,7 @@ mod tests {
             "/repo",
             LocalConfig {
                 checks: vec!["cargo fmt --check".into(), "cargo test".into()],
+                base: None,
                 push: false,
                 time_limit: None,
             },

@@ -475,6 +475,7 @@ async fn local_mode_runs_the_checks_and_commits_without_pushing() {
         dir.path(),
         LocalConfig {
             checks: vec!["cargo fmt --check".into()],
+            base: None,
             push: false,
             time_limit: None,
         },
@@ -499,7 +500,12 @@ async fn local_mode_runs_the_checks_and_commits_without_pushing() {
         panic!()
     };
     assert_eq!(commits.len(), 1);
-    assert_eq!(commands.calls().len(), 2);
+    let checks_run = commands
+        .calls()
+        .iter()
+        .filter(|c| c.program == "sh")
+        .count();
+    assert_eq!(checks_run, 2);
     assert_eq!(vcs.remote_branch("origin", "main"), None);
     assert!(
         dir.path()
@@ -509,6 +515,142 @@ async fn local_mode_runs_the_checks_and_commits_without_pushing() {
     assert_eq!(
         commit_message(Classification::Mechanical(SubClass::Trivial), 1),
         "fix(ci): auto-fix mechanical failure (iter 1)"
+    );
+}
+
+/// In local mode the agent sees the working change (`git diff` against the
+/// merge base with the upstream, or with `--base`), and from the second
+/// iteration on every earlier iteration's patch with the checks after it.
+#[tokio::test]
+async fn local_mode_gives_the_agent_the_working_change_and_the_earlier_patches() {
+    const WORKING: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+pub fn f()->u32{1}\n";
+    let (dir, vcs) = repo();
+    let commands = Arc::new(
+        ScriptedCommands::new()
+            .on("cargo fmt --check", 1, FMT_LOG)
+            .on("cargo fmt --check", 1, FMT_LOG)
+            .on("cargo fmt --check", 0, "")
+            .on(
+                "git rev-parse --abbrev-ref --symbolic-full-name @{upstream}",
+                0,
+                "origin/main\n",
+            )
+            .on("git merge-base origin/main HEAD", 0, "0123abc\n")
+            .on("git merge-base release HEAD", 0, "4567def\n")
+            .on(
+                "git diff --no-color --no-ext-diff --no-textconv 0123abc --",
+                0,
+                WORKING,
+            ),
+    );
+    let provider = Arc::new(LocalProvider::new(
+        commands.clone(),
+        dir.path(),
+        LocalConfig {
+            checks: vec!["cargo fmt --check".into()],
+            base: None,
+            push: false,
+            time_limit: None,
+        },
+    ));
+    let agent = FakeAgent::new("fmt")
+        .on(
+            "ci-autofix.fix.iter-1",
+            edit("src/lib.rs", "pub fn f() -> u32 {1}\n"),
+        )
+        .on(
+            "ci-autofix.fix.iter-2",
+            edit("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n"),
+        );
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::chose(0)],
+        provider,
+        "unused",
+        |c| {
+            c.target = Target::Local {
+                branch: "main".into(),
+            };
+            c.initial_failures = None;
+        },
+    )
+    .await;
+    let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
+        panic!("not green")
+    };
+    assert_eq!(commits.len(), 2);
+    let prompts: Vec<String> = r
+        .agent
+        .calls()
+        .iter()
+        .map(|c| c.instruction.clone())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    for p in &prompts {
+        assert!(
+            p.contains("+pub fn f()->u32{1}\n```"),
+            "the working change:\n{p}"
+        );
+    }
+    assert!(!prompts[0].contains("Earlier iterations"), "{}", prompts[0]);
+    let short = &commits[0][..7];
+    let earlier = prompts[1]
+        .split("**Earlier iterations of this run**")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no earlier iterations in:\n{}", prompts[1]));
+    let expect_head = format!(
+        " (each patch is committed; the checks did not pass after it):\n\n\
+         ### Iteration 1 (mechanical/trivial), commit {short}\n\
+         Checks after it: still failing: cargo fmt --check\n\
+         ```diff\n\
+         diff --git a/src/lib.rs b/src/lib.rs\n"
+    );
+    assert!(earlier.starts_with(&expect_head), "{earlier}");
+    for line in ["-pub fn f()->u32{1}", "+pub fn f() -> u32 {1}"] {
+        assert!(earlier.lines().any(|l| l == line), "{line} in:\n{earlier}");
+    }
+
+    // `--base` replaces the upstream; no upstream and no --base is an
+    // error that says what to pass (the loop makes it a warning).
+    let with_base = LocalProvider::new(
+        commands.clone(),
+        dir.path(),
+        LocalConfig {
+            base: Some("release".into()),
+            ..LocalConfig::default()
+        },
+    );
+    let err = with_base.diff().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("`git diff --no-color --no-ext-diff --no-textconv 4567def --` failed"),
+        "the diff is taken from release's merge base: {err}"
+    );
+    let no_upstream = Arc::new(ScriptedCommands::new().on_output(
+        "git rev-parse",
+        Ok(orchestrator_core::command::CommandOutput {
+            exit_code: Some(128),
+            stderr: "fatal: no upstream configured for branch 'main'\n".into(),
+            ..Default::default()
+        }),
+    ));
+    let p = LocalProvider::new(no_upstream, dir.path(), LocalConfig::default());
+    assert_eq!(
+        p.diff().await.unwrap_err().to_string(),
+        "no base to diff the working change against: the branch has no upstream (fatal: no upstream configured for branch 'main'); pass --base <REF>"
+    );
+    let bad = LocalProvider::new(
+        commands,
+        dir.path(),
+        LocalConfig {
+            base: Some("--output=/tmp/x".into()),
+            ..LocalConfig::default()
+        },
+    );
+    assert_eq!(
+        bad.diff().await.unwrap_err().to_string(),
+        "--base \"--output=/tmp/x\" is not a ref (it starts with `-`)"
     );
 }
 

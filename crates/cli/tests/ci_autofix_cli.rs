@@ -457,6 +457,7 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
         kinds,
         [
             "phase_started",
+            "warning",
             "gate_asked ci-autofix.apply-patch",
             "gate_answered",
             "commit iter-1",
@@ -464,15 +465,25 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
             "phase_finished",
             "outcome",
         ],
-        "iteration 2 asks nothing"
+        "iteration 2 asks nothing (and does not repeat the warning)"
+    );
+    // The fixture's branch has no upstream and no --base was given: the
+    // agent goes without the working change, and the user is told why.
+    assert!(
+        ev[1]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("the branch has no upstream (fatal: no upstream configured for branch 'main'); pass --base <REF>"),
+        "{}",
+        ev[1]
     );
     assert!(
-        ev[1]["prompt"]
+        ev[2]["prompt"]
             .as_str()
             .unwrap()
             .starts_with("Iteration 1: apply the mechanical/non-trivial fix"),
         "{}",
-        ev[1]
+        ev[2]
     );
     let outcome = ev.last().unwrap();
     assert_eq!(outcome["outcome"], "green");

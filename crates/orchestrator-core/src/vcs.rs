@@ -213,6 +213,14 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// Commits reachable from HEAD but not from `base`, oldest first.
     async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError>;
 
+    /// The changes from commit `from` to commit `to` as a unified diff: per
+    /// changed file, sorted by path, `--- a/<path>` / `+++ b/<path>`
+    /// headers (`/dev/null` for an added or deleted side) and `@@` hunks
+    /// with three lines of context. Empty when the trees are equal. For
+    /// showing a change (to an agent, in a report), not for applying it:
+    /// binary files may be summarized.
+    async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError>;
+
     /// Creates a worktree at `path` on a new branch `branch` starting at
     /// `base`, and returns a `Vcs` for it.
     async fn worktree_add(
@@ -277,6 +285,9 @@ macro_rules! forward_vcs {
             }
             async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
                 (**self).log_since(base).await
+            }
+            async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError> {
+                (**self).diff(from, to).await
             }
             async fn worktree_add(
                 &self,

@@ -646,6 +646,27 @@ impl Vcs for GitVcs {
         self.head().await
     }
 
+    async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError> {
+        let from = self.resolve_commit(from).await?;
+        let to = self.resolve_commit(to).await?;
+        let out = self
+            .run_ok(
+                "diff",
+                os_args([
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--no-renames",
+                    "-U3",
+                    &from,
+                    &to,
+                    "--",
+                ]),
+            )
+            .await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
     async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
         let base = self.resolve_commit(base).await?;
         let ids = self

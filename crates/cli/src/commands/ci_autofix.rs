@@ -150,6 +150,10 @@ pub struct FixArgs {
     /// Local mode: time limit of one check run, in seconds.
     #[arg(long, value_name = "S", requires = "local", value_parser = parse_seconds)]
     pub check_timeout: Option<Duration>,
+    /// Local mode: the ref the working change is diffed against for the
+    /// agent (default: the branch's upstream).
+    #[arg(long, value_name = "REF", requires = "local")]
+    pub base: Option<String>,
     /// The agent: builtin, claude, codex, gemini, openai or `command:<cmd>`
     /// (default: orchestrator.toml, else builtin — formatters and linter fixers).
     #[arg(long, value_name = "SPEC")]
@@ -435,6 +439,7 @@ fn plan(
             root,
             LocalConfig {
                 checks: args.check.clone(),
+                base: args.base.clone(),
                 push: args.push,
                 time_limit: args.check_timeout,
             },

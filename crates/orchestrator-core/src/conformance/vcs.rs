@@ -56,6 +56,7 @@ pub async fn run_suite(h: &dyn VcsHarness) {
     restore_refuses_when_dirty_files_were_touched(h).await;
     commit_takes_exactly_the_given_paths(h).await;
     commit_rejects_bad_paths_and_empty_commits(h).await;
+    diff_shows_what_a_commit_changed(h).await;
     worktree_commit_and_cherry_pick(h).await;
     cherry_pick_conflict_changes_nothing(h).await;
     worktree_remove_finishes_an_interrupted_removal(h).await;
@@ -224,6 +225,56 @@ pub async fn commit_takes_exactly_the_given_paths(h: &dyn VcsHarness) {
     assert_eq!(log.len(), 2);
     assert_eq!(log[1].message.trim_end(), "second");
     assert_ne!(log[0].tree, log[1].tree, "conformance: trees differ");
+}
+
+/// `diff` between two commits shows exactly the changed files: a change, an
+/// addition and a deletion, in path order; nothing between equal commits.
+pub async fn diff_shows_what_a_commit_changed(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    let base = must(vcs.head().await, "head");
+    write(root, "b.txt", "fixed\n");
+    write(root, "new.txt", "added\n");
+    write(root, "a.txt", "not committed\n");
+    must(std::fs::remove_file(root.join("d.txt")), "delete");
+    let paths = ["b.txt", "d.txt", "new.txt"].map(String::from);
+    let commit = must(vcs.commit(&paths, "change").await, "commit");
+    let diff = must(vcs.diff(&base, &commit).await, "diff");
+    let headers: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.starts_with("--- ") || l.starts_with("+++ "))
+        .map(|l| l.split('\t').next().unwrap_or(l))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            "--- a/b.txt",
+            "+++ b/b.txt",
+            "--- a/d.txt",
+            "+++ /dev/null",
+            "--- /dev/null",
+            "+++ b/new.txt"
+        ],
+        "conformance: one header pair per changed file, in path order:\n{diff}"
+    );
+    for line in ["-bravo", "+fixed", "-delta", "+added"] {
+        assert!(
+            diff.lines().any(|l| l == line),
+            "conformance: the diff has `{line}`:\n{diff}"
+        );
+    }
+    assert!(
+        !diff.contains("alpha") && !diff.contains("not committed"),
+        "conformance: uncommitted and unchanged files are not in it:\n{diff}"
+    );
+    assert_eq!(
+        must(
+            vcs.diff(&commit, &commit).await,
+            "diff of a commit with itself"
+        ),
+        "",
+        "conformance: no change, no diff"
+    );
 }
 
 /// Paths outside the repository and commits with no change are errors.

@@ -325,6 +325,35 @@ impl Vcs for FakeVcs {
         Ok(id)
     }
 
+    async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError> {
+        let store = lock(&self.store);
+        let (a, b) = (&store.commit(from)?.tree, &store.commit(to)?.tree);
+        let paths: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        let mut out = String::new();
+        for path in paths {
+            let (old, new) = (a.get(path), b.get(path));
+            if old == new {
+                continue;
+            }
+            let text = |bytes: Option<&Vec<u8>>| {
+                bytes.map_or_else(String::new, |b| String::from_utf8_lossy(b).into_owned())
+            };
+            let (old_text, new_text) = (text(old), text(new));
+            let diff = similar::TextDiff::from_lines(&old_text, &new_text);
+            let old_header = old.map_or_else(|| "/dev/null".to_owned(), |_| format!("a/{path}"));
+            let new_header = new.map_or_else(|| "/dev/null".to_owned(), |_| format!("b/{path}"));
+            out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+            out.push_str(
+                &diff
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&old_header, &new_header)
+                    .to_string(),
+            );
+        }
+        Ok(out)
+    }
+
     async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
         let head = lock(&self.head).0.clone();
         let store = lock(&self.store);
