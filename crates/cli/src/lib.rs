@@ -60,7 +60,10 @@ pub enum Command {
 /// Arguments of `orchestrator batch`.
 #[derive(Debug, clap::Args)]
 pub struct BatchArgs {
-    /// A review-cycle findings export (a bare array, or `{"session_id", "findings"}`).
+    /// A findings file as `review-fix --fix` reads it (review-cycle export,
+    /// SARIF, rdjson/rdjsonl, or cargo/clippy `--message-format=json`;
+    /// detected from the content), a review directory (its newest export),
+    /// or `-` for standard input.
     pub findings: PathBuf,
     /// Findings per batch.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]

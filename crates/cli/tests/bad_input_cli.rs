@@ -241,6 +241,58 @@ fn review_fix_refuses_unreadable_findings_and_rejects_bad_entries_one_by_one() {
     insta::assert_snapshot!("review_fix_findings_corpus", report);
 }
 
+/// `orchestrator batch` reads its input as `review-fix --fix` does (issue
+/// 14, item 7): every corpus findings file review-fix refuses, batch
+/// refuses with the same `error:` line (exit 2); the others it reads, and
+/// the entries the format reader leaves out it lists as `rejected:` with
+/// the location review-fix names (exit 1). Findings outside the repository
+/// are review-fix's own check, made after reading: batch groups them.
+#[test]
+fn batch_reads_the_findings_corpus_like_review_fix() {
+    let mut report = String::new();
+    for (file, expect) in review_fix_cases() {
+        let sb = Sandbox::new();
+        let input = sb.input(file);
+        let review_fix = sb.run(&sb.review_fix_args(&input));
+        let batch = sb.run(&["batch".as_ref(), input.as_os_str()]);
+        assert_no_panic(file, &batch);
+        match expect {
+            Expect::Refused(_) => {
+                assert_eq!(batch.status.code(), Some(2), "{file}: {}", show(&batch));
+                assert_eq!(
+                    error_lines(&batch),
+                    error_lines(&review_fix),
+                    "{file}: the same message"
+                );
+            }
+            Expect::Partly { rejected, .. } => {
+                let lines: Vec<String> = stderr(&batch)
+                    .lines()
+                    .filter(|l| l.starts_with("rejected: "))
+                    .map(str::to_owned)
+                    .collect();
+                let by_reader: Vec<&&[&str]> = rejected
+                    .iter()
+                    .filter(|fragments| !fragments.iter().any(|f| f.contains("points ")))
+                    .collect();
+                assert_eq!(lines.len(), by_reader.len(), "{file}: {}", show(&batch));
+                for (line, fragments) in lines.iter().zip(by_reader) {
+                    for f in fragments.iter().filter(|f| !f.ends_with(" rejected")) {
+                        assert!(line.contains(f), "{file}: {f:?} missing from {line:?}");
+                    }
+                }
+                let code = if lines.is_empty() { 0 } else { 1 };
+                assert_eq!(batch.status.code(), Some(code), "{file}: {}", show(&batch));
+            }
+        }
+        let _ = writeln!(report, "{file}: exit {}", batch.status.code().unwrap_or(-1));
+        for line in stderr(&batch).lines() {
+            let _ = writeln!(report, "  {}", sb.redact(line));
+        }
+    }
+    insta::assert_snapshot!("batch_findings_corpus", report);
+}
+
 #[test]
 fn planex_run_refuses_every_bad_tasks_csv_before_creating_a_session() {
     let cases: [(&str, &[&str]); 11] = [

@@ -86,6 +86,52 @@ fn batch_reads_a_bare_array_with_string_lines() {
     );
 }
 
+/// `batch` reads every format `review-fix --fix` reads, detected from the
+/// content as review-fix detects it: each finding review-fix's reader reads
+/// lands in exactly one batch, and stderr names the format.
+#[test]
+fn batch_reads_every_format_review_fix_reads() {
+    for (file, format) in [
+        ("examples/data/review-findings.json", "review-cycle export"),
+        ("examples/quickstart/clippy.json", "cargo"),
+        (
+            "crates/orchestrator-core/tests/data/formats/sample.sarif",
+            "sarif",
+        ),
+        (
+            "crates/orchestrator-core/tests/data/formats/sample.rdjson",
+            "rdjson",
+        ),
+        (
+            "crates/orchestrator-core/tests/data/formats/sample.rdjsonl",
+            "rdjsonl",
+        ),
+    ] {
+        let read = orchestrator_review_fix::input::read_findings(&repo_root().join(file)).unwrap();
+        assert!(!read.findings.is_empty(), "{file}");
+        let o = orchestrator(&["batch", file, "--json"]);
+        let code = if read.rejected.is_empty() { 0 } else { 1 };
+        assert_eq!(o.status.code(), Some(code), "{file}: {}", stderr(&o));
+        assert!(
+            stderr(&o).starts_with(&format!("batch: {file}: read as {format}")),
+            "{file}: {}",
+            stderr(&o)
+        );
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mut batched: Vec<String> = v["batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|b| b["findings"].as_array().unwrap().iter())
+            .map(|id| id.as_str().unwrap().to_owned())
+            .collect();
+        batched.sort();
+        let mut expected: Vec<String> = read.findings.iter().map(|f| f.id.to_string()).collect();
+        expected.sort();
+        assert_eq!(batched, expected, "{file}");
+    }
+}
+
 #[test]
 fn bad_inputs_exit_2_and_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();

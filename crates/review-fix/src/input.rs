@@ -77,29 +77,57 @@ pub fn resolve_input(path: &Path) -> Result<PathBuf, ReviewFixError> {
         })
 }
 
-/// One parsed input.
-struct Parsed {
-    format: String,
-    findings: Vec<Finding>,
-    rejected: Vec<(String, String)>,
-    duplicates: Vec<(FindingId, FindingId)>,
-    notes: Vec<String>,
+/// One findings input as `--fix` reads it: a file, or a review directory's
+/// newest export ([`resolve_input`]), its format detected from the content
+/// by the same readers, before the repository checks of [`load_inputs`].
+/// `orchestrator batch` reads its input with this, so that both accept the
+/// same files with the same messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadInput {
+    /// The file read.
+    pub path: PathBuf,
+    /// The detected format (`review-cycle`, `sarif`, `rdjson`, `rdjsonl`,
+    /// `cargo-json`).
+    pub format: String,
+    /// The findings read.
+    pub findings: Vec<Finding>,
+    /// Entries left out: (where, why).
+    pub rejected: Vec<(String, String)>,
+    /// Duplicates dropped within the input: (dropped id, kept id).
+    pub duplicates: Vec<(FindingId, FindingId)>,
+    /// Notes from the reader.
+    pub notes: Vec<String>,
 }
 
-/// Reads the text of one input by content. `name` (the input's path) is
-/// the reader's source name: its error messages name the file with it.
-fn parse_input(text: &str, name: &str, repo: &Path) -> Result<Parsed, String> {
+/// Reads one `--fix` input (a file or a review directory). An unreadable
+/// file, a file that is not UTF-8 text and one no reader understands are
+/// errors naming the file.
+pub fn read_findings(input: &Path) -> Result<ReadInput, ReviewFixError> {
+    let path = resolve_input(input)?;
+    let text = read_text(&path)?;
+    parse_findings(&text, &path, None)
+}
+
+/// Reads the text of one input (read from `path`, or from standard input
+/// under that name) by content. `sources` gives the files the findings point
+/// at, for the text that SARIF and rdjson edits replace; without it such
+/// edits are noted as unanchored.
+pub fn parse_findings(
+    text: &str,
+    path: &Path,
+    sources: Option<&dyn orchestrator_core::formats::SourceReader>,
+) -> Result<ReadInput, ReviewFixError> {
     use orchestrator_core::formats::{self, ParseOptions};
-    let reader = |rel: &str| -> Option<String> {
-        let path = confine(repo, rel).ok()?;
-        std::fs::read_to_string(path).ok()
-    };
-    let options = ParseOptions {
-        sources: Some(&reader),
-    };
+    let name = path.display().to_string();
     let outcome =
-        formats::detect_and_parse_with(text, name, &options).map_err(|e| e.to_string())?;
-    Ok(Parsed {
+        formats::detect_and_parse_with(text, &name, &ParseOptions { sources }).map_err(|e| {
+            ReviewFixError::InputParse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }
+        })?;
+    Ok(ReadInput {
+        path: path.to_path_buf(),
         format: outcome.format.as_str().to_owned(),
         findings: outcome.findings,
         rejected: outcome
@@ -219,11 +247,11 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
         let path = resolve_input(input)?;
         let text = read_text(&path)?;
         let name = path.display().to_string();
-        let parsed =
-            parse_input(&text, &name, repo).map_err(|message| ReviewFixError::InputParse {
-                path: path.clone(),
-                message,
-            })?;
+        let reader = |rel: &str| -> Option<String> {
+            let path = confine(repo, rel).ok()?;
+            std::fs::read_to_string(path).ok()
+        };
+        let parsed = parse_findings(&text, &path, Some(&reader))?;
         out.notes.push(format!(
             "{name}: read as {} ({} findings)",
             parsed.format,
