@@ -611,10 +611,25 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     cmd.env(TREE_ENV, tree);
 
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
-        command: command.clone(),
-        source,
-    })?;
+    // "Text file busy": the executable was just written and another thread's
+    // fork still holds it open for writing until that child execs. It clears
+    // within milliseconds; cargo and Go retry the same way.
+    let mut busy_retries = 0u32;
+    let mut child = loop {
+        match cmd.spawn() {
+            Ok(child) => break child,
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && busy_retries < 6 => {
+                busy_retries += 1;
+                tokio::time::sleep(Duration::from_millis(5 << busy_retries)).await;
+            }
+            Err(source) => {
+                return Err(ProcessError::Spawn {
+                    command: command.clone(),
+                    source,
+                });
+            }
+        }
+    };
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
