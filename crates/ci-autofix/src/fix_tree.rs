@@ -129,12 +129,18 @@ async fn isolated(
     warnings: &mut Vec<String>,
 ) -> Result<Made, AutofixError> {
     let base = ctx.vcs.head().await?;
-    let tmp = tempfile::Builder::new()
-        .prefix("ci-autofix-")
-        .tempdir()
+    // Outside the repository, in its folder of the cache (the policy every
+    // flow follows: see `orchestrator_core::state::cache`).
+    let parent = orchestrator_core::state::worktree_root(ctx.vcs.root());
+    let tmp = std::fs::create_dir_all(&parent)
+        .and_then(|()| {
+            tempfile::Builder::new()
+                .prefix("ci-autofix-")
+                .tempdir_in(&parent)
+        })
         .map_err(|source| AutofixError::Io {
             what: "create a temporary directory for the fix worktree in".into(),
-            path: std::env::temp_dir(),
+            path: parent.clone(),
             source,
         })?;
     // The branch is named after the (unique) temporary directory, and the
@@ -149,20 +155,27 @@ async fn isolated(
     let worktree = ctx.vcs.worktree_add(&path, &branch, &base).await?;
     let made = work_in(ctx, worktree.as_ref(), base, dirty, request, warnings).await;
     drop(worktree);
-    if let Err(e) = ctx.vcs.worktree_remove(&path, &branch).await {
-        // Keep the directory: git still knows the worktree, and the person
-        // cleaning up needs its files.
-        let kept = tmp.keep();
-        warn(
-            ctx,
-            warnings,
-            format!(
-                "could not remove the temporary fix worktree {} (branch `{branch}`): {e}; \
+    match ctx.vcs.worktree_remove(&path, &branch).await {
+        Ok(()) => {
+            drop(tmp);
+            // The repository's cache folder goes once nothing is left in it.
+            let _ = std::fs::remove_dir(&parent);
+        }
+        Err(e) => {
+            // Keep the directory: git still knows the worktree, and the person
+            // cleaning up needs its files.
+            let kept = tmp.keep();
+            warn(
+                ctx,
+                warnings,
+                format!(
+                    "could not remove the temporary fix worktree {} (branch `{branch}`): {e}; \
                  remove it by hand (`git worktree remove {}` and `git branch -D {branch}`)",
-                kept.display(),
-                path.display()
-            ),
-        );
+                    kept.display(),
+                    path.display()
+                ),
+            );
+        }
     }
     made
 }

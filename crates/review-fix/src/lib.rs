@@ -772,7 +772,7 @@ async fn open_new(
     let abandoned = session::remove_abandoned_sessions(root, session::ABANDONED_AFTER);
     let dir = session::new_session_dir(root);
     let lock = session::lock_session(&dir)?;
-    let paths = session::SessionPaths::new(&dir);
+    let paths = session::SessionPaths::for_repo(&dir, &repo);
     let dirty_set: BTreeSet<&String> = dirty.iter().collect();
     let mut findings = Vec::new();
     let mut skipped = 0usize;
@@ -910,7 +910,7 @@ async fn open_for_resume(
     let lock = session::lock_session(&dir)?;
     // What interrupted atomic writes left (every file is rewritten whole).
     orchestrator_core::state::remove_stale_temp_files_in(&dir)?;
-    let paths = session::SessionPaths::new(&dir);
+    let paths = session::SessionPaths::for_repo(&dir, services.vcs.root());
     let Some(mut active) = session::read_active(&paths)? else {
         return Err(ReviewFixError::NothingToResume {
             dir: root.to_path_buf(),
@@ -1097,6 +1097,14 @@ async fn complete(
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(ReviewFixError::io("remove", paths.active(), e)),
+    }
+    // The session's worktree folder outside the repository, and the
+    // repository's, once empty (`remove_dir` leaves a folder with anything
+    // in it alone).
+    let worktrees = paths.worktrees();
+    let _ = std::fs::remove_dir(&worktrees);
+    if let Some(repo_folder) = worktrees.parent() {
+        let _ = std::fs::remove_dir(repo_folder);
     }
     emit_phase(sink, "completion", false);
     Ok(RunReport {

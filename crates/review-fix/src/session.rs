@@ -51,12 +51,30 @@ pub fn fixes_root(repo: &Path, first_input: Option<&Path>) -> PathBuf {
 pub struct SessionPaths {
     /// The session directory.
     pub dir: PathBuf,
+    /// Where the session's worktrees go.
+    worktrees: PathBuf,
 }
 
 impl SessionPaths {
-    /// Paths inside `dir`.
+    /// Paths inside `dir`, worktrees included (`dir/worktrees`): for reading
+    /// a session's files. A session that runs uses [`SessionPaths::for_repo`].
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        let dir = dir.into();
+        Self {
+            worktrees: dir.join("worktrees"),
+            dir,
+        }
+    }
+
+    /// Paths of a session of `repo`: its files in `dir`, its worktrees
+    /// outside the repository, in
+    /// `orchestrator_core::state::worktree_root(repo)/<session id>`, so that
+    /// no tool run in a worktree finds the user's uncommitted configuration
+    /// in a parent folder.
+    pub fn for_repo(dir: impl Into<PathBuf>, repo: &Path) -> Self {
+        let mut paths = Self::new(dir);
+        paths.worktrees = orchestrator_core::state::worktree_root(repo).join(paths.id());
+        paths
     }
     /// The session id (the directory name).
     pub fn id(&self) -> String {
@@ -97,9 +115,10 @@ impl SessionPaths {
     pub fn verify_state(&self) -> PathBuf {
         self.dir.join(VERIFY_STATE_FILE)
     }
-    /// The folder holding the session's worktrees.
+    /// The folder holding the session's worktrees (see
+    /// [`SessionPaths::for_repo`]).
     pub fn worktrees(&self) -> PathBuf {
-        self.dir.join("worktrees")
+        self.worktrees.clone()
     }
     /// Worktree of a group in a run.
     pub fn worktree(&self, run: u32, group_id: &str) -> PathBuf {

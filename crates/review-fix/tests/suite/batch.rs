@@ -179,14 +179,14 @@ async fn run_scenario(
         .collect();
     assert!(vcs.status().await.unwrap().is_clean());
     // Only the repository's own worktree is left.
-    let worktrees = report.session_dir.join("worktrees");
+    // Worktrees went outside the repository and are gone.
+    let worktrees = orchestrator_core::state::worktree_root(dir.path());
     assert!(
-        std::fs::read_dir(&worktrees)
-            .map(|d| d.count() == 0)
-            .unwrap_or(true),
+        !worktrees.exists(),
         "worktrees left in {}",
         worktrees.display()
     );
+    assert!(!report.session_dir.join("worktrees").exists());
     assert!(!report.session_dir.join("verify-state.json").exists());
     Ran {
         commits,
@@ -417,6 +417,62 @@ async fn each_mode_tests_the_landed_combination_of_parallel_groups() {
         "{f2:?}"
     );
     assert_eq!(ran.report.outcome, Outcome::SomeFailed);
+}
+
+/// A tool configuration the user has not committed (`lint.toml` at the root
+/// of the dirty tree) is not seen by the tests of a fix in a worktree: the
+/// worktrees live outside the repository, so no parent folder of theirs is
+/// the user's tree (a tool that looks upwards for its config, as cargo,
+/// eslint or ruff do, would otherwise test with the user's settings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worktree_test_runs_do_not_see_the_users_uncommitted_tool_config() {
+    let s = Scenario::new(&[(0, false), (1, false)]);
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    std::fs::write(dir.path().join("lint.toml"), "deny = [\"everything\"]\n").unwrap();
+    let review = dir.path().join(".review");
+    std::fs::create_dir_all(&review).unwrap();
+    let input = review.join("fix-export-1.json");
+    std::fs::write(&input, s.findings().to_string()).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<PathBuf>::new()));
+    let seen_by_runner = seen.clone();
+    let tests = Arc::new(ScriptedTestRunner::from_fn(move |req: &TestRequest| {
+        let found: Vec<PathBuf> = req
+            .workdir
+            .ancestors()
+            .map(|a| a.join("lint.toml"))
+            .filter(|p| p.is_file())
+            .collect();
+        if found.is_empty() {
+            TestReport::passing(1)
+        } else {
+            seen_by_runner.lock().unwrap().extend(found);
+            TestReport::failing(vec!["lint".into()], "the user's lint.toml was read")
+        }
+    }));
+    let services = Services {
+        agent: Arc::new(s.agent()),
+        vcs: vcs.clone(),
+        tests: Arc::new(SharedRunner(tests.clone())),
+        gate: Arc::new(AutoYes),
+        sink: Arc::new(CollectingSink::new()),
+    };
+    let mut cfg = config(input, VerifyMode::Each);
+    cfg.allow_dirty = true;
+    let report = run(cfg, services).await.unwrap();
+    assert!(tests.runs() >= 2, "the fixes were tested");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "seen: {:?}",
+        seen.lock().unwrap()
+    );
+    assert_eq!(report.count("fixed"), 2, "{:#?}", report.findings);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("lint.toml")).unwrap(),
+        "deny = [\"everything\"]\n",
+        "the user's file is untouched"
+    );
 }
 
 fn progress_of(session: &Path, finding: &str) -> FixProgress {

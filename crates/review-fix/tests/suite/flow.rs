@@ -272,12 +272,11 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     assert_eq!(history["version"], 1);
     assert_eq!(history["entries"][0]["fixed"], 2);
     assert_eq!(history["entries"][0]["failed"], 1);
-    // Worktrees are gone.
-    assert!(
-        std::fs::read_dir(session.join("worktrees"))
-            .map(|d| d.count() == 0)
-            .unwrap_or(true)
-    );
+    // Worktrees are gone, and so is the repository's folder for them
+    // outside it.
+    let outside = orchestrator_core::state::worktree_root(fx.root());
+    assert!(!outside.exists(), "{} is left", outside.display());
+    assert!(!session.join("worktrees").exists());
     // Events: commits and test runs are reported.
     let events = fx.sink.events();
     assert_eq!(
@@ -771,14 +770,19 @@ async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
                 .find_map(|e| {
                     let dir = e.ok()?.path();
                     let edited = |file: &str, text: &str| {
-                        std::fs::read_dir(dir.join("worktrees"))
-                            .into_iter()
-                            .flatten()
-                            .flatten()
-                            .any(|w| {
-                                std::fs::read_to_string(w.path().join(file))
-                                    .is_ok_and(|t| t == text)
-                            })
+                        std::fs::read_dir(
+                            orchestrator_review_fix::session::SessionPaths::for_repo(
+                                &dir,
+                                fx.root(),
+                            )
+                            .worktrees(),
+                        )
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .any(|w| {
+                            std::fs::read_to_string(w.path().join(file)).is_ok_and(|t| t == text)
+                        })
                     };
                     (edited("src/a.rs", "A1\na2\na3\n") && edited("src/b.rs", "B1\nb2\n"))
                         .then_some(dir)

@@ -1,0 +1,73 @@
+//! Where the flows put their temporary worktrees: outside the repository,
+//! under a per-repository cache folder.
+//!
+//! A worktree inside the repository (under `.review/`, say) has the user's
+//! working tree as a parent folder, and tools that look for their
+//! configuration in parent folders (`.cargo/config.toml`, `.eslintrc`,
+//! `pyproject.toml`, …) would find the user's uncommitted files there: a
+//! fix's test run would not test what lands. So every flow puts its
+//! worktrees in [`worktree_root`], which is outside any repository.
+
+use std::path::{Path, PathBuf};
+
+use crate::finding::digest_hex;
+
+/// The cache folder: `$ORCHESTRATOR_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/orchestrator`, else `~/.cache/orchestrator`, else the
+/// system's temporary folder `orchestrator-cache`.
+pub fn cache_dir() -> PathBuf {
+    let from = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(dir) = from("ORCHESTRATOR_CACHE_DIR") {
+        return dir;
+    }
+    if let Some(dir) = from("XDG_CACHE_HOME").filter(|d| d.is_absolute()) {
+        return dir.join("orchestrator");
+    }
+    if let Some(home) = from("HOME") {
+        return home.join(".cache").join("orchestrator");
+    }
+    std::env::temp_dir().join("orchestrator-cache")
+}
+
+/// The folder for `repo`'s worktrees: `<cache>/worktrees/<name>-<digest of
+/// the canonical path>`, so two checkouts of one project never share one.
+pub fn worktree_root(repo: &Path) -> PathBuf {
+    let canonical = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
+    let name: String = canonical
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".to_owned())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let digest = digest_hex(&[canonical.to_string_lossy().as_bytes()]);
+    cache_dir()
+        .join("worktrees")
+        .join(format!("{name}-{}", &digest[..digest.len().min(12)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_checkout_has_its_own_folder_outside_it() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let (ra, rb) = (worktree_root(a.path()), worktree_root(b.path()));
+        assert_ne!(ra, rb);
+        assert_eq!(ra, worktree_root(a.path()), "stable");
+        assert!(!ra.starts_with(a.path().canonicalize().unwrap()));
+        assert!(ra.starts_with(cache_dir()));
+    }
+}
