@@ -53,6 +53,19 @@ pub enum ReviewFixError {
         #[source]
         source: Box<StateError>,
     },
+    /// Another review-fix run holds the repository: runs share its
+    /// checked-out branch, whatever folder their session files live in.
+    #[error(
+        "another review-fix run is in progress on {} ({source}); wait for it to finish, or stop it and continue with --resume",
+        repo.display()
+    )]
+    RepoBusy {
+        /// The repository root.
+        repo: PathBuf,
+        /// The lock error (naming the holder's pid when known).
+        #[source]
+        source: Box<StateError>,
+    },
     /// `--resume` found nothing to resume.
     #[error("no unfinished fix session to resume under {}", dir.display())]
     NothingToResume {
@@ -111,6 +124,7 @@ impl ReviewFixError {
             | ReviewFixError::Usage(_)
             | ReviewFixError::DirtyTree { .. }
             | ReviewFixError::Locked { .. }
+            | ReviewFixError::RepoBusy { .. }
             | ReviewFixError::NothingToResume { .. }
             | ReviewFixError::Version { .. } => 2,
             ReviewFixError::State(e) if matches!(**e, StateError::Json { .. }) => 2,

@@ -361,7 +361,37 @@ fn emit_phase(sink: &dyn EventSink, phase: &str, started: bool) {
 }
 
 /// Runs (or resumes) a review-fix session. See the crate docs.
+///
+/// One run per repository at a time: the repository lock
+/// ([`lock_repository`]) is held for the whole run, and a second run on the
+/// same repository — whatever review folder it uses — fails with
+/// [`ReviewFixError::RepoBusy`] before it changes anything.
 pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunReport, ReviewFixError> {
+    let _lock = lock_repository(services.vcs.root())?;
+    run_locked(config, services).await
+}
+
+/// Takes the repository-wide lock of review-fix runs
+/// (`{repo}/.review/.lock`, an OS file lock the kernel releases when the
+/// process dies, so a killed run leaves nothing stale). [`run`] and
+/// [`relint::run_with_relint`] take it themselves; it is public for callers
+/// that must keep other runs out around their own work.
+pub fn lock_repository(
+    repo: &Path,
+) -> Result<orchestrator_core::state::SessionLock, ReviewFixError> {
+    let dir = repo.join(".review");
+    std::fs::create_dir_all(&dir).map_err(|e| ReviewFixError::io("create", &dir, e))?;
+    orchestrator_core::state::SessionLock::acquire(&dir).map_err(|e| ReviewFixError::RepoBusy {
+        repo: repo.to_path_buf(),
+        source: Box::new(e),
+    })
+}
+
+/// [`run`], with the repository lock already held by the caller.
+pub(crate) async fn run_locked(
+    config: ReviewFixConfig,
+    services: Services,
+) -> Result<RunReport, ReviewFixError> {
     if config.inputs.is_empty() && !config.resume {
         return Err(ReviewFixError::Usage(
             "give at least one findings file or review directory (--fix), or --resume".to_owned(),

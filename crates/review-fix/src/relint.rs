@@ -47,7 +47,7 @@ use orchestrator_core::state::{read_json, write_atomic};
 
 use crate::error::ReviewFixError;
 use crate::session::{SessionPaths, fixes_root};
-use crate::{FLOW, FindingsFile, Outcome, ReviewFixConfig, RunReport, Services, input, run};
+use crate::{FLOW, FindingsFile, Outcome, ReviewFixConfig, RunReport, Services, input};
 
 /// Bytes of findings-command output accepted (a large crate's clippy JSON
 /// stream is a few MiB; output beyond this is an error, never a partial
@@ -228,10 +228,10 @@ pub fn relint_key(f: &Finding) -> String {
 }
 
 /// Runs a session, then re-lints and runs further sessions as the module
-/// docs describe. Without `relint` this is [`run`] with one pass.
+/// docs describe. Without `relint` this is [`crate::run`] with one pass.
 ///
 /// # Errors
-/// The first pass's errors, as [`run`] gives them. An error of a later pass
+/// The first pass's errors, as [`crate::run`] gives them. An error of a later pass
 /// (its session could not be created, say) stops the passes with that error;
 /// the commits of earlier passes stay on the branch and their sessions are
 /// complete.
@@ -240,8 +240,10 @@ pub async fn run_with_relint(
     services: Services,
     relint: Option<&Relint>,
 ) -> Result<PassesReport, ReviewFixError> {
+    // One lock for every pass: no other run slips in between two of them.
+    let _lock = crate::lock_repository(services.vcs.root())?;
     let started = Instant::now();
-    let first = run(config.clone(), services.clone()).await?;
+    let first = crate::run_locked(config.clone(), services.clone()).await?;
     let mut report = PassesReport {
         passes: vec![first],
         walls: vec![started.elapsed()],
@@ -325,7 +327,7 @@ pub async fn run_with_relint(
             skip: unfixed.clone(),
             ..config.clone()
         };
-        let done = match run(next, services.clone()).await {
+        let done = match crate::run_locked(next, services.clone()).await {
             Ok(done) => done,
             Err(e) => {
                 report.stop = StopReason::PassFailed {

@@ -262,6 +262,21 @@ pub fn write_active(paths: &SessionPaths, active: &ActiveSession) -> Result<(), 
     Ok(write_json_atomic(paths.active(), active)?)
 }
 
+/// The test command recorded in the unfinished session that `--resume`
+/// would continue (the newest under the fixes root of `repo`, or of the
+/// first `--fix` input's review folder); `None` when there is no such
+/// session or it recorded none.
+pub fn recorded_test_command(repo: &Path, first_input: Option<&Path>) -> Option<Vec<String>> {
+    let root = repo
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(repo);
+    let fixes = fixes_root(root, first_input);
+    let dir = unfinished_sessions(&fixes).into_iter().next()?;
+    let active = read_active(&SessionPaths::new(dir)).ok()??;
+    active.options.test_command
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

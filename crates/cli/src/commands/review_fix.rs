@@ -31,7 +31,6 @@ use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
-use orchestrator_core::state::SessionLock;
 use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner, TestRunnerError};
 use orchestrator_core::text::counted;
 use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
@@ -244,22 +243,6 @@ pub fn resolve_tests(
             repo.display()
         )),
     }
-}
-
-/// The test command recorded in the unfinished session that `--resume`
-/// would continue (the newest under the fixes root of `repo`, or of the
-/// first `--fix` input's review folder); `None` when there is no such
-/// session or it recorded none.
-pub fn recorded_test_command(repo: &Path, first_input: Option<&Path>) -> Option<Vec<String>> {
-    use orchestrator_review_fix::session;
-    let root = repo
-        .ancestors()
-        .find(|d| d.join(".git").exists())
-        .unwrap_or(repo);
-    let fixes = session::fixes_root(root, first_input);
-    let dir = session::unfinished_sessions(&fixes).into_iter().next()?;
-    let active = session::read_active(&session::SessionPaths::new(dir)).ok()??;
-    active.options.test_command
 }
 
 /// The test command of a `--resume` without `--test-cmd`: the one the
@@ -485,7 +468,10 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     };
     let resolved = if args.resume && args.test_cmd.is_none() {
         resolve_resume_tests(
-            recorded_test_command(&repo, inputs.first().map(PathBuf::as_path)),
+            orchestrator_review_fix::session::recorded_test_command(
+                &repo,
+                inputs.first().map(PathBuf::as_path),
+            ),
             &config,
             &repo,
         )
@@ -559,14 +545,8 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
             Ok(v) => v,
             Err(e) => return fail(format!("--repo {}: {e}", repo.display())),
         };
+        // One run per repository at a time: the library takes the lock.
         let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
-        // One run per repository at a time: sessions share the checked-out
-        // branch, whatever directory their files live in. The kernel drops
-        // the lock when the process dies, so a kill leaves nothing stale.
-        let _repo_lock = match repo_lock(&root) {
-            Ok(l) => l,
-            Err(e) => return fail(e),
-        };
         let services = Services {
             agent,
             vcs: Arc::new(vcs),
@@ -694,19 +674,6 @@ impl EventSink for FirstLines {
         };
         self.0.emit(&short);
     }
-}
-
-/// The repository-wide lock file's directory (`{repo}/.review/`).
-fn repo_lock(root: &Path) -> Result<SessionLock, String> {
-    let dir = root.join(".review");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
-    SessionLock::acquire(&dir).map_err(|e| {
-        format!(
-            "another review-fix run is in progress on {} ({e}); wait for it to finish, or stop it and continue with --resume",
-            root.display()
-        )
-    })
 }
 
 /// What the summary shows besides the report.

@@ -867,3 +867,65 @@ async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
         fx.vcs.worktree_remove(path, branch).await.unwrap();
     }
 }
+
+/// One run per repository, kept by the library: while one holds the
+/// repository, `run` and `run_with_relint` — even with their findings in
+/// another review folder — refuse before they change anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_on_one_repository_is_refused_by_the_library() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = elsewhere.path().join("findings.json");
+    std::fs::copy(&input, &other).unwrap();
+    let agent = || -> Arc<dyn Agent> {
+        Arc::new(FakeAgent::new("fake").on("F1", edit("src/a.rs", "A1\na2\na3\n")))
+    };
+    let held = orchestrator_review_fix::lock_repository(fx.root()).unwrap();
+    for inputs in [vec![input.clone()], vec![other.clone()]] {
+        let err = run(
+            config(inputs.clone()),
+            fx.services(agent(), Arc::new(AutoYes)),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                orchestrator_review_fix::ReviewFixError::RepoBusy { .. }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("another review-fix run is in progress"),
+            "{err}"
+        );
+        assert_eq!(err.exit_code(), 2);
+        let err = orchestrator_review_fix::relint::run_with_relint(
+            config(inputs),
+            fx.services(agent(), Arc::new(AutoYes)),
+            None,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                orchestrator_review_fix::ReviewFixError::RepoBusy { .. }
+            ),
+            "{err}"
+        );
+    }
+    assert!(fx.messages(&base).await.is_empty(), "nothing was committed");
+    assert!(
+        !fx.root().join(".review/fixes").exists(),
+        "no session was made"
+    );
+    drop(held);
+    let report = run(config(vec![input]), fx.services(agent(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::AllFixed);
+}
