@@ -42,6 +42,7 @@ pub mod fix_loop;
 mod fix_tree;
 pub mod handoff;
 pub mod patch;
+pub mod plan;
 pub mod provider;
 pub mod report;
 pub mod state;
@@ -50,6 +51,7 @@ pub use classify::{ClassificationReport, Evidence, classify, classify_many};
 pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
 pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
+pub use plan::{PlanError, RunPlan, RunSource, plan_run};
 pub use provider::{
     CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
     LocalProvider, ProviderError, WatchOutcome, watch,

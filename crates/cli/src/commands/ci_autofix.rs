@@ -36,8 +36,8 @@ use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_ci_autofix::report::audit_log_path;
 use orchestrator_ci_autofix::state::{StateFile, StateFileError};
 use orchestrator_ci_autofix::{
-    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, CiProvider, GithubConfig,
-    GithubProvider, Handoff, LocalConfig, LocalProvider, Target, WatchOutcome, classify, watch,
+    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, GithubConfig, GithubProvider,
+    Handoff, LocalConfig, RunSource, Target, WatchOutcome, classify, plan_run, watch,
 };
 use orchestrator_core::Agent;
 use orchestrator_core::command::CommandRunner;
@@ -369,82 +369,27 @@ fn run_fix(args: &FixArgs) -> Exit {
     rt.block_on(fix_loop(args, handoff, &config))
 }
 
-/// What the loop works on, and where its CI results come from.
-struct Plan {
-    target: Target,
-    provider: Arc<dyn CiProvider>,
-    handoff: Option<Handoff>,
-}
-
-fn plan(
-    args: &FixArgs,
-    handoff: Option<Handoff>,
-    branch: Option<String>,
-    root: &Path,
-    runner: &Arc<dyn CommandRunner>,
-) -> Result<Plan, String> {
-    let github = |pr: u64| -> Arc<dyn CiProvider> {
-        Arc::new(GithubProvider::new(
-            Arc::clone(runner),
-            root,
-            GithubConfig {
-                pr,
-                poll_interval: args.poll_interval,
-                timeout: args.timeout,
-            },
-        ))
-    };
-    if let Some(h) = handoff {
-        match branch.as_deref() {
-            Some(b) if b == h.branch => {}
-            other => {
-                return Err(format!(
-                    "the handoff is for branch `{}` but the repository has {} checked out; check out the PR's branch first (`gh pr checkout {}`)",
-                    h.branch,
-                    other.map_or_else(|| "a detached HEAD".to_owned(), |b| format!("`{b}`")),
-                    h.pr_number
-                ));
-            }
-        }
-        return Ok(Plan {
-            target: Target::Pr {
-                number: h.pr_number,
-                branch: h.branch.clone(),
-            },
-            provider: github(h.pr_number),
-            handoff: Some(h),
-        });
-    }
-    if let Some(pr) = args.pr {
-        let Some(branch) = branch else {
-            return Err(format!(
-                "HEAD is detached; check out the branch of PR #{pr} first (`gh pr checkout {pr}`)"
-            ));
+/// The library's [`RunSource`] for these flags.
+fn run_source(args: &FixArgs, handoff: Option<Handoff>) -> RunSource {
+    if let Some(handoff) = handoff {
+        return RunSource::Handoff {
+            handoff,
+            poll_interval: args.poll_interval,
+            timeout: args.timeout,
         };
-        return Ok(Plan {
-            target: Target::Pr { number: pr, branch },
-            provider: github(pr),
-            handoff: None,
-        });
     }
-    if args.push && branch.is_none() {
-        return Err("HEAD is detached; --push needs a checked-out branch".to_owned());
+    if let Some(number) = args.pr {
+        return RunSource::Pr {
+            number,
+            poll_interval: args.poll_interval,
+            timeout: args.timeout,
+        };
     }
-    Ok(Plan {
-        target: Target::Local {
-            branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
-        },
-        provider: Arc::new(LocalProvider::new(
-            Arc::clone(runner),
-            root,
-            LocalConfig {
-                checks: args.check.clone(),
-                base: args.base.clone(),
-                push: args.push,
-                time_limit: args.check_timeout,
-            },
-        )),
-        handoff: None,
+    RunSource::Local(LocalConfig {
+        checks: args.check.clone(),
+        base: args.base.clone(),
+        push: args.push,
+        time_limit: args.check_timeout,
     })
 }
 
@@ -473,7 +418,12 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
             return Exit::BadInput;
         }
     };
-    let plan = match plan(args, handoff, branch, &root, &runner) {
+    let plan = match plan_run(
+        run_source(args, handoff),
+        branch,
+        &root,
+        Arc::clone(&runner),
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
