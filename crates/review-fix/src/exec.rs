@@ -591,14 +591,9 @@ impl Agent for FixStep<'_> {
         };
         let runs = 1 + report.reruns;
         self.progress.update(|p| {
-            let v = p.verification.get_or_insert(ProgressVerification {
-                mode: VerifyMode::Each,
-                test_runs: 0,
-                reruns: 0,
-                each_runs: 0,
-                runs_saved: 0,
-                flaky: 0,
-            });
+            let v = p
+                .verification
+                .get_or_insert(ProgressVerification::empty(VerifyMode::Each));
             v.test_runs += runs;
             v.reruns += report.reruns;
             v.each_runs += runs;

@@ -386,6 +386,20 @@ pub struct ProgressVerification {
     pub flaky: u32,
 }
 
+impl ProgressVerification {
+    /// No test run yet, verified `mode`.
+    pub fn empty(mode: VerifyMode) -> Self {
+        Self {
+            mode,
+            test_runs: 0,
+            reruns: 0,
+            each_runs: 0,
+            runs_saved: 0,
+            flaky: 0,
+        }
+    }
+}
+
 impl FixProgress {
     /// Recomputes `summary` from the findings.
     pub fn recount(&mut self) {

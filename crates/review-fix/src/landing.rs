@@ -443,14 +443,9 @@ pub(crate) async fn verify_stage(
                 if crate::effective_mode(&shared.config) == VerifyMode::Each {
                     // The group's own runs, one per fix, plus the runs that
                     // tested the stage's combination at landing.
-                    let v = p.verification.get_or_insert(ProgressVerification {
-                        mode: VerifyMode::Each,
-                        test_runs: 0,
-                        reruns: 0,
-                        each_runs: 0,
-                        runs_saved: 0,
-                        flaky: 0,
-                    });
+                    let v = p
+                        .verification
+                        .get_or_insert(ProgressVerification::empty(VerifyMode::Each));
                     v.test_runs += count.runs;
                     v.reruns += count.reruns;
                     v.each_runs += count.runs;

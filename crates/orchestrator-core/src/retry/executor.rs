@@ -95,35 +95,18 @@ pub async fn run_milestone(
             let prompt =
                 build_attempt_prompt(milestone, &st.history, round, attempt, policy.auto_mode);
             let step = run_attempt(agent, gate, sink, milestone, policy, &request, &prompt).await;
-            let (result, permission_reasks) = match step {
+            // `refused`: the agent declined; the attempt counts and ends it.
+            let (result, permission_reasks, refused) = match step {
                 Step::Finished {
                     result,
                     permission_reasks,
-                } => (result, permission_reasks),
-                Step::Stop { reason } => {
-                    return MilestoneOutcome::Failed {
-                        reason,
-                        history: st.history,
-                    };
-                }
+                } => (result, permission_reasks, None),
                 Step::Refused {
                     result,
                     reason,
                     permission_reasks,
-                } => {
-                    let record = AttemptRecord {
-                        round,
-                        attempt,
-                        result,
-                        permission_reasks,
-                    };
-                    sink.emit(&Event::AttemptFailed {
-                        id: milestone.id.clone(),
-                        round,
-                        attempt,
-                        error: record.summary(),
-                    });
-                    st.history.push(HistoryEntry::Attempt(record));
+                } => (result, permission_reasks, Some(reason)),
+                Step::Stop { reason } => {
                     return MilestoneOutcome::Failed {
                         reason,
                         history: st.history,
@@ -158,6 +141,12 @@ pub async fn run_milestone(
                 });
             }
             st.history.push(HistoryEntry::Attempt(record));
+            if let Some(reason) = refused {
+                return MilestoneOutcome::Failed {
+                    reason,
+                    history: st.history,
+                };
+            }
             if passed {
                 return MilestoneOutcome::Passed {
                     attempts: st.total_attempts(),
