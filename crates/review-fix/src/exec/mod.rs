@@ -1,0 +1,214 @@
+//! Execution: stages in order, groups in worktrees or the main tree, one
+//! verified commit per finding, landing by cherry-pick.
+//!
+//! Per finding: analyse → apply the fix (agent) → run the tests → on failure
+//! restore exactly the fix's write-set and try again with the failure output,
+//! up to `max_iterations` attempts → on success commit exactly the write-set
+//! as `fix({dimension}): {title} [{id}]`. The attempts go through the core
+//! retry executor ([`run_milestone`]): each attempt is one milestone attempt
+//! whose failure text (agent error or test output) is fed into the next
+//! attempt's prompt. The group's `fix-progress-N.json` is rewritten at every
+//! step.
+//!
+//! Verification: with `--verify each` (or serial isolation) [`verify_fix`]
+//! tests each fix in its tree, re-running a failure on the identical tree up
+//! to `flaky_reruns` times, and [`land_stage`] cherry-picks a parallel
+//! stage's commits. With `batch`/`auto` a worktree tree has `defer` set: a
+//! fix still has to apply and its write-set is still checked, but it is
+//! committed untested, and `crate::landing` verifies the stage's commits
+//! at landing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
+use orchestrator_core::edit::{AppliedEdit, EditHistory};
+use orchestrator_core::event::{Event, EventSink, JobStatus};
+use orchestrator_core::finding::{Finding, digest_hex};
+use orchestrator_core::gate::{Answer, Gate, GateError, Question};
+use orchestrator_core::retry::{
+    ESCALATION_QUESTION_ID, Milestone, MilestoneOutcome, RetryPolicy, run_milestone,
+};
+use orchestrator_core::state::write_json_atomic;
+use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner};
+use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
+
+use crate::files::{
+    ActiveSession, CurrentFinding, ExecutionMode, FixPlan, FixProgress, FixResult, FlowControl,
+    FlowStep, InFlight, KnownFailure, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
+    ProgressSummary, ProgressVerification, VerificationStats, WorktreeRecord, now,
+};
+use crate::session::SessionPaths;
+use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use orchestrator_core::verify::VerifyMode;
+
+mod progress;
+mod recover;
+mod stages;
+mod step;
+mod testing;
+
+pub(crate) use progress::*;
+pub(crate) use recover::*;
+pub(crate) use stages::*;
+pub(crate) use step::*;
+pub(crate) use testing::*;
+
+/// Ignored dependency folders linked into worktrees.
+pub const LINKED_DEPENDENCY_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
+
+/// The commit message of a finding's fix.
+pub fn commit_message(f: &Finding) -> String {
+    let title: String = f.title.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("fix({}): {} [{}]", f.dimension_or_general(), title, f.id)
+}
+
+/// Everything the groups of a session share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: ReviewFixConfig,
+    pub agent: Arc<dyn Agent>,
+    pub vcs: Arc<dyn Vcs>,
+    pub tests: Arc<dyn TestRunnerFactory>,
+    pub sink: Arc<dyn EventSink>,
+    pub paths: SessionPaths,
+    pub plan: FixPlan,
+    pub findings: HashMap<String, Finding>,
+    pub active: Mutex<ActiveSession>,
+    pub test_runs: AtomicU32,
+    pub cargo: bool,
+    /// Fixes are committed untested in worktrees and verified at landing
+    /// (`batch`/`auto` with worktree isolation).
+    pub batch: bool,
+    /// Re-runs, each-equivalent runs and flaky failures so far.
+    pub stats: Mutex<VerificationStats>,
+    /// Digests of untested fixes committed in worktrees, by finding.
+    pub digests: Mutex<HashMap<String, String>>,
+    /// Fixes decided by batch verification: (dropped, landed).
+    pub decided: Mutex<(u32, u32)>,
+    /// Which edits produced which file content (`edit-history.json`).
+    pub ledger: crate::ledger::Ledger,
+}
+
+impl Shared {
+    /// The commits a group's worktree made since `base`, oldest first, each
+    /// with the finding its message names (`None` for a commit that names
+    /// none). A log that cannot be read is warned about and gives none.
+    pub(crate) async fn worktree_commits(
+        &self,
+        group: &PlanGroup,
+        wt: &dyn Vcs,
+        base: &CommitId,
+    ) -> Vec<(orchestrator_core::vcs::CommitInfo, Option<String>)> {
+        let by_message: HashMap<String, String> = group
+            .findings
+            .iter()
+            .filter_map(|id| self.findings.get(id))
+            .map(|f| (commit_message(f), f.id.to_string()))
+            .collect();
+        match wt.log_since(base).await {
+            Ok(commits) => commits
+                .into_iter()
+                .map(|c| {
+                    let fid = by_message.get(c.message.trim()).cloned();
+                    (c, fid)
+                })
+                .collect(),
+            Err(e) => {
+                self.warn(format!("failed to list {}'s commits: {e}", group.group_id));
+                Vec::new()
+            }
+        }
+    }
+
+    pub(crate) fn warn(&self, message: String) {
+        self.sink.emit(&Event::Warning { message });
+    }
+
+    /// Changes the active-session file and writes it.
+    pub(crate) fn update_active(&self, f: impl FnOnce(&mut ActiveSession)) {
+        let result = {
+            let mut active = match self.active.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            f(&mut active);
+            active.last_update = now();
+            write_json_atomic(self.paths.active(), &*active)
+        };
+        if let Err(e) = result {
+            self.warn(format!("failed to write the active-session file: {e}"));
+        }
+    }
+
+    /// Test runs made so far in this process.
+    pub(crate) fn test_runs(&self) -> u32 {
+        self.test_runs.load(Ordering::SeqCst)
+    }
+
+    /// The run number of the session (1, then +1 per resume).
+    pub(crate) fn run_number(&self) -> u32 {
+        match self.active.lock() {
+            Ok(g) => g.run,
+            Err(p) => p.into_inner().run,
+        }
+    }
+
+    /// Fixes decided by batch verification so far: (dropped, landed).
+    pub(crate) fn decided(&self) -> (u32, u32) {
+        match self.decided.lock() {
+            Ok(g) => *g,
+            Err(p) => *p.into_inner(),
+        }
+    }
+
+    pub(crate) fn add_decided(&self, dropped: u32, landed: u32) {
+        let mut g = match self.decided.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.0 += dropped;
+        g.1 += landed;
+    }
+
+    /// The digest of an untested fix committed in a worktree.
+    pub(crate) fn digest_of(&self, finding: &str) -> Option<String> {
+        match self.digests.lock() {
+            Ok(g) => g.get(finding).cloned(),
+            Err(p) => p.into_inner().get(finding).cloned(),
+        }
+    }
+
+    pub(crate) fn with_stats<R>(&self, f: impl FnOnce(&mut VerificationStats) -> R) -> R {
+        match self.stats.lock() {
+            Ok(mut g) => f(&mut g),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    fn dirty_before(&self) -> BTreeSet<String> {
+        match self.active.lock() {
+            Ok(g) => g.dirty_before.iter().cloned().collect(),
+            Err(p) => p.into_inner().dirty_before.iter().cloned().collect(),
+        }
+    }
+}
+
+/// A working tree a group runs in.
+#[derive(Debug, Clone)]
+pub(crate) struct Tree {
+    pub vcs: Arc<dyn Vcs>,
+    pub env: TreeEnv,
+    pub is_main: bool,
+    /// Commit fixes without testing them (batch verification tests them at
+    /// landing).
+    pub defer: bool,
+}
+
+pub(crate) fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_owned()
+}

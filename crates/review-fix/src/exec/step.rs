@@ -1,0 +1,611 @@
+//! One finding: the fix attempts (agent, write-set, tests) through the
+//! retry executor, then exactly one commit.
+
+use super::*;
+
+/// A gate for the fix milestones: an escalation means "attempts exhausted",
+/// answered with Stop, so the finding is reported failed rather than waiting
+/// for a human.
+#[derive(Debug)]
+pub(super) struct StopOnEscalation;
+
+#[async_trait]
+impl Gate for StopOnEscalation {
+    async fn ask(&self, question: &Question) -> Result<Answer, GateError> {
+        if question.id == ESCALATION_QUESTION_ID {
+            Ok(Answer::chose(1))
+        } else {
+            Ok(Answer::chose(0))
+        }
+    }
+}
+
+/// Forwards milestone events except the internal escalation and gate traffic.
+#[derive(Debug)]
+pub(super) struct MilestoneSink<'a>(&'a dyn EventSink);
+
+impl EventSink for MilestoneSink<'_> {
+    fn emit(&self, event: &Event) {
+        match event {
+            Event::Escalated { .. } | Event::GateAsked { .. } | Event::GateAnswered { .. } => {}
+            other => self.0.emit(other),
+        }
+    }
+}
+
+/// Per-finding attempt state.
+#[derive(Debug, Default)]
+pub(super) struct StepState {
+    attempt: u32,
+    stop: Option<AgentError>,
+    failed: Vec<KnownFailure>,
+    write_set: Option<Vec<String>>,
+    digest: Option<String>,
+    last_error: Option<String>,
+}
+
+/// One attempt at one finding, as an [`Agent`] for the retry executor: the
+/// inner agent's fix, then the tests; a failure restores the write-set.
+#[derive(Debug)]
+pub(super) struct FixStep<'a> {
+    shared: &'a Shared,
+    tree: &'a Tree,
+    progress: &'a Progress,
+    finding: &'a Finding,
+    pattern: Option<String>,
+    checkpoint: &'a Checkpoint,
+    /// The edit history of each file of the finding's suggestions, as they
+    /// were before the fix (`None`: unrecorded changes).
+    histories: BTreeMap<String, Option<EditHistory>>,
+    state: Mutex<StepState>,
+}
+
+impl FixStep<'_> {
+    fn with<R>(&self, f: impl FnOnce(&mut StepState) -> R) -> R {
+        match self.state.lock() {
+            Ok(mut g) => f(&mut g),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    async fn restore(&self) {
+        if let Err(e) = self.tree.vcs.restore(self.checkpoint).await {
+            let msg = format!("failed to roll back the fix of {}: {e}", self.finding.id);
+            self.progress
+                .error(self.finding.id.as_str(), "vcs_error", &msg);
+            self.shared.warn(msg);
+        }
+    }
+
+    /// Extends the ledger with the edits the agent says it applied
+    /// (`{"applied_edits": {file: [...]}}`, the builtin agent's answer).
+    fn record_edits(&self, structured: Option<&serde_json::Value>) {
+        let Some(applied) = structured.and_then(|v| v.get("applied_edits")) else {
+            return;
+        };
+        let Ok(applied) =
+            serde_json::from_value::<BTreeMap<String, Vec<AppliedEdit>>>(applied.clone())
+        else {
+            return;
+        };
+        for (file, edits) in applied {
+            if let Some(Some(before)) = self.histories.get(&file)
+                && let Err(e) =
+                    self.shared
+                        .ledger
+                        .record(&self.tree.env.root, &file, before, &edits)
+            {
+                self.shared.warn(format!(
+                    "failed to record the edits of {}: {e}",
+                    self.finding.id
+                ));
+            }
+        }
+    }
+
+    fn fail(&self, error: AgentError, error_type: &str) -> Result<AgentResponse, AgentError> {
+        // The plain message for a failure of ours (tests, write-set); the
+        // agent's own errors keep their kind.
+        let message = match &error {
+            AgentError::Failed { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        self.progress
+            .error(self.finding.id.as_str(), error_type, &message);
+        self.with(|s| s.last_error = Some(message));
+        Err(error)
+    }
+}
+
+#[async_trait]
+impl Agent for FixStep<'_> {
+    fn name(&self) -> &str {
+        self.shared.agent.name()
+    }
+
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let id = self.finding.id.to_string();
+        let (attempt, stop) = self.with(|s| {
+            s.attempt += 1;
+            (s.attempt, s.stop.clone())
+        });
+        if let Some(stop) = stop {
+            // A refusal or an unrecoverable state repeats: do not call again.
+            return Err(stop);
+        }
+        self.progress.update(|p| {
+            if let Some(f) = p.finding_mut(&id) {
+                f.attempts = attempt;
+            }
+            // Each attempt restarts the flow after the analysis.
+            p.flow_control
+                .implementation_approach
+                .retain(|s| s.step == "analyze_context");
+        });
+        self.progress.step(
+            "apply_fix",
+            "fixing",
+            "Applying code changes per recommendations",
+        );
+        match self.shared.agent.run(request).await {
+            Ok(response) => self.record_edits(response.structured.as_ref()),
+            Err(e) => {
+                self.restore().await;
+                self.progress.end_step("failed");
+                let kind = if matches!(e, AgentError::Unsupported { .. }) {
+                    self.with(|s| s.stop = Some(e.clone()));
+                    "not_fixable"
+                } else {
+                    "agent_error"
+                };
+                return self.fail(e, kind);
+            }
+        }
+        let changed = match self.tree.vcs.changed_since(self.checkpoint).await {
+            Ok(c) => c,
+            Err(VcsError::TouchedDirty { paths }) => {
+                let e = AgentError::Failed {
+                    message: format!(
+                        "the fix changed files that had uncommitted changes before the run ({}); they are left as they are",
+                        paths.join(", ")
+                    ),
+                    exit_code: None,
+                };
+                self.with(|s| s.stop = Some(e.clone()));
+                self.progress.end_step("failed");
+                return self.fail(e, "vcs_error");
+            }
+            Err(other) => {
+                self.restore().await;
+                self.progress.end_step("failed");
+                return self.fail(
+                    AgentError::Failed {
+                        message: format!("failed to read the fix's write-set: {other}"),
+                        exit_code: None,
+                    },
+                    "vcs_error",
+                );
+            }
+        };
+        if changed.is_empty() {
+            self.progress.end_step("failed");
+            return self.fail(
+                AgentError::Failed {
+                    message: "the agent changed no file".to_owned(),
+                    exit_code: None,
+                },
+                "agent_error",
+            );
+        }
+        self.progress.end_step("completed");
+        let digest = write_set_digest(&self.tree.env.root, &changed);
+        let earlier = self.with(|s| {
+            s.failed
+                .iter()
+                .find(|k| k.digest == digest)
+                .map(|k| k.message.clone())
+        });
+        if let Some(message) = earlier {
+            // The same change already failed its tests: the result is known.
+            self.restore().await;
+            return self.fail(
+                AgentError::Failed {
+                    message,
+                    exit_code: None,
+                },
+                "test_failure",
+            );
+        }
+        if self.tree.defer {
+            // Batch verification: the fix is tested at landing.
+            self.with(|s| {
+                s.write_set = Some(changed.clone());
+                s.digest = Some(digest);
+            });
+            return Ok(AgentResponse::text(format!(
+                "fix applied to {}; tests run at landing",
+                changed.join(", ")
+            ))
+            .with_files_changed(changed));
+        }
+        self.progress
+            .step("run_tests", "testing", "Running test suite to verify fix");
+        let report = match test_with_reruns(self.shared, self.tree, &id, self.pattern.clone()).await
+        {
+            Ok(r) => r,
+            Err(message) => {
+                self.restore().await;
+                self.progress.end_step("failed");
+                return self.fail(
+                    AgentError::Failed {
+                        message,
+                        exit_code: None,
+                    },
+                    "test_failure",
+                );
+            }
+        };
+        let runs = 1 + report.reruns;
+        self.progress.update(|p| {
+            let v = p
+                .verification
+                .get_or_insert(ProgressVerification::empty(VerifyMode::Each));
+            v.test_runs += runs;
+            v.reruns += report.reruns;
+            v.each_runs += runs;
+        });
+        if let Some(flaky) = &report.flaky {
+            record_flaky(self.shared, self.progress, &id, flaky);
+        }
+        let report = report.last;
+        if report.is_pass() {
+            self.progress.end_step("completed");
+            self.with(|s| {
+                s.write_set = Some(changed.clone());
+                s.digest = Some(digest);
+            });
+            return Ok(AgentResponse::text(format!(
+                "fix applied to {}; tests passed",
+                changed.join(", ")
+            ))
+            .with_files_changed(changed));
+        }
+        self.restore().await;
+        self.progress.end_step("failed");
+        let message = describe_failure(&report);
+        self.with(|s| {
+            s.failed.push(KnownFailure {
+                digest,
+                message: message.clone(),
+            })
+        });
+        self.fail(
+            AgentError::Failed {
+                message,
+                exit_code: report.exit_code,
+            },
+            "test_failure",
+        )
+    }
+}
+
+/// A digest of the changed files' paths and contents.
+pub(super) fn write_set_digest(root: &Path, changed: &[String]) -> String {
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    for path in changed {
+        chunks.push(path.as_bytes().to_vec());
+        chunks.push(std::fs::read(root.join(path)).unwrap_or_else(|_| b"\0deleted".to_vec()));
+    }
+    let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+    digest_hex(&refs)
+}
+
+/// The prompt for fixing one finding.
+pub(super) fn fix_prompt(f: &Finding, group: &PlanGroup) -> String {
+    let mut s = format!(
+        "Fix review finding {id} ({sev}, {dim}) in {file}{line}: {title}\n",
+        id = f.id,
+        sev = f.severity,
+        dim = f.dimension_or_general(),
+        file = f.file_or_unknown(),
+        line = f.line.map(|l| format!(":{l}")).unwrap_or_default(),
+        title = f.title,
+    );
+    if !f.description.is_empty() {
+        s.push_str(&format!("\n{}\n", f.description));
+    }
+    if !f.recommendations.is_empty() {
+        s.push_str("\nRecommendations:\n");
+        for r in &f.recommendations {
+            s.push_str(&format!("- {r}\n"));
+        }
+    }
+    s.push_str(&format!(
+        "\nGroup strategy: {}\nChange only what the fix needs and keep the code style; do not commit, the engine runs the tests and commits.",
+        group.fix_strategy.approach
+    ));
+    s
+}
+
+/// Where a finding's attempts start: a fresh finding, or a fix sent back by
+/// batch verification.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FixStart {
+    /// Attempts already made.
+    pub attempts: u32,
+    /// The failing output of the last attempt, fed into the first prompt.
+    pub failure: Option<String>,
+    /// Attempts known to fail, by digest.
+    pub known: Vec<KnownFailure>,
+}
+
+/// A fix committed by [`fix_one`].
+#[derive(Debug, Clone)]
+pub(crate) struct Committed {
+    pub commit: CommitId,
+    pub digest: Option<String>,
+    pub attempts: u32,
+}
+
+/// One finding: analyse, attempts (fix + tests) through the retry executor,
+/// commit. `None` when the finding failed (recorded as failed).
+pub(crate) async fn fix_one(
+    shared: &Shared,
+    group: &PlanGroup,
+    tree: &Tree,
+    progress: &Progress,
+    finding: &Finding,
+    start: FixStart,
+) -> Option<Committed> {
+    let id = finding.id.to_string();
+    shared.sink.emit(&Event::JobStarted {
+        id: id.clone(),
+        title: Some(finding.title.clone()),
+    });
+    progress.update(|p| {
+        if let Some(f) = p.finding_mut(&id) {
+            f.status = ProgressStatus::InProgress;
+            f.started_at.get_or_insert_with(now);
+        }
+        p.current_finding = Some(CurrentFinding {
+            finding_id: id.clone(),
+            finding_title: finding.title.clone(),
+            file: finding.file.clone().unwrap_or_default(),
+            line: finding.line,
+            status: "analyzing".to_owned(),
+            action: "Reading file and understanding code structure".to_owned(),
+        });
+        p.flow_control = FlowControl::default();
+    });
+    progress.step(
+        "analyze_context",
+        "analyzing",
+        "Reading file and understanding code structure",
+    );
+    let files = crate::plan::finding_files(finding);
+    if let Some(missing) = files.iter().find(|f| !tree.env.root.join(f).is_file()) {
+        progress.end_step("failed");
+        let msg = format!("{missing} does not exist in the working tree");
+        progress.error(&id, "analysis", &msg);
+        finish_failed(shared, progress, &id, msg);
+        return None;
+    }
+    if tree.is_main {
+        let dirty = shared.dirty_before();
+        if let Some(d) = files.iter().find(|f| dirty.contains(*f)) {
+            progress.end_step("failed");
+            let msg = format!("{d} had uncommitted changes before the run; it is never touched");
+            progress.error(&id, "dirty_file", &msg);
+            finish_failed(shared, progress, &id, msg);
+            return None;
+        }
+    }
+    progress.end_step("completed");
+    let checkpoint = match tree.vcs.checkpoint().await {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("failed to take a checkpoint: {e}");
+            progress.error(&id, "vcs_error", &msg);
+            finish_failed(shared, progress, &id, msg);
+            return None;
+        }
+    };
+    shared.update_active(|a| {
+        a.in_flight.push(InFlight {
+            group_id: group.group_id.clone(),
+            finding_id: id.clone(),
+            tree: tree.env.root.clone(),
+            checkpoint: checkpoint.clone(),
+        });
+    });
+    let pattern = Some(group.fix_strategy.test_pattern.trim().to_owned()).filter(|p| !p.is_empty());
+    let edit_files: BTreeSet<String> = finding
+        .suggestions
+        .iter()
+        .flat_map(|s| s.edits.iter().map(|e| e.file.clone()))
+        .collect();
+    let histories = shared.ledger.histories(&tree.env.root, &edit_files);
+    let step = FixStep {
+        shared,
+        tree,
+        progress,
+        finding,
+        pattern: pattern.clone(),
+        checkpoint: &checkpoint,
+        histories: histories.clone(),
+        state: Mutex::new(StepState {
+            attempt: start.attempts,
+            failed: start.known.clone(),
+            ..StepState::default()
+        }),
+    };
+    let mut instruction = fix_prompt(finding, group);
+    if let Some(failure) = &start.failure {
+        instruction.push_str(&format!(
+            "\n\nAn earlier attempt was tested at landing and dropped:\n{failure}"
+        ));
+    }
+    let milestone = Milestone {
+        id: id.clone(),
+        title: finding.title.clone(),
+        instruction,
+        exit_criteria: Vec::new(),
+    };
+    let max = shared.config.max_iterations.max(1);
+    let left = max.saturating_sub(start.attempts);
+    if left == 0 {
+        shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+        let message = start
+            .failure
+            .unwrap_or_else(|| "the fix did not pass".to_owned());
+        finish_failed(
+            shared,
+            progress,
+            &id,
+            format!("max iterations reached ({max}): {message}"),
+        );
+        return None;
+    }
+    let policy = RetryPolicy {
+        attempts_per_round: left,
+        max_rounds: 1,
+        auto_mode: true,
+    };
+    let mut request = AgentRequest::new(id.clone(), Role::Fix, "", tree.env.root.clone())
+        .with_context(serde_json::json!({
+            "finding": finding,
+            "edit_history": histories,
+            "group_id": group.group_id,
+            "fix_strategy": group.fix_strategy,
+            "test_pattern": pattern,
+        }));
+    if let Some(limit) = shared.config.fix_time_limit {
+        request = request.with_time_limit(limit);
+    }
+    let outcome = run_milestone(
+        &step,
+        &StopOnEscalation,
+        &MilestoneSink(shared.sink.as_ref()),
+        &milestone,
+        &policy,
+        request,
+        None,
+    )
+    .await;
+    let state = match step.state.into_inner() {
+        Ok(s) => s,
+        Err(p) => p.into_inner(),
+    };
+    let result = match (outcome, state.write_set) {
+        (MilestoneOutcome::Passed { .. }, Some(write_set)) => {
+            commit_fix(shared, tree, progress, finding, &write_set, &checkpoint)
+                .await
+                .map(|commit| Committed {
+                    commit,
+                    digest: state.digest.clone(),
+                    attempts: state.attempt,
+                })
+        }
+        (MilestoneOutcome::Passed { .. }, None) => {
+            Err("the retry executor passed without a verified fix".to_owned())
+        }
+        (_, _) => Err(state
+            .last_error
+            .unwrap_or_else(|| "the fix did not pass".to_owned())),
+    };
+    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+    match result {
+        Ok(committed) => {
+            if let Some(digest) = &committed.digest {
+                match shared.digests.lock() {
+                    Ok(mut g) => g.insert(id.clone(), digest.clone()),
+                    Err(p) => p.into_inner().insert(id.clone(), digest.clone()),
+                };
+            }
+            Some(committed)
+        }
+        Err(message) => {
+            if let Some(AgentError::Unsupported { reason }) = &state.stop {
+                // Declined by the agent: not a failed fix, and not retried.
+                finish_unfixed(shared, progress, &id, reason.clone(), FixResult::NotFixable);
+                return None;
+            }
+            let attempts = state.attempt.min(shared.config.max_iterations.max(1));
+            let message = if attempts >= shared.config.max_iterations.max(1) {
+                format!("max iterations reached ({attempts}): {message}")
+            } else {
+                message
+            };
+            finish_failed(shared, progress, &id, message);
+            None
+        }
+    }
+}
+
+/// Commits exactly the write-set.
+pub(super) async fn commit_fix(
+    shared: &Shared,
+    tree: &Tree,
+    progress: &Progress,
+    finding: &Finding,
+    write_set: &[String],
+    checkpoint: &Checkpoint,
+) -> Result<CommitId, String> {
+    let id = finding.id.to_string();
+    progress.step(
+        "commit_changes",
+        "committing",
+        "Creating git commit for successful fix",
+    );
+    let message = commit_message(finding);
+    match tree.vcs.commit(write_set, &message).await {
+        Ok(commit) if tree.defer => {
+            progress.end_step("completed");
+            // Committed untested: the finding waits for verification.
+            progress.finding(&id, |f| {
+                f.commit_hash = Some(commit.to_string());
+                f.error_message = None;
+            });
+            progress.update(|p| {
+                p.current_finding = None;
+                p.flow_control = FlowControl::default();
+            });
+            Ok(commit)
+        }
+        Ok(commit) => {
+            progress.end_step("completed");
+            progress.finding(&id, |f| {
+                f.status = ProgressStatus::Completed;
+                f.result = Some(FixResult::Fixed);
+                f.commit_hash = Some(commit.to_string());
+                f.test_passed = Some(true);
+                f.completed_at = Some(now());
+                f.error_message = None;
+            });
+            progress.update(|p| {
+                p.current_finding = None;
+                p.flow_control = FlowControl::default();
+            });
+            if tree.is_main {
+                shared.sink.emit(&Event::CommitMade {
+                    id: id.clone(),
+                    commit: commit.to_string(),
+                    summary: message,
+                });
+            }
+            shared.sink.emit(&Event::JobFinished {
+                id,
+                status: JobStatus::Completed,
+                detail: Some(format!("committed {}", commit.short())),
+            });
+            Ok(commit)
+        }
+        Err(e) => {
+            progress.end_step("failed");
+            let _ = tree.vcs.restore(checkpoint).await;
+            let msg = format!("failed to commit the fix: {e}");
+            progress.error(&id, "vcs_error", &msg);
+            Err(msg)
+        }
+    }
+}
