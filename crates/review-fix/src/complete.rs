@@ -1,0 +1,153 @@
+//! Closing a run: the summary, the history entry, the report.
+
+use crate::*;
+
+/// A report for a run that stopped before execution (the session stays).
+pub(crate) fn stopped_report(
+    paths: &session::SessionPaths,
+    outcome: Outcome,
+    plan: Option<FixPlan>,
+    notes: Vec<String>,
+) -> RunReport {
+    RunReport {
+        fix_session_id: paths.id(),
+        session_dir: paths.dir.clone(),
+        outcome,
+        plan,
+        findings: Vec::new(),
+        commits: Vec::new(),
+        test_runs: 0,
+        verification: VerificationStats::default(),
+        notes,
+    }
+}
+
+/// How a run ended, for [`complete`].
+pub(crate) struct Completion {
+    /// How the run ended.
+    pub(crate) outcome: Outcome,
+    /// When the run started.
+    pub(crate) run_started: String,
+    /// Notes for the report.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Writes the summary and the history entry, removes the active marker.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn complete(
+    paths: &session::SessionPaths,
+    active: &ActiveSession,
+    plan: &FixPlan,
+    findings_file: &FindingsFile,
+    completion: Completion,
+    verification: VerificationStats,
+    vcs: &Arc<dyn Vcs>,
+    sink: &dyn EventSink,
+) -> Result<RunReport, ReviewFixError> {
+    let Completion {
+        outcome,
+        run_started,
+        notes,
+    } = completion;
+    let run_started = run_started.as_str();
+    emit_phase(sink, "completion", true);
+    let progress: Vec<FixProgress> = (1..=plan.groups.len())
+        .filter_map(|n| read_json_if_exists(paths.progress(n)).ok().flatten())
+        .collect();
+    let commits = vcs
+        .log_since(&CommitId(active.base_head.clone()))
+        .await
+        .map_err(|e| ReviewFixError::vcs("reading the branch log", e))?;
+    let finished = now();
+    let summary = summary::render_summary(&summary::SummaryInput {
+        fix_session_id: &active.fix_session_id,
+        run: active.run,
+        started_at: &active.started_at,
+        finished_at: &finished,
+        plan: Some(plan),
+        progress: &progress,
+        rejected: &findings_file.rejected,
+        verification,
+        outcome: outcome.as_str(),
+    });
+    write_atomic(paths.summary(), summary.as_bytes())?;
+    let mut findings: Vec<FindingReport> = progress
+        .iter()
+        .flat_map(|p| p.findings.iter())
+        .map(|f| FindingReport {
+            id: f.finding_id.clone(),
+            title: f.finding_title.clone(),
+            result: match f.result {
+                Some(FixResult::Fixed) => "fixed",
+                Some(FixResult::Failed) => "failed",
+                Some(FixResult::NotFixable) => "not_fixable",
+                None => "pending",
+            }
+            .to_owned(),
+            attempts: f.attempts,
+            commit: f.commit_hash.clone(),
+            error: f.error_message.clone(),
+        })
+        .collect();
+    findings.extend(findings_file.rejected.iter().map(|r| FindingReport {
+        id: r.finding_id.clone(),
+        title: String::new(),
+        result: "rejected".to_owned(),
+        attempts: 0,
+        commit: None,
+        error: Some(r.reason.clone()),
+    }));
+    let mut history: FixHistory = read_json_if_exists(paths.history())?.unwrap_or_default();
+    if history.version != HISTORY_VERSION {
+        return Err(ReviewFixError::Version {
+            path: paths.history(),
+            found: history.version,
+            expected: HISTORY_VERSION,
+        });
+    }
+    history.entries.push(HistoryEntry {
+        fix_session_id: active.fix_session_id.clone(),
+        run: active.run,
+        resumed: active.run > 1,
+        started_at: run_started.to_owned(),
+        finished_at: finished,
+        outcome: outcome.as_str().to_owned(),
+        total_findings: findings.len(),
+        fixed: findings.iter().filter(|f| f.result == "fixed").count(),
+        failed: findings.iter().filter(|f| f.result == "failed").count(),
+        not_fixable: findings
+            .iter()
+            .filter(|f| f.result == "not_fixable")
+            .count(),
+        rejected: findings_file.rejected.len(),
+        commits: commits.iter().map(|c| c.id.to_string()).collect(),
+        test_runs: verification.test_runs,
+        verification: Some(verification),
+    });
+    write_json_atomic(paths.history(), &history)?;
+    match std::fs::remove_file(paths.active()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ReviewFixError::io("remove", paths.active(), e)),
+    }
+    // The session's worktree folder outside the repository, and the
+    // repository's, once empty (`remove_dir` leaves a folder with anything
+    // in it alone).
+    let worktrees = paths.worktrees();
+    let _ = std::fs::remove_dir(&worktrees);
+    if let Some(repo_folder) = worktrees.parent() {
+        let _ = std::fs::remove_dir(repo_folder);
+    }
+    emit_phase(sink, "completion", false);
+    Ok(RunReport {
+        fix_session_id: active.fix_session_id.clone(),
+        session_dir: paths.dir.clone(),
+        outcome,
+        plan: Some(plan.clone()),
+        findings,
+        commits,
+        test_runs: verification.test_runs,
+        verification,
+        notes,
+    })
+}

@@ -1,0 +1,164 @@
+//! What a run is told: its configuration, the services it uses, and how
+//! it gets a test runner per tree.
+
+use crate::*;
+
+/// Where groups run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Groups of a parallel stage each run in their own git worktree.
+    #[default]
+    Worktree,
+    /// Every group runs in the main tree, one at a time.
+    Serial,
+}
+
+impl Isolation {
+    /// `worktree` or `serial`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Worktree => "worktree",
+            Isolation::Serial => "serial",
+        }
+    }
+}
+
+/// The options of a run (the CLI's flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewFixConfig {
+    /// Findings files or review directories (`--fix`); may be empty with `resume`.
+    pub inputs: Vec<PathBuf>,
+    /// Attempts per finding (`--max-iterations`, default 3).
+    pub max_iterations: u32,
+    /// Findings per planning batch (`--batch-size`, default 5).
+    pub batch_size: usize,
+    /// Planning agents at once (`--max-parallel`, default 10).
+    pub max_parallel: usize,
+    /// Groups of a parallel stage at once (`--max-parallel-groups`, default 3).
+    pub max_parallel_groups: usize,
+    /// Where groups run (`--isolation`).
+    pub isolation: Isolation,
+    /// Run on a dirty tree, never touching the dirty files (`--allow-dirty`).
+    pub allow_dirty: bool,
+    /// Plan only (`--dry-run`).
+    pub dry_run: bool,
+    /// Continue the newest unfinished session (`--resume`).
+    pub resume: bool,
+    /// How batches are planned (`Deterministic` with the builtin agent).
+    pub planner: PlannerMode,
+    /// Time limit of one planning agent (default 10 min).
+    pub planning_time_limit: Duration,
+    /// Time limit of one group (default 20 min).
+    pub group_time_limit: Duration,
+    /// Time limit of one fix agent call, if any.
+    pub fix_time_limit: Option<Duration>,
+    /// Time limit of one test run, if any.
+    pub test_time_limit: Option<Duration>,
+    /// How fixes are verified (`--verify each|batch|auto`, default `auto`).
+    /// `batch` and `auto` need worktrees: with [`Isolation::Serial`] every
+    /// fix is tested on its own, as with `each`.
+    pub verify: VerifyMode,
+    /// Re-runs of a failing test run on the identical tree before a fix is
+    /// blamed (`--flaky-reruns N`, default 1; `0` trusts every failure).
+    pub flaky_reruns: u32,
+    /// Findings to leave out of a new session, counted by
+    /// [`relint::relint_key`]: per key, that many occurrences (the first in
+    /// input order) are left out — those an earlier re-lint pass tried and
+    /// did not fix (see [`relint`]). Empty by default.
+    pub skip: relint::KeyCounts,
+    /// The test command to record in the session (the argv the
+    /// [`TestRunnerFactory`] runs), so that a resume can use the same one;
+    /// the library itself only writes it down.
+    pub test_command: Option<Vec<String>>,
+}
+
+impl Default for ReviewFixConfig {
+    fn default() -> Self {
+        Self {
+            inputs: Vec::new(),
+            max_iterations: 3,
+            batch_size: 5,
+            max_parallel: 10,
+            max_parallel_groups: 3,
+            isolation: Isolation::Worktree,
+            allow_dirty: false,
+            dry_run: false,
+            resume: false,
+            planner: PlannerMode::Agent,
+            planning_time_limit: Duration::from_secs(600),
+            group_time_limit: Duration::from_secs(1200),
+            fix_time_limit: None,
+            test_time_limit: None,
+            verify: VerifyMode::Auto,
+            flaky_reruns: 1,
+            skip: relint::KeyCounts::new(),
+            test_command: None,
+        }
+    }
+}
+
+/// The tree a test run happens in, for [`TestRunnerFactory`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEnv {
+    /// The tree's root (the repository or a worktree).
+    pub root: PathBuf,
+    /// The worktree slot (0..max_parallel_groups), `None` for the main tree.
+    pub worktree_slot: Option<usize>,
+    /// For a Cargo project in a worktree: the target directory to use (one
+    /// per slot under the session, reused across stages, never by two trees
+    /// at once). Set it as `CARGO_TARGET_DIR` for the test command: cargo
+    /// names a root package's artifacts the same in every checkout, so trees
+    /// that share a target directory can run each other's builds.
+    pub cargo_target_dir: Option<PathBuf>,
+}
+
+/// Gives the test runner for a tree, so that each worktree can have its own
+/// environment (a Cargo target directory, say).
+pub trait TestRunnerFactory: Send + Sync + fmt::Debug {
+    /// The runner for tests in `tree`.
+    fn runner(&self, tree: &TreeEnv) -> Arc<dyn TestRunner>;
+}
+
+/// The same runner for every tree.
+#[derive(Debug, Clone)]
+pub struct SharedRunner(pub Arc<dyn TestRunner>);
+
+impl TestRunnerFactory for SharedRunner {
+    fn runner(&self, _tree: &TreeEnv) -> Arc<dyn TestRunner> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// A factory from a function.
+pub struct FnRunnerFactory<F>(pub F);
+
+impl<F> fmt::Debug for FnRunnerFactory<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnRunnerFactory")
+    }
+}
+
+impl<F> TestRunnerFactory for FnRunnerFactory<F>
+where
+    F: Fn(&TreeEnv) -> Arc<dyn TestRunner> + Send + Sync,
+{
+    fn runner(&self, tree: &TreeEnv) -> Arc<dyn TestRunner> {
+        (self.0)(tree)
+    }
+}
+
+/// What the flow acts through.
+#[derive(Debug, Clone)]
+pub struct Services {
+    /// Plans batches (role `plan`, unless the planner is deterministic) and
+    /// fixes findings (role `fix`, the finding in `context.finding`).
+    pub agent: Arc<dyn Agent>,
+    /// The repository; commits land on its checked-out branch.
+    pub vcs: Arc<dyn Vcs>,
+    /// Test runners per tree.
+    pub tests: Arc<dyn TestRunnerFactory>,
+    /// Approves the plan before execution.
+    pub gate: Arc<dyn Gate>,
+    /// Receives events.
+    pub sink: Arc<dyn EventSink>,
+}
