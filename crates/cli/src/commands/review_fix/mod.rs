@@ -1,0 +1,523 @@
+//! `orchestrator review-fix`: fix code-review findings, one verified commit
+//! per fix.
+//!
+//! This module only wires: it resolves the options (flags over
+//! `orchestrator.toml` over the flow's defaults), picks the agent, the test
+//! command and the gate, and hands everything to
+//! [`orchestrator_review_fix::run`]. What it prints:
+//!
+//! - progress on stderr (or `--json` event lines on stdout);
+//! - a closing summary on stdout: the counts, the commits, the failures and
+//!   the path of `fix-summary.md` (with `--json`: one last line
+//!   `{"event": "summary", …}`);
+//! - with `--dry-run`, the plan.
+//!
+//! Exit codes come from the library: 0 every finding fixed (or a dry run),
+//! 1 some failed, were not fixable or were rejected, 2 unreadable input or
+//! wrong usage, 3 a gate needs a human or the run was interrupted (the
+//! session is resumable with `--resume`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use orchestrator_adapters::builtin::SuggestionAgent;
+use orchestrator_adapters::config::{CommandLine, Config, split_command};
+use orchestrator_adapters::factory::{AgentChoice, build_agent};
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::process::{ProcessRunner, shell_quote};
+use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
+use orchestrator_core::agent::Agent;
+use orchestrator_core::command::CommandSpec;
+use orchestrator_core::event::{Event, EventSink};
+use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner, TestRunnerError};
+use orchestrator_core::text::counted;
+use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
+use orchestrator_review_fix::{
+    FixPlan, Isolation, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
+    TestRunnerFactory, TreeEnv, infer_test_command,
+};
+use serde_json::json;
+
+use super::{Exit, out};
+use crate::setup;
+
+mod render;
+mod tests_cmd;
+
+pub use render::*;
+pub use tests_cmd::*;
+
+/// How `--verify` tests fixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyArg {
+    /// One test run per fix (the seed's behaviour).
+    Each,
+    /// A stage's fixes landed in order and tested at the tip, bisected on
+    /// failure (merge-queue style); lands exactly what `each` lands.
+    Batch,
+    /// `batch`, switching to `each` when the estimated failure rate is high.
+    Auto,
+}
+
+impl From<VerifyArg> for orchestrator_review_fix::VerifyMode {
+    fn from(arg: VerifyArg) -> Self {
+        match arg {
+            VerifyArg::Each => Self::Each,
+            VerifyArg::Batch => Self::Batch,
+            VerifyArg::Auto => Self::Auto,
+        }
+    }
+}
+
+/// Where `--isolation` runs groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IsolationArg {
+    /// Each group of a parallel stage in its own git worktree.
+    Worktree,
+    /// Every group in the main tree, one at a time.
+    Serial,
+}
+
+impl From<IsolationArg> for Isolation {
+    fn from(arg: IsolationArg) -> Self {
+        match arg {
+            IsolationArg::Worktree => Isolation::Worktree,
+            IsolationArg::Serial => Isolation::Serial,
+        }
+    }
+}
+
+/// Arguments of `orchestrator review-fix`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = REVIEW_FIX_EXIT_CODES)]
+pub struct ReviewFixArgs {
+    /// A findings file (review-cycle export, SARIF, rdjson/rdjsonl, or
+    /// cargo/clippy `--message-format=json`; detected from the content) or a
+    /// review directory (its newest export is used). Repeatable.
+    #[arg(long = "fix", value_name = "PATH")]
+    pub fix: Vec<PathBuf>,
+    /// The git repository to fix; commits land on its checked-out branch.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// The agent: builtin (apply machine-applicable suggestions, no LLM),
+    /// claude, codex, gemini, openai, or `command:<cmd>`. Default: the
+    /// `orchestrator.toml` / ORCHESTRATOR_AGENT choice, else builtin.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Option<String>,
+    /// The test command run after each fix (`{pattern}` becomes the group's
+    /// test pattern). Default: `[tests] command` of `orchestrator.toml`, else
+    /// inferred (Cargo.toml → cargo test, package.json → npm test, pytest
+    /// configuration → pytest, go.mod → go test ./...).
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// Fix attempts per finding [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: Option<u32>,
+    /// Findings per planning batch [default: 5].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: Option<u32>,
+    /// Planning agents at once [default: 10].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: Option<u32>,
+    /// Groups of a parallel stage at once [default: 3].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel_groups: Option<u32>,
+    /// Where groups run: `worktree` (parallel groups in their own git
+    /// worktrees) or `serial` (every group in the main tree, in order).
+    #[arg(long, value_enum, default_value_t = IsolationArg::Worktree)]
+    pub isolation: IsolationArg,
+    /// Run on a dirty tree; dirty and untracked files are then never touched.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// How fixes are verified: one test run each, or batched with bisection.
+    #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
+    pub verify: VerifyArg,
+    /// Re-runs of an identical tree after a failing test run; a failure that
+    /// then passes is reported as flaky and not blamed on the fix.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub flaky_reruns: u32,
+    /// Re-run this findings command after each pass and fix, in a further
+    /// pass, what earlier fixes uncovered (e.g. `cargo clippy
+    /// --message-format=json`; its stdout is read like a `--fix` file).
+    /// Default: `[review_fix] relint` of `orchestrator.toml`, else no
+    /// re-lint.
+    #[arg(long, value_name = "CMD")]
+    pub relint: Option<String>,
+    /// Passes in all with `--relint`, the first included [default: 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub relint_passes: Option<u32>,
+    /// Plan only: print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Continue the newest unfinished session.
+    #[arg(long)]
+    pub resume: bool,
+    /// Approve the plan without asking.
+    #[arg(short = 'y', long = "yes")]
+    pub yes: bool,
+    /// Print events as JSON lines on stdout (the last line is the summary).
+    #[arg(long)]
+    pub json: bool,
+}
+
+const REVIEW_FIX_EXIT_CODES: &str = "\
+Exit codes:
+  0  every finding was fixed (or --dry-run)
+  1  some findings failed, were not fixable or were rejected
+  2  an input cannot be read or parsed, or wrong usage
+  3  a human must approve the plan, or the run was interrupted (--resume)";
+
+/// The library options for `args`: flags over `[review_fix]` of
+/// `orchestrator.toml` over the flow's defaults. `inputs` are the `--fix`
+/// paths made absolute against the current directory.
+pub fn flow_config(
+    args: &ReviewFixArgs,
+    config: &Config,
+    inputs: Vec<PathBuf>,
+    planner: PlannerMode,
+) -> ReviewFixConfig {
+    let defaults = ReviewFixConfig::default();
+    let section = &config.review_fix;
+    let usize_of = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+    ReviewFixConfig {
+        inputs,
+        max_iterations: args
+            .max_iterations
+            .or(section.max_iterations.map(|n| n.get()))
+            .unwrap_or(defaults.max_iterations),
+        batch_size: args
+            .batch_size
+            .map(usize_of)
+            .or(section.batch_size.map(|n| n.get()))
+            .unwrap_or(defaults.batch_size),
+        max_parallel: args
+            .max_parallel
+            .map(usize_of)
+            .or(section.max_parallel.map(|n| n.get()))
+            .unwrap_or(defaults.max_parallel),
+        max_parallel_groups: args
+            .max_parallel_groups
+            .map(usize_of)
+            .unwrap_or(defaults.max_parallel_groups),
+        isolation: args.isolation.into(),
+        verify: args.verify.into(),
+        flaky_reruns: args.flaky_reruns,
+        allow_dirty: args.allow_dirty,
+        dry_run: args.dry_run,
+        resume: args.resume,
+        planner,
+        ..defaults
+    }
+}
+
+/// The default number of passes with a re-lint command.
+pub const DEFAULT_RELINT_PASSES: u32 = 4;
+
+/// The re-lint command and pass limit: `--relint` (split into words like
+/// `--test-cmd`) over `[review_fix] relint`; `None` without either.
+pub fn resolve_relint(
+    args: &ReviewFixArgs,
+    config: &Config,
+    repo: &Path,
+) -> Result<Option<Relint>, String> {
+    let argv = match (&args.relint, config.review_fix.relint_command()) {
+        (Some(line), _) => {
+            let argv = split_command(line).map_err(|e| {
+                format!("--relint {line:?}: {e} (for a shell pipeline use: --relint \"sh -c '…'\")")
+            })?;
+            if argv.is_empty() {
+                return Err("--relint is empty".to_owned());
+            }
+            argv
+        }
+        (None, Some(Ok(CommandLine::Argv(argv)))) => argv,
+        (None, Some(Ok(CommandLine::Shell(script)))) => vec!["sh".into(), "-c".into(), script],
+        (None, Some(Err(e))) => return Err(e.to_string()),
+        (None, None) => {
+            if args.relint_passes.is_some() {
+                return Err(
+                    "--relint-passes needs a re-lint command: --relint CMD or [review_fix] relint in orchestrator.toml"
+                        .to_owned(),
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let passes = args
+        .relint_passes
+        .or(config.review_fix.relint_passes.map(|n| n.get()))
+        .unwrap_or(DEFAULT_RELINT_PASSES);
+    let (program, rest) = argv.split_first().ok_or("--relint is empty")?;
+    Ok(Some(Relint::new(
+        CommandSpec::new(program.clone(), rest.iter().cloned(), repo),
+        Arc::new(ProcessRunner::default()),
+        passes,
+    )))
+}
+
+fn fail(message: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {message}");
+    Exit::BadInput
+}
+
+fn exit_of(code: u8) -> Exit {
+    match code {
+        0 => Exit::Success,
+        1 => Exit::SomeFailed,
+        3 => Exit::NeedsHuman,
+        _ => Exit::BadInput,
+    }
+}
+
+/// Runs the command.
+pub fn run(args: &ReviewFixArgs) -> Exit {
+    if args.fix.is_empty() && !args.resume {
+        return fail(
+            "give at least one findings file or review directory (--fix PATH), or --resume",
+        );
+    }
+    // Inputs in the order a user reads them: the findings first (`--fix`
+    // paths are relative to where the user typed them, not to --repo; one
+    // that cannot be read stops the run before anything is touched), then
+    // the repository, the configuration, the test command and the agent.
+    let mut inputs = Vec::new();
+    for p in &args.fix {
+        let abs = match std::path::absolute(p) {
+            Ok(abs) => abs,
+            Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
+        };
+        if let Err(e) = orchestrator_review_fix::input::resolve_input(&abs) {
+            return fail(e);
+        }
+        inputs.push(abs);
+    }
+    let repo = match std::path::absolute(&args.repo) {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(format!(
+                "cannot resolve --repo {}: {e}",
+                args.repo.display()
+            ));
+        }
+    };
+    if !repo.is_dir() {
+        return fail(format!("--repo {}: no such directory", args.repo.display()));
+    }
+    let config = match setup::config(&repo, args.agent.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let resolved = if args.resume && args.test_cmd.is_none() {
+        resolve_resume_tests(
+            orchestrator_review_fix::session::recorded_test_command(
+                &repo,
+                inputs.first().map(PathBuf::as_path),
+            ),
+            &config,
+            &repo,
+        )
+    } else {
+        resolve_tests(args.test_cmd.as_deref(), &config, &repo)
+    };
+    // A dry run runs no tests, so it needs no test command; a `--test-cmd`
+    // that cannot be used is still an error.
+    let tests = match resolved {
+        Ok(t) => Some(t),
+        Err(_) if args.dry_run && args.test_cmd.is_none() => None,
+        Err(e) => return fail(e),
+    };
+    let relint = match resolve_relint(args, &config, &repo) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let (agent, planner, agent_name): (Arc<dyn Agent>, PlannerMode, String) =
+        match build_agent(&config) {
+            Ok(AgentChoice::Builtin) => (
+                Arc::new(SuggestionAgent::new()),
+                PlannerMode::Deterministic,
+                "builtin (machine-applicable suggestions; deterministic plan)".to_owned(),
+            ),
+            Ok(AgentChoice::Agent(agent)) => {
+                let name = agent.name().to_owned();
+                (agent, PlannerMode::Agent, name)
+            }
+            Err(e) => return fail(format!("--agent: {e}")),
+        };
+    eprintln!("review-fix: agent {agent_name}");
+    match &tests {
+        Some(t) => eprintln!("review-fix: test command `{}` ({})", t.display(), t.source),
+        None => eprintln!("review-fix: no test command (a dry run runs no tests)"),
+    }
+    if let Some(r) = &relint {
+        eprintln!(
+            "review-fix: re-lint with `{}` after each pass (at most {} passes)",
+            orchestrator_adapters::config::join_command(
+                &std::iter::once(r.command.program.clone())
+                    .chain(r.command.args.iter().cloned())
+                    .collect::<Vec<_>>()
+            ),
+            r.max_passes
+        );
+    }
+    let mut flow = flow_config(args, &config, inputs, planner);
+    flow.test_command = tests.as_ref().map(ResolvedTests::argv);
+    let runtime = match setup::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::SomeFailed;
+        }
+    };
+    let started = Instant::now();
+    let json_mode = args.json;
+    let yes = args.yes;
+    let test_display = tests.as_ref().map(ResolvedTests::display);
+    let test_source = tests.as_ref().map(|t| t.source.clone());
+    let (sink, human) = setup::reporter(json_mode);
+    // Failure details carry the tail of the test output: the terminal gets
+    // their first line (fix-summary.md and --json keep them whole).
+    let sink: Arc<dyn EventSink> = if json_mode {
+        sink
+    } else {
+        Arc::new(FirstLines(sink))
+    };
+    let exit = runtime.block_on(async move {
+        let vcs = match GitVcs::open(&repo).await {
+            Ok(v) => v,
+            Err(e) => return fail(format!("--repo {}: {e}", repo.display())),
+        };
+        // One run per repository at a time: the library takes the lock.
+        let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
+        let services = Services {
+            agent,
+            vcs: Arc::new(vcs),
+            tests: match tests {
+                Some(tests) => Arc::new(CliTests::new(tests)),
+                None => Arc::new(NoTests),
+            },
+            gate: setup::gate(yes),
+            sink,
+        };
+        let fixes_dir = orchestrator_review_fix::session::fixes_root(
+            &root,
+            flow.inputs.first().map(PathBuf::as_path),
+        );
+        let relint_flags = relint.as_ref().map(|r| {
+            let mut argv = vec![r.command.program.clone()];
+            argv.extend(r.command.args.iter().cloned());
+            format!(
+                " --relint {} --relint-passes {}",
+                shell_quote(&orchestrator_adapters::config::join_command(&argv)),
+                r.max_passes
+            )
+        });
+        let result = tokio::select! {
+            r = run_with_relint(flow, services, relint.as_ref()) => r,
+            _ = tokio::signal::ctrl_c() => {
+                if let Some(h) = &human {
+                    h.finish();
+                }
+                let open = !orchestrator_review_fix::session::unfinished_sessions(&fixes_dir).is_empty();
+                if open {
+                    eprintln!(
+                        "\ninterrupted: running fixes were stopped and their files restored on resume; \
+                         continue with `{}{}`",
+                        resume_hint(&root),
+                        relint_flags.as_deref().unwrap_or_default()
+                    );
+                } else {
+                    eprintln!(
+                        "\ninterrupted between passes: the fixes so far are committed; \
+                         run the same command again to re-lint and go on"
+                    );
+                }
+                return Exit::NeedsHuman;
+            }
+        };
+        if let Some(h) = &human {
+            h.finish();
+        }
+        match result {
+            Ok(passes) => {
+                let context = SummaryContext {
+                    test_command: test_display,
+                    test_source,
+                    wall: started.elapsed(),
+                };
+                if json_mode {
+                    out(&render_passes_json(&passes, &context));
+                } else {
+                    out(&render_passes(&passes, &context));
+                }
+                exit_of(passes.outcome().exit_code())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit_of(e.exit_code())
+            }
+        }
+    });
+    // Stop whatever an interrupted run left (its child processes are killed
+    // when their tasks are dropped) without waiting on it for long.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    exit
+}
+
+/// The command that continues an interrupted run in `root` (the session
+/// recorded its test command), quoted for a POSIX shell.
+pub fn resume_hint(root: &Path) -> String {
+    format!(
+        "orchestrator review-fix --resume --repo {}",
+        shell_quote(&root.display().to_string())
+    )
+}
+
+/// Forwards events with multi-line messages cut to their first line.
+#[derive(Debug)]
+struct FirstLines(Arc<dyn EventSink>);
+
+/// The first line of `text`, without the "Test output (tail):" lead-in that
+/// announces the lines cut.
+pub fn first_line(text: &str) -> &str {
+    let line = text.lines().next().unwrap_or_default();
+    line.strip_suffix("Test output (tail):")
+        .map_or(line, str::trim_end)
+}
+
+impl EventSink for FirstLines {
+    fn emit(&self, event: &Event) {
+        let cut = |s: &String| first_line(s).to_owned();
+        let short = match event {
+            Event::AttemptFailed {
+                id,
+                round,
+                attempt,
+                error,
+            } => Event::AttemptFailed {
+                id: id.clone(),
+                round: *round,
+                attempt: *attempt,
+                error: cut(error),
+            },
+            Event::JobFinished { id, status, detail } => Event::JobFinished {
+                id: id.clone(),
+                status: *status,
+                detail: detail.as_ref().map(cut),
+            },
+            Event::Escalated { id, reason } => Event::Escalated {
+                id: id.clone(),
+                reason: cut(reason),
+            },
+            Event::Warning { message } => Event::Warning {
+                message: cut(message),
+            },
+            other => other.clone(),
+        };
+        self.0.emit(&short);
+    }
+}
+
+#[cfg(test)]
+mod tests;
