@@ -8,9 +8,10 @@
 //!   poll waits for the head to be the pushed commit — until GitHub moves
 //!   the PR head it still shows the old head's (failed) checks — and a head
 //!   with no checks yet is pending, not green; both within the time limit.
-//!   Which checks are required comes from `gh pr checks <N> --required
-//!   --json name` once the head's checks are done (its "no checks reported"
-//!   is pending too); the failed checks that are not required are counted
+//!   Which checks are required comes from `gh pr checks <N> --required`
+//!   (its tab-separated lines, name first: Debian's gh 2.23 has no `--json`
+//!   there) once the head's checks are done (its "no checks reported" is
+//!   pending too); the failed checks that are not required are counted
 //!   for a watcher handoff (`auxiliaryFailCount`).
 //! - [`LocalProvider`] runs configured check commands (`sh -c <cmd>`) in the
 //!   repository and keeps the output of the failing ones as their logs.
@@ -247,12 +248,6 @@ impl RollupEntry {
     }
 }
 
-/// One row of `gh pr checks --required --json name`.
-#[derive(Debug, Deserialize)]
-struct GhCheckName {
-    name: String,
-}
-
 impl GithubProvider {
     /// A provider for `config.pr`, running `gh` in `repo_dir`.
     pub fn new(
@@ -330,18 +325,19 @@ impl GithubProvider {
         Ok((view.head_ref_oid, checks))
     }
 
-    /// The names of the required checks: `gh pr checks <N> --required
-    /// --json name`. `gh` exits 8 while checks are pending and 1 when some
-    /// failed, the JSON on stdout is what counts; `None` when it reports no
-    /// checks yet ("no checks reported", "no required checks reported").
+    /// The names of the required checks: `gh pr checks <N> --required`,
+    /// whose output off a terminal is one tab-separated line per check, the
+    /// name first — the same in Debian's gh 2.23 (which has no `--json` for
+    /// `pr checks`) and in later releases (which add columns after it).
+    /// `gh` exits 8 while checks are pending and 1 when some failed, the
+    /// lines on stdout are what counts; `None` when it reports no checks yet
+    /// ("no checks reported", "no required checks reported").
     async fn required_names(&self) -> Result<Option<BTreeSet<String>>, ProviderError> {
         let args = vec![
             "pr".into(),
             "checks".into(),
             self.config.pr.to_string(),
             "--required".into(),
-            "--json".into(),
-            "name".into(),
         ];
         let (command, out) = self.gh_output(args).await?;
         if out.stdout.trim().is_empty() && !out.success() {
@@ -354,12 +350,24 @@ impl GithubProvider {
                 stderr: out.stderr.trim().to_owned(),
             });
         }
-        let names: Vec<GhCheckName> =
-            serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
-                command,
-                message: e.to_string(),
-            })?;
-        Ok(Some(names.into_iter().map(|c| c.name).collect()))
+        let mut names = BTreeSet::new();
+        for (i, line) in out.stdout.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Some((name, _)) = line.split_once('\t') else {
+                return Err(ProviderError::Parse {
+                    command,
+                    message: format!(
+                        "line {} is not `name<TAB>status<TAB>…`: {:?}",
+                        i + 1,
+                        orchestrator_core::limits::excerpt(line)
+                    ),
+                });
+            };
+            names.insert(name.trim().to_owned());
+        }
+        Ok(Some(names))
     }
 
     /// One poll: `None` while the PR head is not `head` (when given), it has
@@ -754,7 +762,7 @@ mod tests {
     }
 
     const VIEW: &str = "gh pr view 785 --json headRefOid,statusCheckRollup";
-    const REQUIRED: &str = "gh pr checks 785 --required --json name";
+    const REQUIRED: &str = "gh pr checks 785 --required";
 
     fn no_checks() -> Result<CommandOutput, orchestrator_core::command::CommandError> {
         Ok(CommandOutput {
@@ -787,7 +795,11 @@ mod tests {
             ScriptedCommands::new()
                 .on(VIEW, 0, pending)
                 .on(VIEW, 0, done)
-                .on(REQUIRED, 1, r#"[{"name":"Build"},{"name":"Lint"}]"#),
+                .on(
+                    REQUIRED,
+                    1,
+                    "Build\tfail\t1m2s\thttps://ci/1\nLint\tpass\t9s\thttps://ci/2\n",
+                ),
         );
         let out = watch(&gh_provider(runner.clone()), 785, "feat/x")
             .await
@@ -816,7 +828,7 @@ mod tests {
                 .on(VIEW, 0, view("NEW", &[]))
                 .on(VIEW, 0, view("NEW", &[("Lint", "COMPLETED", "SUCCESS")]))
                 .on_output(REQUIRED, no_checks())
-                .on(REQUIRED, 0, r#"[{"name":"Lint"}]"#),
+                .on(REQUIRED, 0, "Lint\tpass\t9s\thttps://ci/2\n"),
         );
         let p = gh_provider(runner.clone());
         assert_eq!(
@@ -830,13 +842,31 @@ mod tests {
         let runner = Arc::new(
             ScriptedCommands::new()
                 .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
-                .on(REQUIRED, 1, r#"[{"name":"Lint"}]"#),
+                .on(REQUIRED, 1, "Lint\tfail\t9s\thttps://ci/2\n"),
         );
         let p = gh_provider(runner);
         assert!(matches!(
             p.wait_for_checks(None).await.unwrap(),
             CheckRun::Failed(f) if f[0].name == "Lint"
         ));
+
+        // Output that is not gh's tab-separated lines is an error naming the
+        // line, not an empty set of required checks.
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
+                .on(
+                    REQUIRED,
+                    0,
+                    "Lint\tpass\t9s\thttps://ci/2\nsomething else\n",
+                ),
+        );
+        let err = gh_provider(runner).wait_for_checks(None).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("line 2 is not `name<TAB>status<TAB>…`: \"something else\""),
+            "{err}"
+        );
 
         // A head that never moves, or never gets checks: pending until the
         // time limit, never an error.
@@ -896,7 +926,7 @@ mod tests {
         let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "`gh pr checks 785 --required --json name` failed with exit status 1: HTTP 401: Bad credentials"
+            "`gh pr checks 785 --required` failed with exit status 1: HTTP 401: Bad credentials"
         );
         let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, "{\"headRefOid\": 7}"));
         let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
@@ -935,7 +965,7 @@ mod tests {
         let runner = Arc::new(
             ScriptedCommands::new()
                 .on(VIEW, 0, view("a", &[("Lint", "COMPLETED", "SUCCESS")]))
-                .on(REQUIRED, 0, r#"[{"name":"Lint"}]"#),
+                .on(REQUIRED, 0, "Lint\tpass\t9s\thttps://ci/2\n"),
         );
         assert_eq!(
             watch(&gh_provider(runner), 785, "b").await.unwrap(),

@@ -950,8 +950,9 @@ fn checks_json(state: &str) -> String {
     )
 }
 
-/// What `gh pr checks --required --json name` prints for the fixture.
-const REQUIRED_JSON: &str = "[{\"name\":\"rustfmt\"},{\"name\":\"test\"}]\n";
+/// What `gh pr checks --required` prints off a terminal for the fixture
+/// (tab-separated, the name first).
+const REQUIRED_JSON: &str = "rustfmt\tfail\t1m2s\thttps://github.com/o/r/actions/runs/1\ntest\tpass\t3m\thttps://github.com/o/r/actions/runs/2\n";
 
 /// A fake `gh` in `<tmp>/bin` replaying files from `<tmp>/gh`:
 /// `pr view` prints `view-<n>.json` on its n-th call (or `view-last.json`)
@@ -1055,7 +1056,7 @@ fn pr_fixture() -> (Fixture, FakeGh, PathBuf) {
 /// The poll of the PR's head and checks.
 const VIEW_CALL: &str = "pr view 7 --json headRefOid,statusCheckRollup";
 /// Which checks are required, once the head's checks are done.
-const REQUIRED_CALL: &str = "pr checks 7 --required --json name";
+const REQUIRED_CALL: &str = "pr checks 7 --required";
 
 #[test]
 fn github_pr_loop_fixes_pushes_and_watches_again_with_a_fake_gh() {
@@ -1397,6 +1398,29 @@ fn the_fake_ghs_pr_view_fields_are_fields_of_the_real_gh() {
                 "the fake gh emits `{key}`, which the real gh does not list: {real:?}"
             );
         }
+    }
+}
+
+/// The required-checks call uses only flags the installed `gh` (Debian's)
+/// has: `pr checks --required`, whose plain output the provider reads; that
+/// gh has no `--json` for `pr checks`, which the provider therefore never
+/// passes.
+#[test]
+fn the_required_checks_call_uses_flags_the_real_gh_has() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new("gh")
+        .args(["pr", "checks", "--help"])
+        .env("GH_CONFIG_DIR", tmp.path())
+        .env("GH_NO_UPDATE_NOTIFIER", "1")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run the installed `gh` ({e}); install it: apt-get install gh")
+        });
+    let help = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(help.contains("--required"), "{help}");
+    let args: Vec<&str> = REQUIRED_CALL.split(' ').collect();
+    for flag in args.iter().filter(|a| a.starts_with("--")) {
+        assert!(help.contains(flag), "`gh pr checks` has no {flag}:\n{help}");
     }
 }
 
