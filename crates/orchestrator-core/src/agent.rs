@@ -94,9 +94,23 @@ impl AgentRequest {
     }
 
     /// Builder: require a structured answer matching `schema`.
+    ///
+    /// The schema is checked when the request runs through
+    /// [`AgentExt::run_validated`], which refuses a schema the validator
+    /// would not fully check ([`AgentError::InvalidSchema`]) before calling
+    /// the agent; [`AgentRequest::try_with_schema`] checks it now.
     pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
         self.schema = Some(schema);
         self
+    }
+
+    /// Builder: like [`AgentRequest::with_schema`], but refuses at once a
+    /// schema that [`schema::check_schema`] refuses (an unsupported keyword, a
+    /// non-local `$ref`, a pattern that does not compile), naming the keyword
+    /// and its path in the schema.
+    pub fn try_with_schema(self, schema: serde_json::Value) -> Result<Self, schema::SchemaError> {
+        schema::check_schema(&schema)?;
+        Ok(self.with_schema(schema))
     }
 
     /// Builder: set the time limit.
@@ -221,6 +235,16 @@ pub enum AgentError {
         /// One entry per violation, each naming the JSON path.
         violations: Vec<String>,
     },
+    /// The request's schema is refused before the agent is called: it uses
+    /// something the validator does not check (see [`schema::check_schema`]).
+    /// The schema is wrong, not the agent; retrying cannot help.
+    #[error("the request's JSON schema is refused (fix the schema, not the agent): {message}")]
+    InvalidSchema {
+        /// JSON path, in the schema, of what is wrong.
+        path: String,
+        /// The whole explanation, path included.
+        message: String,
+    },
     /// The agent declined: it cannot handle this request (a builtin agent
     /// asked to fix a finding it has no suggestion for, say). Flows treat
     /// this as "not fixable by this agent", never as a silent skip.
@@ -246,6 +270,15 @@ pub enum AgentError {
     /// The call was cancelled (Ctrl-C, shutdown).
     #[error("agent call cancelled")]
     Cancelled,
+}
+
+impl From<schema::SchemaError> for AgentError {
+    fn from(e: schema::SchemaError) -> Self {
+        AgentError::InvalidSchema {
+            path: e.path().to_owned(),
+            message: e.to_string(),
+        }
+    }
 }
 
 impl AgentError {
@@ -299,10 +332,17 @@ pub trait AgentExt: Agent {
     /// has a structured value that satisfies it. A text-only answer is parsed
     /// as JSON (the whole text, or the first fenced or braced JSON object in
     /// it) before validation.
+    ///
+    /// The schema is checked first: one the validator would not fully check
+    /// fails with [`AgentError::InvalidSchema`] and the agent is not called.
     async fn run_validated(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        let schema = request.schema.clone();
+        let validator = request
+            .schema
+            .as_ref()
+            .map(schema::Validator::new)
+            .transpose()?;
         let mut response = self.run(request).await?;
-        if let Some(schema) = schema {
+        if let Some(validator) = validator {
             let value = match response.structured.take() {
                 Some(v) => v,
                 None => extract_json(&response.text).ok_or_else(|| AgentError::Garbage {
@@ -310,11 +350,11 @@ pub trait AgentExt: Agent {
                     snippet: snippet(&response.text),
                 })?,
             };
-            schema::validate(&schema, &value).map_err(|violations| {
-                AgentError::SchemaViolation {
+            validator
+                .validate(&value)
+                .map_err(|violations| AgentError::SchemaViolation {
                     violations: violations.iter().map(ToString::to_string).collect(),
-                }
-            })?;
+                })?;
             response.structured = Some(value);
         }
         Ok(response)
@@ -507,6 +547,110 @@ mod tests {
         let long = "é".repeat(300);
         let s = snippet(&long);
         assert_eq!(s.chars().count(), 201);
+    }
+
+    /// An embedder's schema: a ticket id by pattern, and an action that is
+    /// exactly one of two shapes.
+    fn embedder_schema() -> serde_json::Value {
+        json!({
+            "type": "object",
+            "required": ["ticket", "action"],
+            "additionalProperties": false,
+            "properties": {
+                "ticket": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+                "action": {"oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["kind", "files"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "kind": {"const": "patch"},
+                            "files": {"type": "array", "minItems": 1, "items": {"type": "string"}}
+                        }
+                    },
+                    {
+                        "type": "object",
+                        "required": ["kind", "reason"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "kind": {"const": "skip"},
+                            "reason": {"type": "string", "minLength": 1}
+                        }
+                    }
+                ]}
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn run_validated_enforces_an_embedder_schema_with_one_of_and_pattern() {
+        use crate::fakes::{FakeAgent, Reply};
+        let valid = json!({"ticket": "OPS-12", "action": {"kind": "skip", "reason": "done"}});
+        let invalid = json!({"ticket": "ops-12", "action": {"kind": "patch", "reason": "x"}});
+        let agent = FakeAgent::new("fake")
+            .on("good", Reply::text(format!("Here:\n```json\n{valid}\n```")))
+            .on("bad", Reply::json(invalid));
+        let request = |id: &str| {
+            AgentRequest::new(id, Role::Plan, "answer", "/tmp").with_schema(embedder_schema())
+        };
+
+        let answer = agent.run_validated(request("good")).await;
+        assert_eq!(answer.map(|r| r.structured), Ok(Some(valid)));
+
+        let Err(AgentError::SchemaViolation { violations }) =
+            agent.run_validated(request("bad")).await
+        else {
+            panic!("the invalid answer must be a schema violation");
+        };
+        assert_eq!(
+            violations,
+            [
+                "$.action: expected a value matching exactly one `oneOf` schema, none matched \
+                 (oneOf[0]: $.action: missing required field `files`, $.action.reason: unexpected field; \
+                 oneOf[1]: $.action.kind: expected \"skip\", found \"patch\")",
+                "$.ticket: expected a string matching the pattern \"^[A-Z]+-[0-9]+$\", found \"ops-12\"",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn run_validated_refuses_an_unsupported_schema_without_calling_the_agent() {
+        use crate::fakes::{FakeAgent, Reply};
+        let agent = FakeAgent::new("fake").otherwise(Reply::json(json!({"n": 1})));
+        let schema = json!({"properties": {"n": {"type": "integer", "dependentRequired": {}}}});
+        let request = AgentRequest::new("r", Role::Plan, "answer", "/tmp").with_schema(schema);
+        let error = agent.run_validated(request).await;
+        let Err(error @ AgentError::InvalidSchema { .. }) = error else {
+            panic!("expected InvalidSchema, got {error:?}");
+        };
+        assert_eq!(
+            error,
+            AgentError::InvalidSchema {
+                path: "$.properties.n.dependentRequired".into(),
+                message: "schema keyword `dependentRequired` at $.properties.n.dependentRequired \
+                          is not supported by the validator, which would ignore it; the schema is refused"
+                    .into(),
+            }
+        );
+        assert!(
+            error.to_string().starts_with(
+                "the request's JSON schema is refused (fix the schema, not the agent): "
+            )
+        );
+        assert!(!error.is_transient());
+        assert!(agent.calls().is_empty(), "the agent must not be called");
+    }
+
+    #[test]
+    fn try_with_schema_refuses_at_set_time() {
+        let request = || AgentRequest::new("r", Role::Plan, "answer", "/tmp");
+        let accepted = request().try_with_schema(embedder_schema());
+        assert_eq!(accepted.map(|r| r.schema), Ok(Some(embedder_schema())));
+        let refused = request().try_with_schema(json!({"$ref": "other.json#/a"}));
+        assert_eq!(
+            refused.map(|r| r.schema).map_err(|e| e.path().to_owned()),
+            Err("$.$ref".to_owned())
+        );
     }
 
     #[test]

@@ -336,7 +336,8 @@ fn detail(error: &AgentError) -> Option<String> {
         AgentError::Unavailable { message }
         | AgentError::Failed { message, .. }
         | AgentError::Garbage { message, .. }
-        | AgentError::Budget { message } => Some(message.clone()),
+        | AgentError::Budget { message }
+        | AgentError::InvalidSchema { message, .. } => Some(message.clone()),
         AgentError::Unsupported { reason } => Some(reason.clone()),
         AgentError::LoopDetected { signature, .. } => Some(signature.clone()),
         AgentError::SchemaViolation { violations } => Some(violations.join("; ")),
