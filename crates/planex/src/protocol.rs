@@ -503,6 +503,25 @@ mod tests {
         assert!(list_field(None).is_empty());
     }
 
+    /// Every schema planex hands an agent is one the validator fully checks:
+    /// `run_validated` refuses any other before the agent is called.
+    #[test]
+    fn every_agent_schema_passes_check_schema() {
+        let schemas = [
+            ("angles", angles_schema()),
+            ("explore", explore_schema()),
+            ("tasks", tasks_schema()),
+            ("task report", task_report_schema()),
+        ];
+        for (name, schema) in schemas {
+            assert_eq!(
+                orchestrator_core::schema::check_schema(&schema),
+                Ok(()),
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn schemas_accept_the_seed_answers() {
         let report = json!({"id": "T1", "status": "completed", "findings": "ok",

@@ -23,6 +23,16 @@ fn stage(n: u32, groups: &[&str], deps: &[u32]) -> Value {
     json!({"stage": n, "groups": groups, "execution_mode": "serial", "depends_on": deps})
 }
 
+/// The planning agents' schema is one the validator fully checks:
+/// `run_validated` refuses any other before the agent is called.
+#[test]
+fn partial_plan_schema_passes_check_schema() {
+    assert_eq!(
+        orchestrator_core::schema::check_schema(&partial_plan_schema()),
+        Ok(())
+    );
+}
+
 /// Validates and returns the problems, or the stage order.
 fn check(value: Value, findings: &[&str]) -> Result<Vec<u32>, Vec<String>> {
     validate_partial_plan(&value, &batch(1, findings))
