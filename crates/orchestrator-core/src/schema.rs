@@ -108,6 +108,9 @@ pub const KEYWORDS: &[&str] = &[
     "writeOnly",
 ];
 
+/// Results of `Validator::check` by (schema address, value address).
+type Memo = HashMap<(usize, usize), Vec<Violation>>;
+
 /// The names `type` accepts.
 const TYPE_NAMES: &[&str] = &[
     "array", "boolean", "integer", "null", "number", "object", "string",
@@ -273,7 +276,7 @@ impl Validator {
     /// Validates `value`; returns every violation found.
     pub fn validate(&self, value: &Value) -> Result<(), Vec<Violation>> {
         let mut out = Vec::new();
-        self.check(&self.root, value, "$", &mut out);
+        self.check(&self.root, value, "$", &mut out, &mut Memo::new());
         if out.is_empty() { Ok(()) } else { Err(out) }
     }
 
@@ -284,7 +287,41 @@ impl Validator {
         }
     }
 
-    fn check(&self, schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation>) {
+    /// Checks `value` (at `path`) against `schema`, once per pair: the
+    /// result is kept in `memo` by the addresses of both, so that recursive
+    /// schemas whose branches revisit the same value (`anyOf: [{items: {$ref:
+    /// "#"}}, …]`) take polynomial time, not exponential. `value` must live in
+    /// the validated value (not a temporary) for the addresses to mean the
+    /// same value at the same path.
+    fn check(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &str,
+        out: &mut Vec<Violation>,
+        memo: &mut Memo,
+    ) {
+        let key = (
+            std::ptr::from_ref(schema).addr(),
+            std::ptr::from_ref(value).addr(),
+        );
+        if let Some(found) = memo.get(&key) {
+            out.extend(found.iter().cloned());
+            return;
+        }
+        let start = out.len();
+        self.check_uncached(schema, value, path, out, memo);
+        memo.insert(key, out[start..].to_vec());
+    }
+
+    fn check_uncached(
+        &self,
+        schema: &Value,
+        value: &Value,
+        path: &str,
+        out: &mut Vec<Violation>,
+        memo: &mut Memo,
+    ) {
         let Some(schema) = schema.as_object() else {
             // `true` accepts everything; `false` nothing.
             if schema == &Value::Bool(false) {
@@ -324,12 +361,12 @@ impl Validator {
         {
             out.push(violation(path, format!("expected {c}, found {value}")));
         }
-        self.check_in_place(schema, value, path, out);
+        self.check_in_place(schema, value, path, out, memo);
         match value {
             Value::String(s) => self.check_string(schema, s, path, out),
             Value::Number(n) => check_number(schema, n, path, out),
-            Value::Array(items) => self.check_array(schema, items, path, out),
-            Value::Object(map) => self.check_object(schema, map, path, out),
+            Value::Array(items) => self.check_array(schema, items, path, out, memo),
+            Value::Object(map) => self.check_object(schema, map, path, out, memo),
             Value::Null | Value::Bool(_) => {}
         }
     }
@@ -342,10 +379,11 @@ impl Validator {
         value: &Value,
         path: &str,
         out: &mut Vec<Violation>,
+        memo: &mut Memo,
     ) {
         if let Some(Value::String(reference)) = schema.get("$ref") {
             match self.refs.get(reference).and_then(|p| self.root.pointer(p)) {
-                Some(target) => self.check(target, value, path, out),
+                Some(target) => self.check(target, value, path, out, memo),
                 None => out.push(violation(
                     path,
                     format!("`$ref` {reference:?} does not resolve"),
@@ -354,14 +392,14 @@ impl Validator {
         }
         if let Some(Value::Array(all)) = schema.get("allOf") {
             for s in all {
-                self.check(s, value, path, out);
+                self.check(s, value, path, out, memo);
             }
         }
         if let Some(Value::Array(any)) = schema.get("anyOf") {
             let mut failures = Vec::new();
             for (i, s) in any.iter().enumerate() {
                 let mut sub = Vec::new();
-                self.check(s, value, path, &mut sub);
+                self.check(s, value, path, &mut sub, memo);
                 if sub.is_empty() {
                     failures.clear();
                     break;
@@ -383,7 +421,7 @@ impl Validator {
             let mut failures = Vec::new();
             for (i, s) in one.iter().enumerate() {
                 let mut sub = Vec::new();
-                self.check(s, value, path, &mut sub);
+                self.check(s, value, path, &mut sub, memo);
                 if sub.is_empty() {
                     matched.push(format!("oneOf[{i}]"));
                 } else {
@@ -410,7 +448,7 @@ impl Validator {
         }
         if let Some(not) = schema.get("not") {
             let mut sub = Vec::new();
-            self.check(not, value, path, &mut sub);
+            self.check(not, value, path, &mut sub, memo);
             if sub.is_empty() {
                 out.push(violation(
                     path,
@@ -468,6 +506,7 @@ impl Validator {
         items: &[Value],
         path: &str,
         out: &mut Vec<Violation>,
+        memo: &mut Memo,
     ) {
         let len = items.len() as u64;
         if let Some(min) = schema.get("minItems").and_then(as_count)
@@ -504,17 +543,17 @@ impl Validator {
             _ => &[],
         };
         for (i, (item, s)) in items.iter().zip(prefix).enumerate() {
-            self.check(s, item, &format!("{path}[{i}]"), out);
+            self.check(s, item, &format!("{path}[{i}]"), out, memo);
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate().skip(prefix.len()) {
-                self.check(item_schema, item, &format!("{path}[{i}]"), out);
+                self.check(item_schema, item, &format!("{path}[{i}]"), out, memo);
             }
         }
         if let Some(contains) = schema.get("contains") {
-            let found = items.iter().any(|item| {
+            let found = items.iter().enumerate().any(|(i, item)| {
                 let mut sub = Vec::new();
-                self.check(contains, item, path, &mut sub);
+                self.check(contains, item, &format!("{path}[{i}]"), &mut sub, memo);
                 sub.is_empty()
             });
             if !found {
@@ -532,6 +571,7 @@ impl Validator {
         map: &Map<String, Value>,
         path: &str,
         out: &mut Vec<Violation>,
+        memo: &mut Memo,
     ) {
         let len = map.len() as u64;
         if let Some(min) = schema.get("minProperties").and_then(as_count)
@@ -569,7 +609,9 @@ impl Validator {
             let child = format!("{path}.{key}");
             if let Some(names) = names {
                 let mut sub = Vec::new();
-                self.check(names, &Value::String(key.clone()), &child, &mut sub);
+                // The name is a temporary: it gets a memo of its own.
+                let name = Value::String(key.clone());
+                self.check(names, &name, &child, &mut sub, &mut Memo::new());
                 out.extend(sub.into_iter().map(|s| Violation {
                     message: format!("invalid field name: {}", s.message),
                     ..s
@@ -578,13 +620,13 @@ impl Validator {
             let mut named = false;
             if let Some(s) = props.and_then(|p| p.get(key)) {
                 named = true;
-                self.check(s, v, &child, out);
+                self.check(s, v, &child, out, memo);
             }
             for (re, s) in &patterns {
                 match re {
                     Ok(re) if re.is_match(key) => {
                         named = true;
-                        self.check(s, v, &child, out);
+                        self.check(s, v, &child, out, memo);
                     }
                     Ok(_) => {}
                     Err(e) => out.push(violation(
@@ -597,7 +639,7 @@ impl Validator {
                 Some(Value::Bool(false)) if !named => {
                     out.push(violation(&child, "unexpected field".into()));
                 }
-                Some(extra) if !named => self.check(extra, v, &child, out),
+                Some(extra) if !named => self.check(extra, v, &child, out, memo),
                 _ => {}
             }
         }
@@ -643,9 +685,18 @@ fn violation(path: &str, message: String) -> Violation {
     }
 }
 
+/// The violations of one `anyOf`/`oneOf` branch, for the message of the
+/// branch's parent, cut to a bounded length: a branch's own message quotes
+/// its branches, and uncut quotes would grow exponentially with the depth of
+/// a recursive schema.
 fn join(violations: &[Violation]) -> String {
+    const MAX_CHARS: usize = 240;
     let parts: Vec<String> = violations.iter().map(ToString::to_string).collect();
-    parts.join(", ")
+    let text = parts.join(", ");
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {

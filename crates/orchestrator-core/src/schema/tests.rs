@@ -521,6 +521,35 @@ fn recursion_through_the_value_is_not_a_cycle() {
     assert!(validate(&schema, &json!([["a", 1]])).is_err());
 }
 
+/// Both `anyOf` branches recurse into the same items: without memoizing,
+/// each level doubles the work and a 64-deep answer would take 2^64 checks.
+#[test]
+fn recursive_branches_over_the_same_value_take_polynomial_time() {
+    let schema = json!({
+        "anyOf": [
+            {"type": "array", "minItems": 2, "items": {"$ref": "#"}},
+            {"type": "array", "items": {"$ref": "#"}},
+            {"type": "string"}
+        ]
+    });
+    let mut deep = json!("leaf");
+    for _ in 0..64 {
+        deep = json!([deep]);
+    }
+    check(schema.clone(), deep.clone(), &[]);
+    let mut bad = json!(1);
+    for _ in 0..64 {
+        bad = json!([bad]);
+    }
+    let violations = validate(&schema, &bad).unwrap_err();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(
+        violations[0]
+            .message
+            .starts_with("expected a value matching at least one `anyOf` schema")
+    );
+}
+
 /// Schemas built only from supported keywords, without `$ref`.
 fn schema_strategy() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
