@@ -212,7 +212,12 @@ async fn codex_schema_is_written_to_a_temp_file_that_is_removed_afterwards() {
         Some(json!({"fixed": true, "files": ["src/lib.rs"]}))
     );
     let copied: serde_json::Value = serde_json::from_str(&fake.recorded("schema.json")).unwrap();
-    assert_eq!(copied, fix_schema());
+    // The strict form codex's `--output-schema` needs (both properties were
+    // already required).
+    let mut strict = fix_schema();
+    strict["additionalProperties"] = json!(false);
+    strict["required"] = json!(["files", "fixed"]);
+    assert_eq!(copied, strict);
     let path = fake.recorded("schema.path");
     assert!(!std::path::Path::new(path.trim()).exists());
     // A planning role gets no write sandbox.

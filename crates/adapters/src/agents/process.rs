@@ -104,6 +104,15 @@ impl RawOutput {
     }
 }
 
+/// The non-retried error for an agent CLI whose endpoint refused its
+/// credentials: names the agent, says "authentication", what the CLI
+/// reported, and what to set (`hint`).
+pub fn authentication_error(agent: &str, detail: &str, hint: &str) -> AgentError {
+    AgentError::Unavailable {
+        message: format!("{agent} authentication failed: {}; {hint}", detail.trim()),
+    }
+}
+
 /// A command agent; see the [module docs](self). Presets:
 /// [`ProcessAgent::claude`], [`ProcessAgent::codex`], [`ProcessAgent::gemini`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +169,9 @@ impl ProcessAgent {
     }
 
     /// The `codex` preset: `codex exec --json -`, instruction on stdin,
-    /// `--output-schema <file>` when the request has a schema, and
+    /// `--output-schema <file>` when the request has a schema (in the strict
+    /// form of [`codex::strict_schema`]; the answer's `null`s for optional
+    /// properties are dropped before it is validated), and
     /// `--sandbox workspace-write` for roles that change files.
     pub fn codex() -> Self {
         Self::new("codex", "codex", Vec::<String>::new()).dialect(Dialect::Codex)
@@ -371,7 +382,12 @@ impl ProcessAgent {
             }
             Dialect::Claude => claude::parse(raw).map(|p| p.response),
             Dialect::Codex => {
-                codex::parse(raw, &request.workdir, request.schema.is_some()).map(|p| p.response)
+                let mut response =
+                    codex::parse(raw, &request.workdir, request.schema.is_some())?.response;
+                if let (Some(schema), Some(value)) = (&request.schema, &mut response.structured) {
+                    codex::drop_optional_nulls(schema, value);
+                }
+                Ok(response)
             }
             Dialect::Gemini => gemini::parse(raw, request.schema.is_some()).map(|p| p.response),
         }
@@ -399,7 +415,21 @@ impl Agent for ProcessAgent {
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let prompt = self.render_instruction(&request);
         let schema_file = match (&request.schema, self.dialect) {
-            (Some(schema), Dialect::Codex) => Some(write_schema_file(schema)?),
+            (Some(schema), Dialect::Codex) => {
+                // Codex sends the schema in strict mode, which the API only
+                // accepts in the closed, all-required form.
+                let strict = codex::strict_schema(schema);
+                let violations = codex::strict_violations(&strict);
+                if !violations.is_empty() {
+                    return Err(AgentError::Unavailable {
+                        message: format!(
+                            "codex: the request's schema could not be made strict: {}",
+                            violations.join("; ")
+                        ),
+                    });
+                }
+                Some(write_schema_file(&strict)?)
+            }
             _ => None,
         };
         let args = self.args_for(&request, &prompt, schema_file.as_ref().map(|f| f.path()));

@@ -1,0 +1,209 @@
+//! The real `codex`, `claude` and `gemini` CLIs (pinned versions, installed
+//! by `.ci/run` under `target/agent-clis`), driven through our
+//! `ProcessAgent` presets against a scripted model server on 127.0.0.1. The
+//! CLI under test is the real one; only the model's answers are scripted.
+//! A missing binary fails the test with the install command.
+
+// Helpers outside #[test] functions unwrap too: this file is all test code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod real_support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use orchestrator_adapters::agents::ProcessAgent;
+use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
+use real_support::{ModelServer, Protocol, Turn, cli};
+use serde_json::{Value, json};
+
+/// Our time limit for one real-CLI call.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A folder for one CLI run: an isolated home and a working directory.
+struct Sandbox {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// Both folders live under cargo's target tmpdir, not `/tmp`: codex's
+    /// bubblewrap sandbox mounts a fresh `/tmp`, which would hide its own
+    /// helper (`codex-linux-sandbox`, linked under `CODEX_HOME`).
+    fn new() -> Self {
+        let base = env!("CARGO_TARGET_TMPDIR");
+        Self {
+            home: tempfile::tempdir_in(base).unwrap(),
+            work: tempfile::tempdir_in(base).unwrap(),
+        }
+    }
+
+    fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.work().join(file)).unwrap()
+    }
+}
+
+fn request(sandbox: &Sandbox, role: Role, instruction: &str) -> AgentRequest {
+    AgentRequest::new("T1", role, instruction, sandbox.work()).with_time_limit(LIMIT)
+}
+
+/// The codex preset pointed at `server` (a `mock` model provider, no
+/// retries of its own) with an isolated `CODEX_HOME`.
+fn codex(server: &ModelServer, sandbox: &Sandbox) -> ProcessAgent {
+    let mut agent = ProcessAgent::codex()
+        .program(cli("codex"))
+        .env("CODEX_HOME", sandbox.home.path())
+        .env("HOME", sandbox.home.path())
+        .env("MOCK_KEY", "test-key")
+        .arg("--skip-git-repo-check");
+    for config in [
+        "model_provider=mock".to_owned(),
+        "model_providers.mock.name=\"mock\"".to_owned(),
+        format!("model_providers.mock.base_url=\"{}/v1\"", server.url()),
+        "model_providers.mock.env_key=\"MOCK_KEY\"".to_owned(),
+        "model_providers.mock.wire_api=\"responses\"".to_owned(),
+        "model_providers.mock.request_max_retries=0".to_owned(),
+        "model_providers.mock.stream_max_retries=0".to_owned(),
+    ] {
+        agent = agent.arg("-c").arg(config);
+    }
+    agent.arg("-m").arg("gpt-5")
+}
+
+fn elapsed(started: Instant, what: &str) {
+    eprintln!("{what}: {:.1}s", started.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_runs_a_scripted_command_that_edits_the_tree() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello wrold\n").unwrap();
+    let server = ModelServer::start(
+        Protocol::OpenAiResponses,
+        vec![
+            Turn::tool(
+                "exec_command",
+                json!({"cmd": "sed -i s/wrold/world/ hello.txt"}),
+            ),
+            Turn::text("Fixed the typo in hello.txt."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let response = codex(&server, &sandbox)
+        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt."))
+        .await
+        .unwrap();
+    elapsed(started, "codex edit");
+
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let outputs: Vec<&Value> = main[1].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .collect();
+    assert_eq!(outputs.len(), 1, "{:#}", main[1].body["input"]);
+    assert_eq!(outputs[0]["call_id"], "call_1");
+    assert_eq!(
+        sandbox.read("hello.txt"),
+        "hello world\n",
+        "{:#}",
+        outputs[0]
+    );
+    assert_eq!(response.text, "Fixed the typo in hello.txt.");
+}
+
+/// A schema in our usual, non-strict style: an optional property, objects
+/// not closed.
+fn report_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["fixed", "files"],
+        "properties": {
+            "fixed": {"type": "boolean"},
+            "files": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": "string"}
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_sends_the_schema_in_strict_form_and_the_answer_fits_the_original() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::start(
+        Protocol::OpenAiResponses,
+        vec![Turn::text(
+            json!({"fixed": true, "files": ["src/lib.rs"], "note": null}).to_string(),
+        )],
+    )
+    .await;
+    let started = Instant::now();
+    let response = codex(&server, &sandbox)
+        .run_validated(
+            request(&sandbox, Role::Plan, "Report what you fixed.").with_schema(report_schema()),
+        )
+        .await
+        .unwrap();
+    elapsed(started, "codex schema");
+
+    let main = server.main_requests();
+    assert_eq!(main.len(), 1, "{main:#?}");
+    let format = &main[0].body["text"]["format"];
+    assert_eq!(format["type"], "json_schema", "{format:#}");
+    assert_eq!(format["strict"], true, "{format:#}");
+    assert_eq!(
+        format["schema"],
+        json!({
+            "type": "object",
+            "required": ["files", "fixed", "note"],
+            "additionalProperties": false,
+            "properties": {
+                "fixed": {"type": "boolean"},
+                "files": {"type": "array", "items": {"type": "string"}},
+                "note": {"type": ["string", "null"]}
+            }
+        })
+    );
+    assert_eq!(
+        response.structured,
+        Some(json!({"fixed": true, "files": ["src/lib.rs"]}))
+    );
+}
+
+/// The error of an agent whose endpoint answers 401: not retried, naming the
+/// agent and saying "authentication".
+fn assert_authentication_error(err: &AgentError, agent: &str) {
+    assert!(
+        matches!(err, AgentError::Unavailable { .. }),
+        "expected a non-retried error, got {err:?}"
+    );
+    assert!(!err.is_transient(), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(agent), "{message}");
+    assert!(message.contains("authentication"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_unauthorized_is_an_authentication_error() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(
+        Protocol::OpenAiResponses,
+        Turn::Status(401, "Incorrect API key provided".into()),
+    )
+    .await;
+    let started = Instant::now();
+    let err = codex(&server, &sandbox)
+        .run(request(&sandbox, Role::Fix, "Fix it."))
+        .await
+        .unwrap_err();
+    elapsed(started, "codex 401");
+    assert!(started.elapsed() < LIMIT, "{err:?}");
+    assert_authentication_error(&err, "codex");
+    assert!(!server.main_requests().is_empty());
+}

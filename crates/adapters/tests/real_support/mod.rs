@@ -1,0 +1,407 @@
+//! Support for the real-CLI tests: where the pinned agent CLIs are, and a
+//! scripted model server on 127.0.0.1 that speaks the wire protocol each CLI
+//! uses (OpenAI Responses with SSE for codex, the Anthropic Messages API for
+//! claude, the Gemini API for gemini).
+//!
+//! A test scripts the model's turns ([`Turn`]); the server answers each main
+//! request with the next turn, rendered in the protocol's format, and records
+//! every request (path and JSON body) for assertions. Auxiliary calls a CLI
+//! makes besides its main conversation (gemini's routing call to a flash-lite
+//! model, claude's non-streaming side calls) get a fixed answer and do not
+//! consume a turn, but are recorded too. When the script runs out, the server
+//! answers HTTP 500 "script exhausted", which the CLI reports as a failure.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The command that installs the pinned CLIs where the tests look for them.
+pub const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/agent-clis \
+     @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0";
+
+/// The path of a pinned agent CLI (`codex`, `claude`, `gemini`): under
+/// `$ORCH_AGENT_CLIS` when set (`.ci/run` sets it), else under the
+/// workspace's `target/agent-clis/node_modules/.bin`. Panics, naming the
+/// install command, when the binary is missing: these tests never skip.
+pub fn cli(name: &str) -> PathBuf {
+    let dir = std::env::var_os("ORCH_AGENT_CLIS").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/agent-clis/node_modules/.bin")
+        },
+        PathBuf::from,
+    );
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "the real `{name}` CLI is missing at {}: install the pinned CLIs from the workspace root with\n    {INSTALL}\n(or point ORCH_AGENT_CLIS at a folder holding codex, claude and gemini)",
+        path.display()
+    );
+    path
+}
+
+/// The wire protocol a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// OpenAI Responses API, `POST /v1/responses`, SSE (codex).
+    OpenAiResponses,
+    /// Anthropic Messages API, `POST /v1/messages`, SSE when `stream` (claude).
+    Anthropic,
+    /// Gemini API, `:generateContent` and `:streamGenerateContent?alt=sse`.
+    Gemini,
+}
+
+/// One scripted model turn.
+#[derive(Debug, Clone)]
+pub enum Turn {
+    /// The model calls a tool with these arguments.
+    ToolCall {
+        /// The tool's name as the CLI offers it (`exec_command`, `Bash`,
+        /// `write_file`, …).
+        name: String,
+        /// The tool's arguments.
+        args: Value,
+    },
+    /// The model answers with this text and ends its turn.
+    Text(String),
+    /// The endpoint answers with this HTTP status and the protocol's error
+    /// body carrying `message`.
+    Status(u16, String),
+}
+
+impl Turn {
+    /// A tool call.
+    pub fn tool(name: &str, args: Value) -> Self {
+        Turn::ToolCall {
+            name: name.to_owned(),
+            args,
+        }
+    }
+
+    /// A final text answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Turn::Text(text.into())
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The path with its query (`/v1/messages?beta=true`).
+    pub path: String,
+    /// The body as JSON (`Value::Null` when it was not JSON).
+    pub body: Value,
+    /// Whether it was answered from the script (not an auxiliary call).
+    pub main: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    protocol: Protocol,
+    turns: VecDeque<Turn>,
+    /// Answer every main request with this once the script is exhausted.
+    repeat: Option<Turn>,
+    recorded: Vec<Recorded>,
+    counter: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Responder(Arc<Mutex<State>>);
+
+/// A scripted model endpoint on 127.0.0.1; see the [module docs](self).
+#[derive(Debug)]
+pub struct ModelServer {
+    server: MockServer,
+    state: Arc<Mutex<State>>,
+}
+
+impl ModelServer {
+    /// Starts a server that answers main requests with `turns`, in order.
+    pub async fn start(protocol: Protocol, turns: Vec<Turn>) -> Self {
+        Self::start_with(protocol, turns, None).await
+    }
+
+    /// Starts a server that answers every main request with `turn`.
+    pub async fn always(protocol: Protocol, turn: Turn) -> Self {
+        Self::start_with(protocol, Vec::new(), Some(turn)).await
+    }
+
+    async fn start_with(protocol: Protocol, turns: Vec<Turn>, repeat: Option<Turn>) -> Self {
+        let state = Arc::new(Mutex::new(State {
+            protocol,
+            turns: turns.into(),
+            repeat,
+            recorded: Vec::new(),
+            counter: 0,
+        }));
+        let server = MockServer::start().await;
+        Mock::given(any())
+            .respond_with(Responder(Arc::clone(&state)))
+            .mount(&server)
+            .await;
+        Self { server, state }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.lock().unwrap().recorded.clone()
+    }
+
+    /// The requests answered from the script.
+    pub fn main_requests(&self) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.main).collect()
+    }
+
+    /// How many scripted turns are still unanswered.
+    pub fn turns_left(&self) -> usize {
+        self.state.lock().unwrap().turns.len()
+    }
+}
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut state = self.0.lock().unwrap();
+        let path = match request.url.query() {
+            Some(q) => format!("{}?{q}", request.url.path()),
+            None => request.url.path().to_owned(),
+        };
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let main = is_main(state.protocol, &path, &body);
+        state.recorded.push(Recorded {
+            path: path.clone(),
+            body: body.clone(),
+            main,
+        });
+        if !main {
+            return auxiliary(state.protocol, &path, &body);
+        }
+        let turn = match state.turns.pop_front() {
+            Some(turn) => turn,
+            None => match &state.repeat {
+                Some(turn) => turn.clone(),
+                None => Turn::Status(500, "script exhausted".to_owned()),
+            },
+        };
+        state.counter += 1;
+        let n = state.counter;
+        render(
+            state.protocol,
+            &turn,
+            n,
+            body.get("stream") == Some(&Value::Bool(true)),
+        )
+    }
+}
+
+fn is_main(protocol: Protocol, path: &str, body: &Value) -> bool {
+    match protocol {
+        Protocol::OpenAiResponses => path.starts_with("/v1/responses"),
+        Protocol::Anthropic => {
+            path.starts_with("/v1/messages")
+                && !path.contains("count_tokens")
+                && body.get("stream") == Some(&Value::Bool(true))
+        }
+        Protocol::Gemini => path.contains(":streamGenerateContent"),
+    }
+}
+
+fn auxiliary(protocol: Protocol, path: &str, body: &Value) -> ResponseTemplate {
+    match protocol {
+        Protocol::Gemini if path.contains(":generateContent") => {
+            // The routing call (and other side calls) expect JSON text.
+            let text =
+                json!({"complexity_reasoning": "a scripted test task", "complexity_score": 1})
+                    .to_string();
+            ResponseTemplate::new(200).set_body_json(gemini_chunk(json!([{"text": text}]), "STOP"))
+        }
+        Protocol::Anthropic if path.contains("count_tokens") => {
+            ResponseTemplate::new(200).set_body_json(json!({"input_tokens": 10}))
+        }
+        Protocol::Anthropic if path.starts_with("/v1/messages") => {
+            let model = body.get("model").cloned().unwrap_or(json!("claude-test"));
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": "msg_aux", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 1}
+            }))
+        }
+        _ => ResponseTemplate::new(404).set_body_string("not scripted"),
+    }
+}
+
+fn sse(events: &[(&str, Value)], named: bool) -> ResponseTemplate {
+    let mut body = String::new();
+    for (name, data) in events {
+        if named {
+            body.push_str(&format!("event: {name}\n"));
+        }
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")
+}
+
+fn gemini_chunk(parts: Value, finish: &str) -> Value {
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+        "usageMetadata": {"promptTokenCount": 200, "candidatesTokenCount": 40, "totalTokenCount": 240}
+    })
+}
+
+fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemplate {
+    if let Turn::Status(status, message) = turn {
+        let body = match protocol {
+            Protocol::OpenAiResponses => json!({"error": {
+                "message": message, "type": "invalid_request_error", "code": status_code_name(*status)}}),
+            Protocol::Anthropic => json!({"type": "error", "error": {
+                "type": anthropic_error_type(*status), "message": message}}),
+            Protocol::Gemini => json!({"error": {
+                "code": status, "message": message, "status": gemini_status(*status)}}),
+        };
+        return ResponseTemplate::new(*status).set_body_json(body);
+    }
+    match protocol {
+        Protocol::OpenAiResponses => {
+            let id = format!("resp_{n}");
+            let item = match turn {
+                Turn::ToolCall { name, args } => json!({
+                    "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+                    "name": name, "arguments": args.to_string()}),
+                Turn::Text(text) => json!({
+                    "type": "message", "id": format!("msg_{n}"), "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+                Turn::Status(..) => unreachable!(),
+            };
+            sse(
+                &[
+                    (
+                        "response.created",
+                        json!({"type": "response.created", "response": {"id": id}}),
+                    ),
+                    (
+                        "response.output_item.done",
+                        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+                    ),
+                    (
+                        "response.completed",
+                        json!({"type": "response.completed", "response": {
+                        "id": id,
+                        "usage": {"input_tokens": 200, "input_tokens_details": {"cached_tokens": 0},
+                                  "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
+                                  "total_tokens": 240}}}),
+                    ),
+                ],
+                true,
+            )
+        }
+        Protocol::Gemini => {
+            let parts = match turn {
+                Turn::ToolCall { name, args } => {
+                    json!([{"functionCall": {"name": name, "args": args}}])
+                }
+                Turn::Text(text) => json!([{"text": text}]),
+                Turn::Status(..) => unreachable!(),
+            };
+            sse(&[("", gemini_chunk(parts, "STOP"))], false)
+        }
+        Protocol::Anthropic => {
+            let (block, delta, stop) = match turn {
+                Turn::ToolCall { name, args } => (
+                    json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
+                    json!({"type": "input_json_delta", "partial_json": args.to_string()}),
+                    "tool_use",
+                ),
+                Turn::Text(text) => (
+                    json!({"type": "text", "text": ""}),
+                    json!({"type": "text_delta", "text": text}),
+                    "end_turn",
+                ),
+                Turn::Status(..) => unreachable!(),
+            };
+            let message = json!({
+                "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 200, "output_tokens": 1}});
+            if !stream {
+                let mut block = block.clone();
+                match turn {
+                    Turn::ToolCall { args, .. } => block["input"] = args.clone(),
+                    Turn::Text(text) => block["text"] = json!(text),
+                    Turn::Status(..) => unreachable!(),
+                }
+                let mut message = message;
+                message["content"] = json!([block]);
+                message["stop_reason"] = json!(stop);
+                message["usage"] = json!({"input_tokens": 200, "output_tokens": 40});
+                return ResponseTemplate::new(200).set_body_json(message);
+            }
+            sse(
+                &[
+                    (
+                        "message_start",
+                        json!({"type": "message_start", "message": message}),
+                    ),
+                    (
+                        "content_block_start",
+                        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+                    ),
+                    (
+                        "content_block_delta",
+                        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+                    ),
+                    (
+                        "content_block_stop",
+                        json!({"type": "content_block_stop", "index": 0}),
+                    ),
+                    (
+                        "message_delta",
+                        json!({"type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": null},
+                        "usage": {"output_tokens": 40}}),
+                    ),
+                    ("message_stop", json!({"type": "message_stop"})),
+                ],
+                true,
+            )
+        }
+    }
+}
+
+fn status_code_name(status: u16) -> &'static str {
+    match status {
+        401 => "invalid_api_key",
+        429 => "rate_limit_exceeded",
+        _ => "server_error",
+    }
+}
+
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        429 => "rate_limit_error",
+        400 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+fn gemini_status(status: u16) -> &'static str {
+    match status {
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        429 => "RESOURCE_EXHAUSTED",
+        400 => "INVALID_ARGUMENT",
+        _ => "INTERNAL",
+    }
+}
