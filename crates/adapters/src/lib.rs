@@ -13,7 +13,7 @@
 //!   outcome from its exit status, a JUnit XML report, or the summary lines
 //!   of cargo test, cargo nextest, pytest, go test and node --test;
 //! - [`agents::ProcessAgent`] runs an agent CLI, with presets for
-//!   `claude -p`, `codex exec` and `gemini -p`.
+//!   `claude -p`, `codex exec` and `gemini -o json`.
 //!
 //! ## HTTP and configuration
 //! - [`openai::OpenAiAgent`] talks to any OpenAI-compatible chat-completions

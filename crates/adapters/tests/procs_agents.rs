@@ -260,10 +260,8 @@ async fn gemini_success_sums_model_stats() {
             turns: 3
         })
     );
-    assert_eq!(
-        fake.argv(),
-        ["-o", "json", "-p", "Why does parse_row fail?"]
-    );
+    assert_eq!(fake.argv(), ["--skip-trust", "-o", "json"]);
+    assert_eq!(fake.recorded("stdin"), "Why does parse_row fail?");
 }
 
 #[tokio::test]
@@ -278,7 +276,8 @@ async fn gemini_schema_goes_into_the_prompt_and_the_answer_is_validated() {
         Some(json!({"fixed": true, "files": ["src/lib.rs"]}))
     );
     let argv = fake.argv().join("\n");
-    assert!(argv.contains("## Answer format"), "{argv}");
+    let stdin = fake.recorded("stdin");
+    assert!(stdin.contains("## Answer format"), "{stdin}");
     assert!(argv.contains("--approval-mode\nauto_edit"), "{argv}");
 }
 
@@ -295,12 +294,13 @@ async fn gemini_exit_codes_map_to_typed_errors() {
     assert_eq!(
         err,
         AgentError::Unavailable {
-            message: "gemini authentication failed (exit 41): FatalAuthenticationError: Failed to login. Message: Request had invalid authentication credentials.".into()
+            message: "gemini authentication failed: exit 41: FatalAuthenticationError: Failed to login. Message: Request had invalid authentication credentials.; set GEMINI_API_KEY (or the credentials of the auth method selected in ~/.gemini/settings.json, `security.auth.selectedType`)".into()
         }
     );
     let err = run(fake.printing(ProcessAgent::gemini(), "gemini_turn_limit.json", 53)).await;
     assert!(
-        matches!(&err, AgentError::Failed { message, exit_code: Some(53) } if message.starts_with("gemini exceeded its turn limit (exit 53): FatalTurnLimitedError")),
+        // A turn limit is a budget: retrying the same request hits it again.
+        matches!(&err, AgentError::Budget { message } if message.starts_with("gemini exceeded its turn limit (exit 53): FatalTurnLimitedError")),
         "{err:?}"
     );
 

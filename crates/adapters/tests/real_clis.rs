@@ -204,6 +204,97 @@ async fn codex_unauthorized_is_an_authentication_error() {
         .unwrap_err();
     elapsed(started, "codex 401");
     assert!(started.elapsed() < LIMIT, "{err:?}");
+    eprintln!("{err}");
     assert_authentication_error(&err, "codex");
     assert!(!server.main_requests().is_empty());
+}
+
+/// The gemini preset pointed at `server` with an isolated home whose
+/// settings select API-key authentication. The working directory is not
+/// marked trusted: the preset must cope with that.
+fn gemini(server: &ModelServer, sandbox: &Sandbox) -> ProcessAgent {
+    let settings = sandbox.home.path().join(".gemini");
+    std::fs::create_dir_all(&settings).unwrap();
+    std::fs::write(
+        settings.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    ProcessAgent::gemini()
+        .program(cli("gemini"))
+        .env("HOME", sandbox.home.path())
+        .env("GEMINI_API_KEY", "test-key")
+        .env("GOOGLE_GEMINI_BASE_URL", server.url())
+        .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_writes_a_file_in_an_untrusted_folder() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello wrold\n").unwrap();
+    let server = ModelServer::start(
+        Protocol::Gemini,
+        vec![
+            Turn::tool(
+                "write_file",
+                json!({"file_path": "hello.txt", "content": "hello world\n"}),
+            ),
+            Turn::text("Fixed the typo in hello.txt."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let response = gemini(&server, &sandbox)
+        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt."))
+        .await;
+    elapsed(started, "gemini edit");
+    let main = server.main_requests();
+    let response = response.unwrap_or_else(|err| panic!("{err}\nrequests: {main:#?}"));
+
+    assert_eq!(sandbox.read("hello.txt"), "hello world\n");
+    assert_eq!(response.text, "Fixed the typo in hello.txt.");
+    // `-o json` names no files; flows derive the write-set from the tree.
+    assert_eq!(response.files_changed, Vec::<String>::new());
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let sent = main[1].body.to_string();
+    assert!(sent.contains("functionResponse"), "{sent}");
+    // The trust fix kept the approval mode: write_file ran without a prompt,
+    // and the routing call went to the flash-lite model first.
+    let all = server.requests();
+    assert!(
+        all[0].path.contains("flash-lite") && !all[0].main,
+        "{:?}",
+        all.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    // The prompt reached the model (on stdin, not as an argument).
+    assert!(
+        main[0]
+            .body
+            .to_string()
+            .contains("Fix the typo in hello.txt."),
+        "{:#}",
+        main[0].body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_unauthorized_is_an_authentication_error() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(
+        Protocol::Gemini,
+        Turn::Status(
+            401,
+            "API key not valid. Please pass a valid API key.".into(),
+        ),
+    )
+    .await;
+    let started = Instant::now();
+    let result = gemini(&server, &sandbox)
+        .run(request(&sandbox, Role::Fix, "Fix it."))
+        .await;
+    elapsed(started, "gemini 401");
+    let err = result.unwrap_err();
+    assert!(started.elapsed() < LIMIT, "{err:?}");
+    eprintln!("{err}");
+    assert_authentication_error(&err, "gemini");
 }

@@ -293,6 +293,7 @@ async fn agent_instructions_are_data_on_stdin_and_never_options_as_arguments() {
     let gemini = ProcessAgent::gemini()
         .program(&script)
         .env("REC", rec.path());
+    let gemini_arg = gemini.clone().instruction_input(InstructionInput::Argument);
     let hostile = marker.strings();
     for instruction in &hostile {
         let request = AgentRequest::new("hostile", Role::Fix, instruction.clone(), work.path());
@@ -316,9 +317,21 @@ async fn agent_instructions_are_data_on_stdin_and_never_options_as_arguments() {
         );
         assert_eq!(argv[1].trim_start(), instruction.trim_start());
 
-        // The gemini preset passes it as the value of -p, which must not look
-        // like an option either (yargs would read `-p --yolo` as a flag).
-        let _ = gemini.run(request).await;
+        // The gemini preset passes it on stdin, never in argv.
+        let _ = gemini.run(request.clone()).await;
+        assert_eq!(
+            std::fs::read_to_string(rec.path().join("stdin")).unwrap(),
+            *instruction
+        );
+        let argv = recorded_argv(rec.path());
+        assert_eq!(
+            argv,
+            ["--skip-trust", "-o", "json", "--approval-mode", "auto_edit"]
+        );
+
+        // In argument mode it is the value of -p, which must not look like
+        // an option either (yargs would read `-p --yolo` as a flag).
+        let _ = gemini_arg.run(request).await;
         let argv = recorded_argv(rec.path());
         let p = argv.iter().position(|a| a == "-p").expect("-p");
         assert!(

@@ -165,12 +165,12 @@ fn the_full_flow_runs_end_to_end_with_a_codex_cli() {
 fn the_full_flow_runs_end_to_end_with_a_gemini_cli() {
     let calls = run_the_full_flow("gemini");
     // Planner, explorer, task planner and three executors: each a real
-    // `gemini -o json` with the prompt as the `-p` argument; the executors
-    // may edit files.
+    // `gemini --skip-trust -o json` with the prompt on stdin (the folders
+    // we run in are not marked trusted); the executors may edit files.
     assert_planners_then_writers(
         &calls,
-        "-o json -p <prompt>",
-        "-o json --approval-mode auto_edit -p <prompt>",
+        "--skip-trust -o json",
+        "--skip-trust -o json --approval-mode auto_edit",
     );
 }
 

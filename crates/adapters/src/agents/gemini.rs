@@ -3,16 +3,16 @@
 //! Gemini CLI prints one JSON object: `response` (the answer), `stats`
 //! (`models.<name>.tokens.{prompt,candidates}`, `models.<name>.api.totalRequests`,
 //! …) and, when the run failed, `error` (`type`, `message`, `code`). Its exit
-//! codes name the failure: 41 authentication, 42 bad input, 52 configuration,
-//! 53 turn limit, 54 tool execution, 130 interrupted. Authentication and
-//! configuration failures make the agent [`AgentError::Unavailable`] (a retry
-//! will not help), an interruption is [`AgentError::Cancelled`], and the rest
-//! are [`AgentError::Failed`] with a message that names the cause.
+//! codes name the failure (see [`exit_code_error`]). On failure its error
+//! object is written to stderr, pretty-printed: it is found there (the
+//! first JSON object), else the end of stderr is reported. An API error
+//! with status 401 or 403, whatever the exit code, is an authentication
+//! error ([`AgentError::Unavailable`], not retried).
 
 use orchestrator_core::agent::{AgentError, AgentResponse, Usage, extract_json, snippet};
 use serde_json::Value;
 
-use super::process::RawOutput;
+use super::process::{RawOutput, authentication_error};
 
 /// The answer and the raw statistics Gemini reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,8 +23,16 @@ pub struct GeminiOutput {
     pub stats: Option<Value>,
 }
 
+/// What to set when the endpoint refuses gemini's credentials.
+const AUTH_HINT: &str = "set GEMINI_API_KEY (or the credentials of the auth method selected in \
+     ~/.gemini/settings.json, `security.auth.selectedType`)";
+
 /// The typed error for a Gemini CLI exit code, or `None` for codes without a
-/// documented meaning.
+/// documented meaning: 41 authentication, 44 sandbox, 52 configuration and
+/// 55 untrusted workspace are [`AgentError::Unavailable`] (a retry cannot
+/// help), 53 (turn limit) is [`AgentError::Budget`], 130 is
+/// [`AgentError::Cancelled`], and 42 (input) and 54 (tool execution) are
+/// [`AgentError::Failed`].
 pub fn exit_code_error(code: i32, detail: &str) -> Option<AgentError> {
     let with = |what: &str| {
         if detail.is_empty() {
@@ -37,19 +45,52 @@ pub fn exit_code_error(code: i32, detail: &str) -> Option<AgentError> {
         message: with(what),
         exit_code: Some(code),
     };
+    let unavailable = |what: &str| AgentError::Unavailable {
+        message: with(what),
+    };
     Some(match code {
-        41 => AgentError::Unavailable {
-            message: with("gemini authentication failed (exit 41)"),
-        },
-        52 => AgentError::Unavailable {
-            message: with("gemini configuration error (exit 52)"),
-        },
+        41 => authentication_error("gemini", &with("exit 41"), AUTH_HINT),
+        44 => unavailable("gemini could not start its sandbox (exit 44)"),
+        52 => unavailable("gemini configuration error (exit 52)"),
+        55 => unavailable(
+            "gemini refused to run in an untrusted folder (exit 55; pass --skip-trust or set GEMINI_CLI_TRUST_WORKSPACE=true)",
+        ),
         42 => failed("gemini rejected the input (exit 42)"),
-        53 => failed("gemini exceeded its turn limit (exit 53)"),
+        53 => AgentError::Budget {
+            message: with("gemini exceeded its turn limit (exit 53)"),
+        },
         54 => failed("gemini tool execution failed (exit 54)"),
         130 => AgentError::Cancelled,
         _ => return None,
     })
+}
+
+/// The `error` object of gemini's JSON output, as one line of text, and its
+/// numeric `code` (an HTTP status for API errors).
+fn error_detail(object: &Value) -> Option<(String, Option<i64>)> {
+    let e = object.get("error").filter(|e| !e.is_null())?;
+    let message = e.get("message").and_then(Value::as_str).unwrap_or_default();
+    let text = match e.get("type").and_then(Value::as_str) {
+        Some(kind) if !message.is_empty() => format!("{kind}: {message}"),
+        Some(kind) => kind.to_owned(),
+        None if !message.is_empty() => message.to_owned(),
+        None => e.to_string(),
+    };
+    Some((text, e.get("code").and_then(Value::as_i64)))
+}
+
+/// Whether an error is the endpoint refusing the credentials.
+fn is_auth_failure(detail: &str, status: Option<i64>) -> bool {
+    matches!(status, Some(401 | 403))
+        || detail.contains("API key not valid")
+        || detail.contains("UNAUTHENTICATED")
+        || detail.contains("PERMISSION_DENIED")
+}
+
+/// The end of `text`, at most `max` characters.
+fn tail(text: &str, max: usize) -> &str {
+    let start = text.char_indices().rev().nth(max).map_or(0, |(i, _)| i + 1);
+    &text[start..]
 }
 
 fn usage_from_stats(stats: &Value) -> Usage {
@@ -85,27 +126,24 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
         .or_else(|| extract_json(trimmed))
         .filter(|v| v.get("response").is_some() || v.get("error").is_some());
 
-    let error_detail = object
+    // Errors go to stderr as pretty-printed JSON; stdout may hold one too.
+    let error = object
         .as_ref()
-        .and_then(|o| o.get("error"))
-        .filter(|e| !e.is_null())
-        .map(|e| {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or_default();
-            match e.get("type").and_then(Value::as_str) {
-                Some(kind) if !message.is_empty() => format!("{kind}: {message}"),
-                Some(kind) => kind.to_owned(),
-                None if !message.is_empty() => message.to_owned(),
-                None => e.to_string(),
-            }
-        });
+        .and_then(error_detail)
+        .or_else(|| extract_json(&raw.stderr).as_ref().and_then(error_detail));
 
     if let Some(code) = raw.code
         && code != 0
     {
-        let detail = error_detail.clone().unwrap_or_else(|| {
-            let stderr = raw.stderr.trim();
-            stderr.lines().last().unwrap_or_default().to_owned()
-        });
+        let (detail, status) =
+            error.unwrap_or_else(|| (tail(raw.stderr.trim(), 1000).trim().to_owned(), None));
+        if code != 41 && is_auth_failure(&detail, status) {
+            return Err(authentication_error(
+                "gemini",
+                &format!("exit {code}: {detail}"),
+                AUTH_HINT,
+            ));
+        }
         return Err(
             exit_code_error(code, &detail).unwrap_or_else(|| AgentError::Failed {
                 message: format!("gemini failed (exit {code}): {detail}"),
@@ -116,7 +154,10 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
     if raw.code.is_none() {
         return Err(raw.failed("gemini"));
     }
-    if let Some(detail) = error_detail {
+    if let Some((detail, status)) = error {
+        if is_auth_failure(&detail, status) {
+            return Err(authentication_error("gemini", &detail, AUTH_HINT));
+        }
         return Err(AgentError::Failed {
             message: format!("gemini failed: {detail}"),
             exit_code: raw.code,
@@ -184,6 +225,43 @@ mod tests {
     fn a_non_string_response_is_garbage() {
         let err = parse(&raw(r#"{"response": 42}"#, 0), false).unwrap_err();
         assert!(matches!(err, AgentError::Garbage { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn the_pretty_printed_error_on_stderr_is_the_message() {
+        let failed = RawOutput {
+            code: Some(1),
+            stdout: String::new(),
+            stderr: "Some warning\n{\n  \"error\": {\n    \"type\": \"Error\",\n    \"message\": \"model not found\",\n    \"code\": 404\n  }\n}\n".into(),
+        };
+        assert_eq!(
+            parse(&failed, false).unwrap_err(),
+            AgentError::Failed {
+                message: "gemini failed (exit 1): Error: model not found".into(),
+                exit_code: Some(1)
+            }
+        );
+    }
+
+    #[test]
+    fn configuration_exits_are_not_transient_and_the_turn_limit_is_a_budget() {
+        for code in [41, 44, 52, 55] {
+            let err = exit_code_error(code, "x").unwrap();
+            assert!(
+                matches!(err, AgentError::Unavailable { .. }),
+                "{code}: {err:?}"
+            );
+        }
+        assert!(matches!(
+            exit_code_error(53, ""),
+            Some(AgentError::Budget { .. })
+        ));
+        assert!(
+            exit_code_error(41, "")
+                .unwrap()
+                .to_string()
+                .contains("authentication")
+        );
     }
 
     #[test]

@@ -177,13 +177,15 @@ impl ProcessAgent {
         Self::new("codex", "codex", Vec::<String>::new()).dialect(Dialect::Codex)
     }
 
-    /// The `gemini` preset: `gemini -o json -p <instruction>`, the schema (if
-    /// any) described in the prompt, and `--approval-mode auto_edit` for
-    /// roles that change files.
+    /// The `gemini` preset: `gemini --skip-trust -o json`, instruction on
+    /// stdin (a CI log in a prompt can exceed the argument size limit), the
+    /// schema (if any) described in the prompt, and `--approval-mode
+    /// auto_edit` for roles that change files. `--skip-trust` because the
+    /// folders we run in (worktrees, fresh clones, CI checkouts) are not
+    /// marked trusted, and there headless gemini exits 55 and resets the
+    /// approval mode.
     pub fn gemini() -> Self {
-        Self::new("gemini", "gemini", Vec::<String>::new())
-            .dialect(Dialect::Gemini)
-            .instruction_input(InstructionInput::Argument)
+        Self::new("gemini", "gemini", Vec::<String>::new()).dialect(Dialect::Gemini)
     }
 
     /// Builder: the executable (a path, or a name looked up on `PATH`).
@@ -318,7 +320,7 @@ impl ProcessAgent {
                 }
             }
             Dialect::Gemini => {
-                args.extend(["-o", "json"].map(OsString::from));
+                args.extend(["--skip-trust", "-o", "json"].map(OsString::from));
                 if writes {
                     args.extend(["--approval-mode", "auto_edit"].map(OsString::from));
                 }
@@ -540,7 +542,7 @@ mod tests {
         let explore = AgentRequest::new("E1", Role::Explore, "look", "/w");
         assert_eq!(
             strings(ProcessAgent::gemini().args_for(&explore, "look", None)),
-            ["-o", "json", "-p", "look"]
+            ["--skip-trust", "-o", "json"]
         );
         assert_eq!(
             strings(ProcessAgent::claude().role_permissions(false).args_for(
