@@ -103,11 +103,12 @@ async fn claude_error_results_are_failures_with_the_reason() {
     let work = tempfile::tempdir().unwrap();
     let agent = fake.printing(ProcessAgent::claude(), "claude_error_max_turns.json", 1);
     let err = agent.run(request(work.path())).await.unwrap_err();
+    // A turn limit is a budget: the same request would hit it again.
     assert_eq!(
         err,
-        AgentError::Failed {
-            message: "claude reported error_max_turns: Reached maximum number of turns (10)".into(),
-            exit_code: Some(1),
+        AgentError::Budget {
+            message: "claude stopped with error_max_turns: Reached maximum number of turns (10)"
+                .into(),
         }
     );
 

@@ -206,7 +206,7 @@ async fn codex_unauthorized_is_an_authentication_error() {
     assert!(started.elapsed() < LIMIT, "{err:?}");
     eprintln!("{err}");
     assert_authentication_error(&err, "codex");
-    assert!(!server.main_requests().is_empty());
+    assert_eq!(server.main_requests().len(), 1, "{:#?}", server.requests());
 }
 
 /// The gemini preset pointed at `server` with an isolated home whose
@@ -297,4 +297,105 @@ async fn gemini_unauthorized_is_an_authentication_error() {
     assert!(started.elapsed() < LIMIT, "{err:?}");
     eprintln!("{err}");
     assert_authentication_error(&err, "gemini");
+    assert_eq!(server.main_requests().len(), 1, "{:#?}", server.requests());
+}
+
+/// The claude preset pointed at `server` with an isolated home. `grants`:
+/// extra `--allowedTools` values.
+fn claude(server: &ModelServer, sandbox: &Sandbox, grants: &[&str]) -> ProcessAgent {
+    let mut agent = ProcessAgent::claude()
+        .program(cli("claude"))
+        .env("HOME", sandbox.home.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env_remove("ANTHROPIC_AUTH_TOKEN");
+    for grant in grants {
+        agent = agent.arg("--allowedTools").arg(*grant);
+    }
+    agent
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_runs_a_granted_bash_command_that_edits_the_tree() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello wrold\n").unwrap();
+    let server = ModelServer::start(
+        Protocol::Anthropic,
+        vec![
+            Turn::tool(
+                "Bash",
+                json!({"command": "sed -i s/wrold/world/ hello.txt", "description": "Fix the typo"}),
+            ),
+            Turn::text("Fixed the typo in hello.txt."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let result = claude(&server, &sandbox, &["Bash(sed:*)"])
+        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt."))
+        .await;
+    elapsed(started, "claude edit");
+    let main = server.main_requests();
+    let response = result.unwrap_or_else(|err| panic!("{err}\nrequests: {main:#?}"));
+
+    assert_eq!(sandbox.read("hello.txt"), "hello world\n");
+    assert_eq!(response.text, "Fixed the typo in hello.txt.");
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let sent = main[1].body["messages"].to_string();
+    assert!(
+        sent.contains("tool_result") && sent.contains("toolu_1"),
+        "{sent}"
+    );
+    let usage = response.usage.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (400, 80));
+    assert!(usage.cost_usd > 0.0, "{usage:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_prefers_structured_output_for_a_json_schema() {
+    let sandbox = Sandbox::new();
+    let answer = json!({"fixed": true, "files": ["src/lib.rs"]});
+    let server = ModelServer::start(
+        Protocol::Anthropic,
+        vec![
+            Turn::tool("StructuredOutput", answer.clone()),
+            Turn::text("Done."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let result = claude(&server, &sandbox, &[])
+        .run_validated(
+            request(&sandbox, Role::Plan, "Report what you fixed.").with_schema(report_schema()),
+        )
+        .await;
+    elapsed(started, "claude schema");
+    let main = server.main_requests();
+    let response = result.unwrap_or_else(|err| panic!("{err}\nrequests: {main:#?}"));
+    assert_eq!(response.structured, Some(answer));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_unauthorized_is_an_authentication_error() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(
+        Protocol::Anthropic,
+        Turn::Status(401, "invalid x-api-key".into()),
+    )
+    .await;
+    let started = Instant::now();
+    let result = claude(&server, &sandbox, &[])
+        .run(request(&sandbox, Role::Fix, "Fix it."))
+        .await;
+    elapsed(started, "claude 401");
+    let err = result.unwrap_err();
+    eprintln!("{err}");
+    assert!(
+        started.elapsed() < LIMIT + Duration::from_secs(10),
+        "{err:?}"
+    );
+    assert_authentication_error(&err, "claude");
+    // One attempt: claude's own retries are off, and ours skip this class.
+    assert_eq!(server.main_requests().len(), 1, "{:#?}", server.requests());
 }

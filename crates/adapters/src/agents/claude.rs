@@ -7,12 +7,17 @@
 //! With `--verbose` it prints an array of messages whose last `result`
 //! element is that object; both are accepted. `is_error: true` or a subtype
 //! other than `success` (`error_max_turns`, `error_during_execution`, …) is a
-//! failure. Unknown fields are ignored.
+//! failure: an `api_error_status` of 401 or 403 (or "Not logged in", "Invalid
+//! API key") is an authentication error ([`AgentError::Unavailable`], not
+//! retried), `error_max_turns` and `error_max_budget_usd` are
+//! [`AgentError::Budget`], and the rest [`AgentError::Failed`] naming the API
+//! status and the tool calls in `permission_denials`. Unknown fields are
+//! ignored.
 
 use orchestrator_core::agent::{AgentError, AgentResponse, Usage, snippet};
 use serde::Deserialize;
 
-use super::process::RawOutput;
+use super::process::{RawOutput, authentication_error};
 
 /// The answer and what else Claude reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +50,44 @@ struct ResultMessage {
     structured_output: Option<serde_json::Value>,
     #[serde(default)]
     errors: Vec<serde_json::Value>,
+    #[serde(default)]
+    api_error_status: Option<u16>,
+    #[serde(default)]
+    api_error_type: Option<String>,
+    #[serde(default)]
+    permission_denials: Vec<serde_json::Value>,
+}
+
+/// What to set when the endpoint refuses claude's credentials.
+const AUTH_HINT: &str = "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway), \
+     or log in with `claude /login`";
+
+impl ResultMessage {
+    /// Whether the failure is the endpoint refusing the credentials (or no
+    /// credentials at all).
+    fn is_auth_failure(&self, detail: &str) -> bool {
+        matches!(self.api_error_status, Some(401 | 403))
+            || matches!(
+                self.api_error_type.as_deref(),
+                Some("authentication_error" | "permission_error")
+            )
+            || detail.contains("Not logged in")
+            || detail.contains("Invalid API key")
+    }
+
+    /// The denied tool calls, as `Tool(input)` texts.
+    fn denials(&self) -> Vec<String> {
+        self.permission_denials
+            .iter()
+            .map(|d| {
+                let tool = d.get("tool_name").and_then(|t| t.as_str()).unwrap_or("?");
+                match d.get("tool_input") {
+                    Some(input) => format!("{tool}({input})"),
+                    None => tool.to_owned(),
+                }
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -106,8 +149,31 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
         if detail.trim().is_empty() {
             detail = raw.stderr.trim().to_owned();
         }
+        let detail = detail.trim();
+        if message.is_auth_failure(detail) {
+            return Err(authentication_error("claude", detail, AUTH_HINT));
+        }
+        let denials = message.denials();
+        let denied = if denials.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (tool calls denied by the permission settings: {})",
+                denials.join(", ")
+            )
+        };
+        if matches!(subtype, "error_max_turns" | "error_max_budget_usd") {
+            return Err(AgentError::Budget {
+                message: format!("claude stopped with {subtype}: {detail}{denied}"),
+            });
+        }
+        let what = match message.api_error_status {
+            Some(status) => format!("the API answered {status}"),
+            None if message.is_error && subtype == "success" => "an error".to_owned(),
+            None => subtype.to_owned(),
+        };
         return Err(AgentError::Failed {
-            message: format!("claude reported {subtype}: {}", detail.trim()),
+            message: format!("claude reported {what}: {detail}{denied}"),
             exit_code: raw.code,
         });
     }
@@ -143,6 +209,33 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_errors_turn_limits_and_denials_get_their_class() {
+        let auth = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"api_error_type":"authentication_error","result":"Invalid API key · Fix external API key"}"#;
+        let err = parse(&raw(auth, 1)).unwrap_err();
+        assert!(
+            matches!(&err, AgentError::Unavailable { message } if message.starts_with("claude authentication failed: Invalid API key")),
+            "{err:?}"
+        );
+        let login = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login"}"#;
+        assert!(!parse(&raw(login, 1)).unwrap_err().is_transient());
+        let turns = r#"{"type":"result","subtype":"error_max_turns","is_error":true,"permission_denials":[{"tool_name":"Bash","tool_input":{"command":"cargo test"}}]}"#;
+        assert_eq!(
+            parse(&raw(turns, 1)).unwrap_err(),
+            AgentError::Budget {
+                message: r#"claude stopped with error_max_turns:  (tool calls denied by the permission settings: Bash({"command":"cargo test"}))"#.into()
+            }
+        );
+        let limited = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"Rate limited"}"#;
+        assert_eq!(
+            parse(&raw(limited, 1)).unwrap_err(),
+            AgentError::Failed {
+                message: "claude reported the API answered 429: Rate limited".into(),
+                exit_code: Some(1)
+            }
+        );
+    }
 
     fn raw(stdout: &str, code: i32) -> RawOutput {
         RawOutput {

@@ -162,10 +162,22 @@ impl ProcessAgent {
     /// `--permission-mode acceptEdits` for roles that change files. The
     /// `CLAUDECODE` variable is removed from its environment, so that an
     /// engine itself started from a Claude Code session can still run it.
+    ///
+    /// Unless `CLAUDE_CODE_MAX_RETRIES` is already set in our environment,
+    /// it is set to 0 for the child: claude otherwise retries API errors —
+    /// a 401 too — silently until our time limit kills it, and the error
+    /// would say only "timed out". With it, an API error ends the run with
+    /// its status in the result, which is classified (401/403 not retried)
+    /// and retried, when transient, by our retry wrapper.
     pub fn claude() -> Self {
-        Self::new("claude", "claude", Vec::<String>::new())
+        let agent = Self::new("claude", "claude", Vec::<String>::new())
             .dialect(Dialect::Claude)
-            .env_remove("CLAUDECODE")
+            .env_remove("CLAUDECODE");
+        if std::env::var_os("CLAUDE_CODE_MAX_RETRIES").is_some() {
+            agent
+        } else {
+            agent.env("CLAUDE_CODE_MAX_RETRIES", "0")
+        }
     }
 
     /// The `codex` preset: `codex exec --json -`, instruction on stdin,
