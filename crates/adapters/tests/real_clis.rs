@@ -399,3 +399,36 @@ async fn claude_unauthorized_is_an_authentication_error() {
     // One attempt: claude's own retries are off, and ours skip this class.
     assert_eq!(server.main_requests().len(), 1, "{:#?}", server.requests());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_edits_a_file_with_its_edit_tool_under_the_fix_preset() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.work().join("hello.txt");
+    std::fs::write(&file, "hello wrold\n").unwrap();
+    let path = file.to_string_lossy().into_owned();
+    // Claude Code refuses to edit a file it has not read: Read, then Edit.
+    let server = ModelServer::start(
+        Protocol::Anthropic,
+        vec![
+            Turn::tool("Read", json!({"file_path": path})),
+            Turn::tool(
+                "Edit",
+                json!({"file_path": path, "old_string": "wrold", "new_string": "world"}),
+            ),
+            Turn::text("Fixed the typo in hello.txt."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    // No grants: `--permission-mode acceptEdits` of the fix role suffices.
+    let result = claude(&server, &sandbox, &[])
+        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt."))
+        .await;
+    elapsed(started, "claude Edit");
+    let main = server.main_requests();
+    let response = result.unwrap_or_else(|err| panic!("{err}\nrequests: {main:#?}"));
+
+    assert_eq!(sandbox.read("hello.txt"), "hello world\n", "{main:#?}");
+    assert_eq!(response.text, "Fixed the typo in hello.txt.");
+    assert_eq!(main.len(), 3, "{main:#?}");
+}

@@ -4,7 +4,8 @@
 //! with `input_tokens`, `output_tokens`; one per turn), `turn.failed`
 //! (`error.message`), `error` (`message`), and `item.completed` whose `item`
 //! is an `agent_message` (`text`: the last one is the answer), a
-//! `file_change` (`changes[].path`: the files changed) or a
+//! `file_change` (`changes[].path`: the files changed, unless its `status`
+//! is `failed`) or a
 //! `command_execution` (`command`, `exit_code`: logged). A failure whose
 //! message is an HTTP 401 or 403 from the endpoint is an authentication
 //! error ([`AgentError::Unavailable`], not retried). Other events, other
@@ -311,6 +312,12 @@ pub fn parse(raw: &RawOutput, workdir: &Path, structured: bool) -> Result<CodexO
                             text = Some(t.to_owned());
                         }
                     }
+                    Some("file_change")
+                        if item.get("status").and_then(Value::as_str) == Some("failed") =>
+                    {
+                        // A patch that did not apply changed nothing.
+                        tracing::debug!(?item, "codex reported a failed file change");
+                    }
                     Some("file_change") => {
                         let changes = item.get("changes").and_then(Value::as_array);
                         for change in changes.into_iter().flatten() {
@@ -507,6 +514,17 @@ mod tests {
         assert_eq!(out.response.text, "");
         assert_eq!(out.response.files_changed, ["a.rs", "/elsewhere/b.rs"]);
         assert_eq!(out.commands, [("ls".to_owned(), Some(0))]);
+    }
+
+    #[test]
+    fn a_failed_file_change_changed_no_file() {
+        let stdout = concat!(
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"f\",\"type\":\"file_change\",\"status\":\"failed\",\"changes\":[{\"path\":\"/w/a.rs\",\"kind\":\"update\"}]}}\n",
+            "{\"type\":\"item.completed\",\"item\":{\"id\":\"g\",\"type\":\"file_change\",\"status\":\"completed\",\"changes\":[{\"path\":\"/w/b.rs\",\"kind\":\"update\"}]}}\n",
+            "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\n",
+        );
+        let out = parse(&raw(stdout, 0), Path::new("/w"), false).unwrap();
+        assert_eq!(out.response.files_changed, ["b.rs"]);
     }
 
     #[test]
