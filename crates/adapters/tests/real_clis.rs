@@ -432,3 +432,32 @@ async fn claude_edits_a_file_with_its_edit_tool_under_the_fix_preset() {
     assert_eq!(response.text, "Fixed the typo in hello.txt.");
     assert_eq!(main.len(), 3, "{main:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_takes_a_prompt_larger_than_an_argument_may_be() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::start(Protocol::Gemini, vec![Turn::text("Read it all.")]).await;
+    // Linux limits one argument to 128 KiB (MAX_ARG_STRLEN): a CI log this
+    // long in argv fails with E2BIG before gemini starts.
+    let log = "error[E0308]: mismatched types\n".repeat(8 * 1024);
+    let instruction = format!("Fix the build.\n{log}END-OF-LOG-MARKER");
+    assert!(instruction.len() > 200 * 1024);
+    let started = Instant::now();
+    let response = gemini(&server, &sandbox)
+        .run(request(&sandbox, Role::Explore, &instruction))
+        .await
+        .unwrap();
+    elapsed(started, "gemini long prompt");
+    assert_eq!(response.text, "Read it all.");
+    let main = server.main_requests();
+    assert_eq!(main.len(), 1, "{} requests", main.len());
+    assert!(main[0].body.to_string().contains("END-OF-LOG-MARKER"));
+}
+
+/// The tests above fail, not skip, without the CLIs: the lookup panics with
+/// the install command.
+#[test]
+#[should_panic(expected = "npm install --no-audit --no-fund --prefix target/agent-clis")]
+fn a_missing_cli_fails_with_the_install_command() {
+    cli("no-such-agent-cli");
+}
