@@ -49,7 +49,8 @@ async fn claude_success_maps_result_usage_and_passes_the_instruction_on_stdin() 
     assert_eq!(
         response.usage,
         Some(Usage {
-            input_tokens: 12,
+            // Uncached input plus cache writes and reads.
+            input_tokens: 12 + 5234 + 18311,
             output_tokens: 187,
             cost_usd: 0.0421,
             turns: 3

@@ -92,8 +92,13 @@ impl ResultMessage {
 
 #[derive(Debug, Default, Deserialize)]
 struct ClaudeUsage {
+    /// Input tokens not read from or written to the prompt cache.
     #[serde(default)]
     input_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
 }
@@ -196,7 +201,11 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
             structured: message.structured_output,
             files_changed: Vec::new(),
             usage: Some(Usage {
-                input_tokens: usage.input_tokens,
+                // The Messages API counts cached input apart; our usage is
+                // every input token the model read.
+                input_tokens: usage.input_tokens
+                    + usage.cache_creation_input_tokens
+                    + usage.cache_read_input_tokens,
                 output_tokens: usage.output_tokens,
                 cost_usd: message.total_cost_usd.unwrap_or(0.0),
                 turns: message.num_turns.unwrap_or(0),
@@ -209,6 +218,20 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_input_tokens_count_as_input() {
+        let stdout = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","num_turns":2,"total_cost_usd":0.5,"usage":{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":7}}"#;
+        assert_eq!(
+            parse(&raw(stdout, 0)).unwrap().response.usage,
+            Some(Usage {
+                input_tokens: 3210,
+                output_tokens: 7,
+                cost_usd: 0.5,
+                turns: 2
+            })
+        );
+    }
 
     #[test]
     fn api_errors_turn_limits_and_denials_get_their_class() {
