@@ -461,3 +461,48 @@ async fn gemini_takes_a_prompt_larger_than_an_argument_may_be() {
 fn a_missing_cli_fails_with_the_install_command() {
     cli("no-such-agent-cli");
 }
+
+/// Whether a process whose command line contains `needle` is running.
+fn process_running(needle: &str) -> bool {
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .any(|l| l.contains(needle) && !l.starts_with("ps "))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_left() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(
+        Protocol::OpenAiResponses,
+        Turn::Hang(Duration::from_secs(120)),
+    )
+    .await;
+    let limit = Duration::from_secs(5);
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let needle = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let agent = codex(&server, &sandbox).grace(Duration::from_secs(1));
+    let (result, running_midway) = tokio::join!(
+        agent.run(request(&sandbox, Role::Fix, "Fix it.").with_time_limit(limit)),
+        async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            process_running(&needle)
+        }
+    );
+    let err = result.unwrap_err();
+    elapsed(started, "codex hang");
+    // The check below can see the CLI: it did while the CLI was waiting.
+    assert!(running_midway, "codex was not seen running");
+    assert!(matches!(err, AgentError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < limit + Duration::from_secs(5),
+        "{err:?}"
+    );
+    // The whole process group is gone: nothing still talks to the endpoint.
+    assert!(!process_running(&needle));
+    assert_eq!(server.main_requests().len(), 1);
+}

@@ -73,6 +73,8 @@ pub enum Turn {
     /// The endpoint answers with this HTTP status and the protocol's error
     /// body carrying `message`.
     Status(u16, String),
+    /// The endpoint sends nothing for this long (a hung model).
+    Hang(std::time::Duration),
 }
 
 impl Turn {
@@ -260,6 +262,11 @@ fn gemini_chunk(parts: Value, finish: &str) -> Value {
 }
 
 fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemplate {
+    if let Turn::Hang(delay) = turn {
+        return ResponseTemplate::new(500)
+            .set_body_string("hung")
+            .set_delay(*delay);
+    }
     if let Turn::Status(status, message) = turn {
         let body = match protocol {
             Protocol::OpenAiResponses => json!({"error": {
@@ -281,7 +288,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                 Turn::Text(text) => json!({
                     "type": "message", "id": format!("msg_{n}"), "role": "assistant",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-                Turn::Status(..) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
             };
             sse(
                 &[
@@ -311,7 +318,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                     json!([{"functionCall": {"name": name, "args": args}}])
                 }
                 Turn::Text(text) => json!([{"text": text}]),
-                Turn::Status(..) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
             };
             sse(&[("", gemini_chunk(parts, "STOP"))], false)
         }
@@ -327,7 +334,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                     json!({"type": "text_delta", "text": text}),
                     "end_turn",
                 ),
-                Turn::Status(..) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
             };
             let message = json!({
                 "id": format!("msg_{n}"), "type": "message", "role": "assistant",
@@ -338,7 +345,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                 match turn {
                     Turn::ToolCall { args, .. } => block["input"] = args.clone(),
                     Turn::Text(text) => block["text"] = json!(text),
-                    Turn::Status(..) => unreachable!(),
+                    Turn::Status(..) | Turn::Hang(_) => unreachable!(),
                 }
                 let mut message = message;
                 message["content"] = json!([block]);
