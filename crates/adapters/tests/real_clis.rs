@@ -462,47 +462,69 @@ fn a_missing_cli_fails_with_the_install_command() {
     cli("no-such-agent-cli");
 }
 
-/// Whether a process whose command line contains `needle` is running.
-fn process_running(needle: &str) -> bool {
-    let ps = std::process::Command::new("ps")
-        .args(["-eo", "args"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&ps.stdout)
-        .lines()
-        .any(|l| l.contains(needle) && !l.starts_with("ps "))
+/// Whether any process has its working directory in `dir` (the agent CLI
+/// and whatever it started run there).
+fn process_running_in(dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&dir))
+    })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn codex_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_left() {
-    let sandbox = Sandbox::new();
-    let server = ModelServer::always(
-        Protocol::OpenAiResponses,
-        Turn::Hang(Duration::from_secs(120)),
-    )
-    .await;
+/// Runs `agent` against an endpoint that never answers, with a 5 s limit:
+/// a Timeout in time, and no process left in the working directory (one
+/// was seen there midway, so its absence afterwards means something).
+async fn assert_hang_is_stopped(agent: ProcessAgent, server: &ModelServer, sandbox: &Sandbox) {
     let limit = Duration::from_secs(5);
-    let port = server.url().rsplit(':').next().unwrap().to_owned();
-    let needle = format!("127.0.0.1:{port}");
     let started = Instant::now();
-    let agent = codex(&server, &sandbox).grace(Duration::from_secs(1));
+    let agent = agent.grace(Duration::from_secs(1));
     let (result, running_midway) = tokio::join!(
-        agent.run(request(&sandbox, Role::Fix, "Fix it.").with_time_limit(limit)),
+        agent.run(request(sandbox, Role::Fix, "Fix it.").with_time_limit(limit)),
         async {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            process_running(&needle)
+            process_running_in(sandbox.work())
         }
     );
     let err = result.unwrap_err();
-    elapsed(started, "codex hang");
-    // The check below can see the CLI: it did while the CLI was waiting.
-    assert!(running_midway, "codex was not seen running");
+    elapsed(started, &format!("{} hang", agent.name()));
+    assert!(running_midway, "{} was not seen running", agent.name());
     assert!(matches!(err, AgentError::Timeout { .. }), "{err:?}");
     assert!(
         started.elapsed() < limit + Duration::from_secs(5),
         "{err:?}"
     );
-    // The whole process group is gone: nothing still talks to the endpoint.
-    assert!(!process_running(&needle));
-    assert_eq!(server.main_requests().len(), 1);
+    assert!(
+        !process_running_in(sandbox.work()),
+        "a process was left behind"
+    );
+    assert!(
+        !server.main_requests().is_empty(),
+        "{:#?}",
+        server.requests()
+    );
+}
+
+fn hung() -> Turn {
+    Turn::Hang(Duration::from_secs(120))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_left() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(Protocol::OpenAiResponses, hung()).await;
+    assert_hang_is_stopped(codex(&server, &sandbox), &server, &sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_left() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(Protocol::Gemini, hung()).await;
+    assert_hang_is_stopped(gemini(&server, &sandbox), &server, &sandbox).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_left() {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::always(Protocol::Anthropic, hung()).await;
+    assert_hang_is_stopped(claude(&server, &sandbox, &[]), &server, &sandbox).await;
 }
