@@ -269,18 +269,11 @@ impl GithubProvider {
         &self,
         args: Vec<String>,
     ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
-        let spec = CommandSpec::new("gh", args, self.repo_dir.clone());
-        let command = spec.display();
-        let out = self
-            .runner
-            .run(spec)
-            .await
-            .map_err(|e| ProviderError::Command {
-                command: command.clone(),
-                status: None,
-                stderr: e.to_string(),
-            })?;
-        Ok((command, out))
+        run_spec(
+            self.runner.as_ref(),
+            CommandSpec::new("gh", args, self.repo_dir.clone()),
+        )
+        .await
     }
 
     async fn gh(&self, args: Vec<String>) -> Result<String, ProviderError> {
@@ -554,6 +547,21 @@ pub struct LocalProvider {
     last_logs: Mutex<BTreeMap<String, String>>,
 }
 
+/// Runs `spec`; `Err` only when it cannot run, else its output whatever
+/// the exit status, with the command line for messages.
+async fn run_spec(
+    runner: &dyn CommandRunner,
+    spec: CommandSpec,
+) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
+    let command = spec.display();
+    let out = runner.run(spec).await.map_err(|e| ProviderError::Command {
+        command: command.clone(),
+        status: None,
+        stderr: e.to_string(),
+    })?;
+    Ok((command, out))
+}
+
 impl LocalProvider {
     /// A provider running `config.checks` in `repo_dir`.
     pub fn new(
@@ -576,18 +584,11 @@ impl LocalProvider {
         &self,
         args: &[&str],
     ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
-        let spec = CommandSpec::new("git", args.iter().copied(), self.repo_dir.clone());
-        let command = spec.display();
-        let out = self
-            .runner
-            .run(spec)
-            .await
-            .map_err(|e| ProviderError::Command {
-                command: command.clone(),
-                status: None,
-                stderr: e.to_string(),
-            })?;
-        Ok((command, out))
+        run_spec(
+            self.runner.as_ref(),
+            CommandSpec::new("git", args.iter().copied(), self.repo_dir.clone()),
+        )
+        .await
     }
 
     /// [`Self::git`], its stdout; a non-zero exit is an error.
