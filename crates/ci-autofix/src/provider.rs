@@ -278,14 +278,7 @@ impl GithubProvider {
 
     async fn gh(&self, args: Vec<String>) -> Result<String, ProviderError> {
         let (command, out) = self.gh_output(args).await?;
-        if !out.success() {
-            return Err(ProviderError::Command {
-                command,
-                status: out.exit_code,
-                stderr: out.stderr.trim().to_owned(),
-            });
-        }
-        Ok(out.stdout)
+        stdout_of_success(command, out)
     }
 
     /// The PR's head commit and its checks.
@@ -547,6 +540,22 @@ pub struct LocalProvider {
     last_logs: Mutex<BTreeMap<String, String>>,
 }
 
+/// The stdout of a command that exited 0; else an error with its status and
+/// stderr.
+fn stdout_of_success(
+    command: String,
+    out: orchestrator_core::command::CommandOutput,
+) -> Result<String, ProviderError> {
+    if !out.success() {
+        return Err(ProviderError::Command {
+            command,
+            status: out.exit_code,
+            stderr: out.stderr.trim().to_owned(),
+        });
+    }
+    Ok(out.stdout)
+}
+
 /// Runs `spec`; `Err` only when it cannot run, else its output whatever
 /// the exit status, with the command line for messages.
 async fn run_spec(
@@ -594,14 +603,7 @@ impl LocalProvider {
     /// [`Self::git`], its stdout; a non-zero exit is an error.
     async fn git_ok(&self, args: &[&str]) -> Result<String, ProviderError> {
         let (command, out) = self.git(args).await?;
-        if !out.success() {
-            return Err(ProviderError::Command {
-                command,
-                status: out.exit_code,
-                stderr: out.stderr.trim().to_owned(),
-            });
-        }
-        Ok(out.stdout)
+        stdout_of_success(command, out)
     }
 }
 

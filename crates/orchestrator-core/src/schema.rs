@@ -466,22 +466,7 @@ impl Validator {
         out: &mut Vec<Violation>,
     ) {
         let len = s.chars().count() as u64;
-        if let Some(min) = schema.get("minLength").and_then(as_count)
-            && len < min
-        {
-            out.push(violation(
-                path,
-                format!("expected at least {min} characters, found {len}"),
-            ));
-        }
-        if let Some(max) = schema.get("maxLength").and_then(as_count)
-            && len > max
-        {
-            out.push(violation(
-                path,
-                format!("expected at most {max} characters, found {len}"),
-            ));
-        }
+        check_count(schema, "Length", "characters", len, path, out);
         if let Some(Value::String(pattern)) = schema.get("pattern") {
             match self.regex(pattern) {
                 Ok(re) if re.is_match(s) => {}
@@ -509,22 +494,7 @@ impl Validator {
         memo: &mut Memo,
     ) {
         let len = items.len() as u64;
-        if let Some(min) = schema.get("minItems").and_then(as_count)
-            && len < min
-        {
-            out.push(violation(
-                path,
-                format!("expected at least {min} items, found {len}"),
-            ));
-        }
-        if let Some(max) = schema.get("maxItems").and_then(as_count)
-            && len > max
-        {
-            out.push(violation(
-                path,
-                format!("expected at most {max} items, found {len}"),
-            ));
-        }
+        check_count(schema, "Items", "items", len, path, out);
         if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
             'outer: for (j, b) in items.iter().enumerate() {
                 for (i, a) in items[..j].iter().enumerate() {
@@ -574,22 +544,7 @@ impl Validator {
         memo: &mut Memo,
     ) {
         let len = map.len() as u64;
-        if let Some(min) = schema.get("minProperties").and_then(as_count)
-            && len < min
-        {
-            out.push(violation(
-                path,
-                format!("expected at least {min} properties, found {len}"),
-            ));
-        }
-        if let Some(max) = schema.get("maxProperties").and_then(as_count)
-            && len > max
-        {
-            out.push(violation(
-                path,
-                format!("expected at most {max} properties, found {len}"),
-            ));
-        }
+        check_count(schema, "Properties", "properties", len, path, out);
         if let Some(Value::Array(required)) = schema.get("required") {
             for key in required.iter().filter_map(Value::as_str) {
                 if !map.contains_key(key) {
@@ -1067,6 +1022,33 @@ fn ref_pointer(reference: &str) -> Option<String> {
 
 fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+/// `min<key>` / `max<key>` (`minLength`, `maxItems`, …) against `len`.
+fn check_count(
+    schema: &serde_json::Map<String, Value>,
+    key: &str,
+    noun: &str,
+    len: u64,
+    path: &str,
+    out: &mut Vec<Violation>,
+) {
+    if let Some(min) = schema.get(&format!("min{key}")).and_then(as_count)
+        && len < min
+    {
+        out.push(violation(
+            path,
+            format!("expected at least {min} {noun}, found {len}"),
+        ));
+    }
+    if let Some(max) = schema.get(&format!("max{key}")).and_then(as_count)
+        && len > max
+    {
+        out.push(violation(
+            path,
+            format!("expected at most {max} {noun}, found {len}"),
+        ));
+    }
 }
 
 #[cfg(test)]
