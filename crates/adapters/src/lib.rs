@@ -59,6 +59,12 @@
 //! `Replay` runs no suite of its own: it answers from a transcript, and
 //! `wrappers_conformance.rs` checks that a recorded suite run replays
 //! identically.
+//!
+//! ## Test support
+//! With the feature `test-support`, [`test_support`] finds the pinned real
+//! agent CLIs and serves a scripted model on 127.0.0.1 in each CLI's wire
+//! protocol, so tests here, in the CLI and in embedders drive the real
+//! programs with only the model's answers scripted.
 
 pub mod agents;
 pub mod builtin;
@@ -69,4 +75,6 @@ pub mod openai;
 pub mod process;
 pub mod terminal_gate;
 pub mod test_runner;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod wrappers;

@@ -7,14 +7,13 @@
 // Helpers outside #[test] functions unwrap too: this file is all test code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod real_support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use orchestrator_adapters::agents::ProcessAgent;
+use orchestrator_adapters::test_support::cli;
+use orchestrator_adapters::test_support::model_server::{ModelServer, Protocol, Turn};
 use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
-use real_support::{ModelServer, Protocol, Turn, cli};
 use serde_json::{Value, json};
 
 /// Our time limit for one real-CLI call.

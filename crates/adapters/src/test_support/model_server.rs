@@ -11,40 +11,12 @@
 //! consume a turn, but are recorded too. When the script runs out, the server
 //! answers HTTP 500 "script exhausted", which the CLI reports as a failure.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-/// The command that installs the pinned CLIs where the tests look for them.
-pub const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/agent-clis \
-     @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0";
-
-/// The path of a pinned agent CLI (`codex`, `claude`, `gemini`): under
-/// `$ORCH_AGENT_CLIS` when set (`.ci/run` sets it), else under the
-/// workspace's `target/agent-clis/node_modules/.bin`. Panics, naming the
-/// install command, when the binary is missing: these tests never skip.
-pub fn cli(name: &str) -> PathBuf {
-    let dir = std::env::var_os("ORCH_AGENT_CLIS").map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/agent-clis/node_modules/.bin")
-        },
-        PathBuf::from,
-    );
-    let path = dir.join(name);
-    assert!(
-        path.is_file(),
-        "the real `{name}` CLI is missing at {}: install the pinned CLIs from the workspace root with\n    {INSTALL}\n(or point ORCH_AGENT_CLIS at a folder holding codex, claude and gemini)",
-        path.display()
-    );
-    path
-}
 
 /// The wire protocol a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +129,11 @@ impl ModelServer {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<Recorded> {
-        self.state.lock().unwrap().recorded.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recorded
+            .clone()
     }
 
     /// The requests answered from the script.
@@ -167,13 +143,20 @@ impl ModelServer {
 
     /// How many scripted turns are still unanswered.
     pub fn turns_left(&self) -> usize {
-        self.state.lock().unwrap().turns.len()
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .turns
+            .len()
     }
 }
 
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        let mut state = self.0.lock().unwrap();
+        let mut state = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let path = match request.url.query() {
             Some(q) => format!("{}?{q}", request.url.path()),
             None => request.url.path().to_owned(),

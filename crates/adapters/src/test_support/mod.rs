@@ -1,0 +1,48 @@
+//! Test support for driving the real agent CLIs (feature `test-support`).
+//!
+//! The real `codex`, `claude` and `gemini` programs are the standard for
+//! agent tests: only the model's answers are scripted. This module holds the
+//! two pieces such a test needs, for this crate's tests, the CLI's and any
+//! embedder's:
+//! - [`cli`] finds a pinned CLI (installed by [`INSTALL`]) and panics with the
+//!   install command when it is missing, so a test never skips silently;
+//! - [`model_server::ModelServer`] is a scripted model endpoint on 127.0.0.1
+//!   that speaks each CLI's wire protocol and records every request.
+//!
+//! Data flow in a test: the test scripts [`model_server::Turn`]s, starts the
+//! server, points the CLI at [`model_server::ModelServer::url`] through the
+//! CLI's own settings, runs it through an adapter, and asserts on the files
+//! the CLI's tools changed and on the recorded requests.
+
+pub mod model_server;
+
+use std::path::PathBuf;
+
+/// The command that installs the pinned CLIs where [`cli`] looks for them,
+/// run from the workspace root.
+pub const INSTALL: &str = "npm install --no-audit --no-fund --prefix target/agent-clis \
+     @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0";
+
+/// The path of a pinned agent CLI (`codex`, `claude`, `gemini`): under
+/// `$ORCH_AGENT_CLIS` when set (`.ci/run` sets it), else under the
+/// workspace's `target/agent-clis/node_modules/.bin`.
+///
+/// # Panics
+/// When the binary is missing, naming the install command: tests that need
+/// a real CLI never skip.
+pub fn cli(name: &str) -> PathBuf {
+    let dir = std::env::var_os("ORCH_AGENT_CLIS").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/agent-clis/node_modules/.bin")
+        },
+        PathBuf::from,
+    );
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "the real `{name}` CLI is missing at {}: install the pinned CLIs from the workspace root with\n    {INSTALL}\n(or point ORCH_AGENT_CLIS at a folder holding codex, claude and gemini)",
+        path.display()
+    );
+    path
+}
