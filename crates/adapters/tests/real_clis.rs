@@ -234,6 +234,59 @@ fn gemini(server: &ModelServer, sandbox: &Sandbox) -> ProcessAgent {
         .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
 }
 
+/// A gemini run whose model asks to run `command` through the shell tool
+/// for a Fix request granting `grant`.
+async fn gemini_shell(
+    command: &str,
+    grant: &[&str],
+) -> (
+    Sandbox,
+    ModelServer,
+    Result<orchestrator_core::AgentResponse, AgentError>,
+) {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello wrold\n").unwrap();
+    let server = ModelServer::start(
+        Protocol::Gemini,
+        vec![
+            Turn::tool(
+                "run_shell_command",
+                json!({"command": command, "description": "Fix the typo"}),
+            ),
+            Turn::text("Done."),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    let mut req = request(&sandbox, Role::Fix, "Fix the typo in hello.txt.");
+    if !grant.is_empty() {
+        req = req.allow_command(grant.iter().copied());
+    }
+    let result = gemini(&server, &sandbox).run(req).await;
+    elapsed(started, "gemini shell");
+    (sandbox, server, result)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_runs_a_granted_command_and_is_denied_an_ungranted_one() {
+    let (sandbox, server, result) = gemini_shell("sed -i s/wrold/world/ hello.txt", &["sed"]).await;
+    let main = server.main_requests();
+    result.unwrap_or_else(|err| panic!("{err}\nrequests: {main:#?}"));
+    assert_eq!(sandbox.read("hello.txt"), "hello world\n");
+
+    let (sandbox, server, _) =
+        gemini_shell("sed -i s/wrold/world/ hello.txt", &["cargo", "test"]).await;
+    assert_eq!(
+        sandbox.read("hello.txt"),
+        "hello wrold\n",
+        "an ungranted command ran"
+    );
+    let main = server.main_requests();
+    assert!(main.len() >= 2, "{main:#?}");
+    let answer = main[1].body["contents"].to_string();
+    assert!(answer.contains("functionResponse"), "{answer}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn gemini_writes_a_file_in_an_untrusted_folder() {
     let sandbox = Sandbox::new();
@@ -338,8 +391,8 @@ async fn claude_runs_a_granted_bash_command_that_edits_the_tree() {
     )
     .await;
     let started = Instant::now();
-    let result = claude(&server, &sandbox, &["Bash(sed:*)"])
-        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt."))
+    let result = claude(&server, &sandbox, &[])
+        .run(request(&sandbox, Role::Fix, "Fix the typo in hello.txt.").allow_command(["sed"]))
         .await;
     elapsed(started, "claude edit");
     let main = server.main_requests();

@@ -403,6 +403,13 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             root.clone(),
         )
         .with_context(fix_context(&report, &logs));
+        // The agent may run the checks that will judge its patch, and
+        // nothing else by default (see `AgentRequest::allowed_commands`).
+        let req = ctx
+            .provider
+            .check_commands()
+            .iter()
+            .fold(req, |req, line| req.allow_command_line(line));
         let staged = match fix_tree::make_patch(&ctx, req, iteration, &mut entry.warnings).await? {
             Made::Patch(staged) => staged,
             Made::Problem(reason) => {

@@ -133,6 +133,13 @@ pub trait CiProvider: Send + Sync + fmt::Debug {
     async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
         Ok(None)
     }
+
+    /// The command lines of the checks when the provider runs them itself
+    /// (local mode), so the fixing agent may be allowed to run them; empty
+    /// for a remote CI (the default), whose commands are not known here.
+    fn check_commands(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn keep_tail(mut text: String, cap: usize) -> String {
@@ -611,6 +618,10 @@ impl LocalProvider {
 impl CiProvider for LocalProvider {
     fn pushes(&self) -> bool {
         self.config.push
+    }
+
+    fn check_commands(&self) -> Vec<String> {
+        self.config.checks.clone()
     }
 
     async fn wait_for_checks(&self, _head: Option<&str>) -> Result<CheckRun, ProviderError> {

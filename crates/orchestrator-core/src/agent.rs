@@ -72,6 +72,14 @@ pub struct AgentRequest {
     /// a task row); LLM agents receive it rendered into the instruction.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub context: serde_json::Value,
+    /// The commands the flow needs the agent to be able to run (its test
+    /// command, the task's directives, the failing checks), each as an argv
+    /// prefix: `["cargo", "test"]` allows `cargo test` with any further
+    /// arguments. Adapters grant exactly these to an agent that asks for
+    /// permission per command (claude's `--allowedTools`, gemini's policy
+    /// rules) and nothing broader; empty grants none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_commands: Vec<Vec<String>>,
 }
 
 impl AgentRequest {
@@ -90,6 +98,7 @@ impl AgentRequest {
             schema: None,
             time_limit: None,
             context: serde_json::Value::Null,
+            allowed_commands: Vec::new(),
         }
     }
 
@@ -124,6 +133,43 @@ impl AgentRequest {
         self.context = context;
         self
     }
+
+    /// Builder: allow the agent to run `argv` (a prefix; see
+    /// [`AgentRequest::allowed_commands`]). An empty argv or one already
+    /// allowed is not added twice.
+    pub fn allow_command<S: Into<String>>(mut self, argv: impl IntoIterator<Item = S>) -> Self {
+        let argv: Vec<String> = argv.into_iter().map(Into::into).collect();
+        if !argv.is_empty() && !self.allowed_commands.contains(&argv) {
+            self.allowed_commands.push(argv);
+        }
+        self
+    }
+
+    /// Builder: allow a command given as one command line (a CI check, a
+    /// task directive), split at whitespace into its argv prefix. A line
+    /// that chains commands (`a && b`, `a; b`, `a | b`) allows each part.
+    pub fn allow_command_line(self, line: &str) -> Self {
+        split_command_line(line)
+            .into_iter()
+            .fold(self, |request, argv| request.allow_command(argv))
+    }
+}
+
+/// The commands a command line runs, each split at whitespace: chained
+/// commands (`&&`, `||`, `;`, `|`, new lines) are split apart, and empty
+/// parts dropped. Quoting is not interpreted; a grant is a prefix, so a
+/// quoted argument only makes the prefix longer, never broader.
+pub fn split_command_line(line: &str) -> Vec<Vec<String>> {
+    line.replace("&&", "\n")
+        .replace("||", "\n")
+        .split(['\n', ';', '|'])
+        .map(|part| {
+            part.split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|argv| !argv.is_empty())
+        .collect()
 }
 
 /// Resource usage of one agent call, when the backend reports it.
@@ -540,6 +586,37 @@ mod tests {
             Some(json!({"b": "}"}))
         );
         assert_eq!(extract_json("no json here"), None);
+    }
+
+    #[test]
+    fn command_lines_grant_each_chained_command_as_a_prefix() {
+        let strings = |v: &[&[&str]]| -> Vec<Vec<String>> {
+            v.iter()
+                .map(|a| a.iter().map(|s| (*s).to_owned()).collect())
+                .collect()
+        };
+        assert_eq!(
+            split_command_line("cargo fmt --check && cargo test 2>&1 | tail -5; make\n  \n"),
+            strings(&[
+                &["cargo", "fmt", "--check"],
+                &["cargo", "test", "2>&1"],
+                &["tail", "-5"],
+                &["make"]
+            ])
+        );
+        let request = AgentRequest::new("x", Role::Fix, "i", "/w")
+            .allow_command(["cargo", "test"])
+            .allow_command_line("cargo test || true")
+            .allow_command(Vec::<String>::new());
+        assert_eq!(
+            request.allowed_commands,
+            strings(&[&["cargo", "test"], &["true"]])
+        );
+        let back: AgentRequest =
+            serde_json::from_value(serde_json::to_value(&request).unwrap()).unwrap();
+        assert_eq!(back, request);
+        let plain = serde_json::to_value(AgentRequest::new("x", Role::Fix, "i", "/w")).unwrap();
+        assert!(plain.get("allowed_commands").is_none(), "{plain}");
     }
 
     #[test]

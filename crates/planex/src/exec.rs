@@ -652,9 +652,12 @@ impl Host for TaskHost<'_> {
             row: wire,
         };
         let limit = options.task_time_limit;
+        // The agent may run the task's own directives and nothing else by
+        // default (see `AgentRequest::allowed_commands`).
         let request = AgentRequest::new(&row.id, Role::Execute, "", self.env.workdir.clone())
             .with_schema(task_report_schema())
             .with_time_limit(limit)
+            .allow_command_line(&row.execution_directives)
             .with_context(serde_json::to_value(&context).unwrap_or(Value::Null));
         let policy = RetryPolicy {
             attempts_per_round: options.execution.attempts_per_round.max(1),

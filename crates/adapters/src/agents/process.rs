@@ -159,8 +159,11 @@ impl ProcessAgent {
 
     /// The `claude` preset: `claude -p --output-format json`, instruction on
     /// stdin, `--json-schema` when the request has a schema, and
-    /// `--permission-mode acceptEdits` for roles that change files. The
-    /// `CLAUDECODE` variable is removed from its environment, so that an
+    /// `--permission-mode acceptEdits` for roles that change files, with
+    /// `--allowedTools "Bash(<command>:*)"` for each of the request's
+    /// [`allowed_commands`](AgentRequest::allowed_commands) (headless claude
+    /// denies every other shell command; widen it with `[agent.claude] args`,
+    /// e.g. `["--allowedTools", "Bash(make:*)"]`). The `CLAUDECODE` variable is removed from its environment, so that an
     /// engine itself started from a Claude Code session can still run it.
     ///
     /// Unless `CLAUDE_CODE_MAX_RETRIES` is already set in our environment,
@@ -184,7 +187,10 @@ impl ProcessAgent {
     /// `--output-schema <file>` when the request has a schema (in the strict
     /// form of [`codex::strict_schema`]; the answer's `null`s for optional
     /// properties are dropped before it is validated), and
-    /// `--sandbox workspace-write` for roles that change files.
+    /// `--sandbox workspace-write` for roles that change files. Codex has no
+    /// per-command grant: under that sandbox `codex exec` runs any command,
+    /// confined to writing the working tree, so the request's
+    /// [`allowed_commands`](AgentRequest::allowed_commands) need no flag.
     pub fn codex() -> Self {
         Self::new("codex", "codex", Vec::<String>::new()).dialect(Dialect::Codex)
     }
@@ -192,7 +198,12 @@ impl ProcessAgent {
     /// The `gemini` preset: `gemini --skip-trust -o json`, instruction on
     /// stdin (a CI log in a prompt can exceed the argument size limit), the
     /// schema (if any) described in the prompt, and `--approval-mode
-    /// auto_edit` for roles that change files. `--skip-trust` because the
+    /// auto_edit` for roles that change files, with a `--policy` file that
+    /// allows each of the request's
+    /// [`allowed_commands`](AgentRequest::allowed_commands) as a shell
+    /// command prefix ([`gemini_policy`]; headless gemini denies every other
+    /// shell command; widen it with your own policy files under
+    /// `~/.gemini/policies/`, which gemini still loads). `--skip-trust` because the
     /// folders we run in (worktrees, fresh clones, CI checkouts) are not
     /// marked trusted, and there headless gemini exits 55 and resets the
     /// approval mode.
@@ -301,12 +312,15 @@ impl ProcessAgent {
     }
 
     /// The arguments for `request` (without the program), given the path of
-    /// the schema file when the dialect needs one.
+    /// the schema file when the dialect needs one (codex) and of the policy
+    /// file granting the request's commands (gemini, see
+    /// [`gemini_policy`]).
     pub fn args_for(
         &self,
         request: &AgentRequest,
         prompt: &str,
         schema_file: Option<&Path>,
+        policy_file: Option<&Path>,
     ) -> Vec<OsString> {
         let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
         let mut args: Vec<OsString> = Vec::new();
@@ -318,6 +332,16 @@ impl ProcessAgent {
                     args.push(schema.to_string().into());
                 }
                 if writes {
+                    if !request.allowed_commands.is_empty() {
+                        // Variadic: the flag after the values ends them.
+                        args.push("--allowedTools".into());
+                        args.extend(
+                            request
+                                .allowed_commands
+                                .iter()
+                                .map(|argv| OsString::from(format!("Bash({}:*)", argv.join(" ")))),
+                        );
+                    }
                     args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
                 }
             }
@@ -335,6 +359,10 @@ impl ProcessAgent {
                 args.extend(["--skip-trust", "-o", "json"].map(OsString::from));
                 if writes {
                     args.extend(["--approval-mode", "auto_edit"].map(OsString::from));
+                    if let Some(file) = policy_file {
+                        args.push("--policy".into());
+                        args.push(file.as_os_str().to_owned());
+                    }
                 }
             }
             Dialect::Text | Dialect::Json => {}
@@ -442,11 +470,23 @@ impl Agent for ProcessAgent {
                         ),
                     });
                 }
-                Some(write_schema_file(&strict)?)
+                Some(write_temp_file("schema", ".json", &strict.to_string())?)
             }
             _ => None,
         };
-        let args = self.args_for(&request, &prompt, schema_file.as_ref().map(|f| f.path()));
+        let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
+        let policy_file = match self.dialect {
+            Dialect::Gemini if writes && !request.allowed_commands.is_empty() => Some(
+                write_temp_file("policy", ".toml", &gemini_policy(&request.allowed_commands))?,
+            ),
+            _ => None,
+        };
+        let args = self.args_for(
+            &request,
+            &prompt,
+            schema_file.as_ref().map(|f| f.path()),
+            policy_file.as_ref().map(|f| f.path()),
+        );
         let limit = request.time_limit.or(self.time_limit);
         let mut spec = ProcessSpec::new(&self.program)
             .args(args)
@@ -479,6 +519,7 @@ impl Agent for ProcessAgent {
             }
         })?;
         drop(schema_file);
+        drop(policy_file);
         if output.timed_out {
             return Err(AgentError::Timeout {
                 seconds: limit.map_or(output.duration.as_secs_f64(), |l| l.as_secs_f64()),
@@ -491,17 +532,37 @@ impl Agent for ProcessAgent {
     }
 }
 
-fn write_schema_file(schema: &serde_json::Value) -> Result<tempfile::NamedTempFile, AgentError> {
+/// A gemini policy file (TOML, loaded with `--policy`) that allows exactly
+/// `commands` through its shell tool, each as a command prefix. Headless
+/// gemini otherwise denies every shell command under `auto_edit`.
+pub fn gemini_policy(commands: &[Vec<String>]) -> String {
+    let mut policy =
+        String::from("# Written by orchestrator: the commands this request may run.\n");
+    for argv in commands {
+        // A JSON string literal is a valid TOML basic string.
+        let prefix = serde_json::Value::String(argv.join(" ")).to_string();
+        policy.push_str(&format!(
+            "\n[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = {prefix}\ndecision = \"allow\"\npriority = 100\n"
+        ));
+    }
+    policy
+}
+
+fn write_temp_file(
+    what: &str,
+    suffix: &str,
+    content: &str,
+) -> Result<tempfile::NamedTempFile, AgentError> {
     use std::io::Write;
     let unavailable = |err: std::io::Error| AgentError::Unavailable {
-        message: format!("failed to write the output schema to a temporary file: {err}"),
+        message: format!("failed to write the {what} to a temporary file: {err}"),
     };
     let mut file = tempfile::Builder::new()
-        .prefix("orchestrator-schema-")
-        .suffix(".json")
+        .prefix(&format!("orchestrator-{what}-"))
+        .suffix(suffix)
         .tempfile()
         .map_err(unavailable)?;
-    file.write_all(schema.to_string().as_bytes())
+    file.write_all(content.as_bytes())
         .and_then(|()| file.flush())
         .map_err(unavailable)?;
     Ok(file)
@@ -523,7 +584,7 @@ mod tests {
         let req = AgentRequest::new("T1", Role::Fix, "fix it", "/w")
             .with_schema(json!({"type": "object"}));
         assert_eq!(
-            strings(ProcessAgent::claude().args_for(&req, "p", None)),
+            strings(ProcessAgent::claude().args_for(&req, "p", None, None)),
             [
                 "-p",
                 "--output-format",
@@ -538,7 +599,8 @@ mod tests {
             strings(ProcessAgent::codex().arg("--skip-git-repo-check").args_for(
                 &req,
                 "p",
-                Some(Path::new("/tmp/s.json"))
+                Some(Path::new("/tmp/s.json")),
+                None
             )),
             [
                 "exec",
@@ -553,16 +615,73 @@ mod tests {
         );
         let explore = AgentRequest::new("E1", Role::Explore, "look", "/w");
         assert_eq!(
-            strings(ProcessAgent::gemini().args_for(&explore, "look", None)),
+            strings(ProcessAgent::gemini().args_for(&explore, "look", None, None)),
             ["--skip-trust", "-o", "json"]
         );
         assert_eq!(
             strings(ProcessAgent::claude().role_permissions(false).args_for(
                 &AgentRequest::new("x", Role::Execute, "i", "/w"),
                 "i",
+                None,
                 None
             )),
             ["-p", "--output-format", "json"]
+        );
+    }
+
+    #[test]
+    fn granted_commands_reach_claude_and_gemini_for_writing_roles_only() {
+        let req = AgentRequest::new("T1", Role::Fix, "fix it", "/w")
+            .allow_command(["cargo", "test"])
+            .allow_command(["cargo", "fmt"]);
+        assert_eq!(
+            strings(ProcessAgent::claude().args_for(&req, "p", None, None)),
+            [
+                "-p",
+                "--output-format",
+                "json",
+                "--allowedTools",
+                "Bash(cargo test:*)",
+                "Bash(cargo fmt:*)",
+                "--permission-mode",
+                "acceptEdits"
+            ]
+        );
+        assert_eq!(
+            strings(ProcessAgent::gemini().args_for(
+                &req,
+                "p",
+                None,
+                Some(Path::new("/tmp/p.toml"))
+            )),
+            [
+                "--skip-trust",
+                "-o",
+                "json",
+                "--approval-mode",
+                "auto_edit",
+                "--policy",
+                "/tmp/p.toml"
+            ]
+        );
+        let mut plan = req.clone();
+        plan.role = Role::Plan;
+        assert_eq!(
+            strings(ProcessAgent::claude().args_for(&plan, "p", None, None)),
+            ["-p", "--output-format", "json"]
+        );
+        let policy = gemini_policy(&req.allowed_commands);
+        let parsed: toml::Value = toml::from_str(&policy).unwrap();
+        let rules = parsed["rule"].as_array().unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules[0]["commandPrefix"].as_str(), Some("cargo test"));
+        assert_eq!(rules[1]["toolName"].as_str(), Some("run_shell_command"));
+        assert_eq!(rules[1]["decision"].as_str(), Some("allow"));
+        let quoted = gemini_policy(&[vec!["say".into(), "\"hi\"\\".into()]]);
+        let parsed: toml::Value = toml::from_str(&quoted).unwrap();
+        assert_eq!(
+            parsed["rule"][0]["commandPrefix"].as_str(),
+            Some("say \"hi\"\\")
         );
     }
 
@@ -572,12 +691,15 @@ mod tests {
         let agent = ProcessAgent::new("mine", "my-agent", ["--ask={instruction}", "-v"])
             .instruction_input(InstructionInput::Argument);
         assert_eq!(
-            strings(agent.args_for(&req, "plan", None)),
+            strings(agent.args_for(&req, "plan", None, None)),
             ["--ask=plan", "-v"]
         );
         let agent = ProcessAgent::new("mine", "my-agent", ["run"])
             .instruction_input(InstructionInput::Argument);
-        assert_eq!(strings(agent.args_for(&req, "plan", None)), ["run", "plan"]);
+        assert_eq!(
+            strings(agent.args_for(&req, "plan", None, None)),
+            ["run", "plan"]
+        );
     }
 
     #[test]

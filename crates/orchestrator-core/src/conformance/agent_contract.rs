@@ -76,6 +76,10 @@ impl Case {
 
 /// The slow case of a harness, or why the agent has none.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per suite run; boxing would only burden every harness"
+)]
 pub enum SlowCase {
     /// An agent and a request that would run longer than [`SLOW_LIMIT`]
     /// (the suite replaces the request's time limit with it).

@@ -482,6 +482,11 @@ pub(crate) async fn fix_one(
     if let Some(limit) = shared.config.fix_time_limit {
         request = request.with_time_limit(limit);
     }
+    // The agent may run the tests that will judge its fix, and nothing else
+    // by default (see `AgentRequest::allowed_commands`).
+    if let Some(argv) = &shared.config.test_command {
+        request = request.allow_command(argv.iter().cloned());
+    }
     let outcome = run_milestone(
         &step,
         &StopOnEscalation,
