@@ -75,14 +75,127 @@ pub struct Recorded {
     pub main: bool,
 }
 
-#[derive(Debug)]
+/// A main request as a script function sees it ([`ModelServer::scripted`]).
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    protocol: Protocol,
+    /// The path with its query.
+    pub path: String,
+    /// The body as JSON.
+    pub body: Value,
+}
+
+impl Exchange {
+    /// The conversation so far: Responses `input`, Anthropic `messages`,
+    /// Gemini `contents`.
+    fn conversation(&self) -> &[Value] {
+        let key = match self.protocol {
+            Protocol::OpenAiResponses => "input",
+            Protocol::Anthropic => "messages",
+            Protocol::Gemini => "contents",
+        };
+        self.body
+            .get(key)
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Every text the user side sent (the prompt the CLI built, with any
+    /// context it adds), joined by new lines; tool results are left out.
+    pub fn user_text(&self) -> String {
+        let mut out = Vec::new();
+        for item in self.conversation() {
+            if item.get("role").and_then(Value::as_str) != Some("user") {
+                continue;
+            }
+            match item.get("content").or_else(|| item.get("parts")) {
+                Some(Value::String(text)) => out.push(text.clone()),
+                Some(Value::Array(parts)) => {
+                    for part in parts {
+                        let kind = part.get("type").and_then(Value::as_str);
+                        if matches!(kind, Some("tool_result" | "function_call_output")) {
+                            continue;
+                        }
+                        if let Some(text) = part.get("text").and_then(Value::as_str) {
+                            out.push(text.to_owned());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.join("\n")
+    }
+
+    /// The results of the tool calls the model made so far, as text, in
+    /// order (Responses `function_call_output`, Anthropic `tool_result`,
+    /// Gemini `functionResponse`): their count is the step the
+    /// conversation is at.
+    pub fn tool_results(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for item in self.conversation() {
+            if item.get("type").and_then(Value::as_str) == Some("function_call_output") {
+                out.push(text_of(item.get("output")));
+            }
+            for part in item
+                .get("content")
+                .or_else(|| item.get("parts"))
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                if part.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    out.push(text_of(part.get("content")));
+                } else if let Some(response) = part.get("functionResponse") {
+                    out.push(text_of(response.get("response")));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A JSON value as text: a string as itself, text blocks joined, anything
+/// else as JSON.
+fn text_of(value: Option<&Value>) -> String {
+    match value {
+        None => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| {
+                b.get("text")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| b.to_string(), str::to_owned)
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A function choosing the model's turn for each main request.
+type Script = Box<dyn FnMut(&Exchange) -> Turn + Send>;
+
 struct State {
     protocol: Protocol,
     turns: VecDeque<Turn>,
     /// Answer every main request with this once the script is exhausted.
     repeat: Option<Turn>,
+    /// Answers main requests when set (turns and repeat are then unused).
+    script: Option<Script>,
     recorded: Vec<Recorded>,
     counter: u64,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("protocol", &self.protocol)
+            .field("turns", &self.turns)
+            .field("scripted", &self.script.is_some())
+            .field("recorded", &self.recorded.len())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -106,14 +219,39 @@ impl ModelServer {
         Self::start_with(protocol, Vec::new(), Some(turn)).await
     }
 
+    /// Starts a server that answers each main request with what `script`
+    /// returns for it: a flow test picks the turn by the prompt
+    /// ([`Exchange::user_text`]) and the step ([`Exchange::tool_results`]),
+    /// whatever order the flow's calls come in.
+    pub async fn scripted(
+        protocol: Protocol,
+        script: impl FnMut(&Exchange) -> Turn + Send + 'static,
+    ) -> Self {
+        Self::start_state(State {
+            protocol,
+            turns: VecDeque::new(),
+            repeat: None,
+            script: Some(Box::new(script)),
+            recorded: Vec::new(),
+            counter: 0,
+        })
+        .await
+    }
+
     async fn start_with(protocol: Protocol, turns: Vec<Turn>, repeat: Option<Turn>) -> Self {
-        let state = Arc::new(Mutex::new(State {
+        Self::start_state(State {
             protocol,
             turns: turns.into(),
             repeat,
+            script: None,
             recorded: Vec::new(),
             counter: 0,
-        }));
+        })
+        .await
+    }
+
+    async fn start_state(state: State) -> Self {
+        let state = Arc::new(Mutex::new(state));
         let server = MockServer::start().await;
         Mock::given(any())
             .respond_with(Responder(Arc::clone(&state)))
@@ -171,12 +309,21 @@ impl Respond for Responder {
         if !main {
             return auxiliary(state.protocol, &path, &body);
         }
-        let turn = match state.turns.pop_front() {
-            Some(turn) => turn,
-            None => match &state.repeat {
-                Some(turn) => turn.clone(),
-                None => Turn::Status(500, "script exhausted".to_owned()),
-            },
+        let protocol = state.protocol;
+        let turn = if let Some(script) = state.script.as_mut() {
+            script(&Exchange {
+                protocol,
+                path: path.clone(),
+                body: body.clone(),
+            })
+        } else {
+            match state.turns.pop_front() {
+                Some(turn) => turn,
+                None => match &state.repeat {
+                    Some(turn) => turn.clone(),
+                    None => Turn::Status(500, "script exhausted".to_owned()),
+                },
+            }
         };
         state.counter += 1;
         let n = state.counter;

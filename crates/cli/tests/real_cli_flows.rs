@@ -1,0 +1,413 @@
+//! The flows end to end through the `orchestrator` binary with the real
+//! `claude`, `codex` and `gemini` CLIs (the pinned versions `.ci/run`
+//! installs), each pointed at a scripted model server on 127.0.0.1 the way a
+//! user points it at a gateway: through the CLI's own environment and
+//! configuration, which reach it unchanged. Only the model's answers are
+//! scripted; the edits are made by each CLI's own tools, the tests are run
+//! by the engine, and the commits are real.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use orchestrator_adapters::agents::codex::strict_violations;
+use orchestrator_adapters::test_support::cli;
+use orchestrator_adapters::test_support::model_server::{Exchange, ModelServer, Protocol, Turn};
+use serde_json::{Value, json};
+
+/// One of the three agent CLIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cli {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+impl Cli {
+    fn name(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude",
+            Cli::Codex => "codex",
+            Cli::Gemini => "gemini",
+        }
+    }
+
+    fn protocol(self) -> Protocol {
+        match self {
+            Cli::Claude => Protocol::Anthropic,
+            Cli::Codex => Protocol::OpenAiResponses,
+            Cli::Gemini => Protocol::Gemini,
+        }
+    }
+
+    /// The turns that replace `old` by `new` in `file` (whose whole new
+    /// content is `content`) with the CLI's own editing tool.
+    fn edit(self, repo: &Path, file: &str, old: &str, new: &str, content: &str) -> Vec<Turn> {
+        let path = repo.join(file).to_string_lossy().into_owned();
+        match self {
+            // Claude Code refuses to edit a file it has not read.
+            Cli::Claude => vec![
+                Turn::tool("Read", json!({"file_path": path})),
+                Turn::tool(
+                    "Edit",
+                    json!({"file_path": path, "old_string": old, "new_string": new}),
+                ),
+            ],
+            Cli::Codex => vec![Turn::tool(
+                "exec_command",
+                json!({"cmd": format!("sed -i s/{old}/{new}/ {file}")}),
+            )],
+            Cli::Gemini => vec![Turn::tool(
+                "write_file",
+                json!({"file_path": file, "content": content}),
+            )],
+        }
+    }
+
+    /// The turn that runs `command` through the CLI's shell tool.
+    fn shell(self, command: &str) -> Turn {
+        match self {
+            Cli::Claude => Turn::tool(
+                "Bash",
+                json!({"command": command, "description": "Run the tests"}),
+            ),
+            Cli::Codex => Turn::tool("exec_command", json!({"cmd": command})),
+            Cli::Gemini => Turn::tool(
+                "run_shell_command",
+                json!({"command": command, "description": "Run the tests"}),
+            ),
+        }
+    }
+
+    /// The turns that give `answer` as the structured answer.
+    fn answer(self, answer: &Value) -> Vec<Turn> {
+        match self {
+            // `--json-schema`: claude offers a StructuredOutput tool.
+            Cli::Claude => vec![Turn::tool("StructuredOutput", answer.clone())],
+            // codex (`--output-schema`) and gemini (schema in the prompt)
+            // take the answer as the final message.
+            Cli::Codex | Cli::Gemini => vec![Turn::text(answer.to_string())],
+        }
+    }
+
+    /// The environment that points the CLI at `server`, with its home in
+    /// `home` (the same settings a user sets for a gateway).
+    fn env(self, server: &ModelServer, home: &Path) -> Vec<(String, String)> {
+        let mut env = vec![("HOME".to_owned(), home.display().to_string())];
+        match self {
+            Cli::Claude => {
+                env.push(("ANTHROPIC_API_KEY".into(), "sk-ant-test".into()));
+                env.push(("ANTHROPIC_BASE_URL".into(), server.url()));
+                env.push((
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                    "1".into(),
+                ));
+            }
+            Cli::Codex => {
+                let codex_home = home.join(".codex");
+                std::fs::create_dir_all(&codex_home).unwrap();
+                std::fs::write(
+                    codex_home.join("config.toml"),
+                    format!(
+                        "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\n\
+                         base_url = \"{}/v1\"\nenv_key = \"MOCK_KEY\"\nwire_api = \"responses\"\n\
+                         request_max_retries = 0\nstream_max_retries = 0\n",
+                        server.url()
+                    ),
+                )
+                .unwrap();
+                env.push(("CODEX_HOME".into(), codex_home.display().to_string()));
+                env.push(("MOCK_KEY".into(), "test-key".into()));
+            }
+            Cli::Gemini => {
+                let settings = home.join(".gemini");
+                std::fs::create_dir_all(&settings).unwrap();
+                std::fs::write(
+                    settings.join("settings.json"),
+                    r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+                )
+                .unwrap();
+                env.push(("GEMINI_API_KEY".into(), "test-key".into()));
+                env.push(("GOOGLE_GEMINI_BASE_URL".into(), server.url()));
+            }
+        }
+        env
+    }
+}
+
+/// A git repository and a home folder outside `/tmp` (codex's sandbox
+/// mounts a fresh `/tmp`, hiding its own helper there).
+struct Sandbox {
+    _dir: tempfile::TempDir,
+    repo: PathBuf,
+    home: PathBuf,
+}
+
+impl Sandbox {
+    fn new(files: &[(&str, &str)]) -> Sandbox {
+        let base = orchestrator_core::state::cache_dir().join("real-cli-flows");
+        assert!(
+            !base.starts_with("/tmp"),
+            "the cache folder {} is under /tmp, where codex's sandbox cannot run; set ORCHESTRATOR_CACHE_DIR elsewhere",
+            base.display()
+        );
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (repo, home) = (root.join("repo"), root.join("home"));
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        for (file, content) in files {
+            std::fs::write(repo.join(file), content).unwrap();
+        }
+        let sandbox = Sandbox {
+            _dir: dir,
+            repo,
+            home,
+        };
+        sandbox.git(&["init", "-q", "-b", "main"]);
+        sandbox.git(&["config", "user.email", "test@example.com"]);
+        sandbox.git(&["config", "user.name", "Test"]);
+        sandbox.git(&["add", "-A"]);
+        sandbox.git(&["commit", "-qm", "initial"]);
+        sandbox
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(&self.repo)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o.stderr));
+        text(&o.stdout)
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.repo.join(file)).unwrap()
+    }
+
+    /// Runs the `orchestrator` binary in the repository with the real
+    /// `cli` first on PATH and its environment pointed at `server`.
+    fn orchestrator(&self, cli_kind: Cli, server: &ModelServer, args: &[&str]) -> Output {
+        let bin = cli(cli_kind.name());
+        let bin_dir = bin.parent().unwrap();
+        let path = format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut command = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+        command
+            .args(args)
+            .current_dir(&self.repo)
+            .env_remove("RUST_LOG")
+            .env_remove("ORCHESTRATOR_AGENT")
+            .env_remove("CLAUDECODE")
+            .env_remove("ANTHROPIC_AUTH_TOKEN")
+            .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+            .env("PATH", path)
+            .env("COLUMNS", "100")
+            .stdin(Stdio::null());
+        for (k, v) in cli_kind.env(server, &self.home) {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The turn at `step` of a conversation scripted as `turns`, then a final
+/// text answer.
+fn step(turns: &[Turn], exchange: &Exchange, last: &str) -> Turn {
+    turns
+        .get(exchange.tool_results().len())
+        .cloned()
+        .unwrap_or_else(|| Turn::text(last))
+}
+
+/// The batch number a planning prompt names (`… of batch 1 (fix session …`).
+fn batch_of(prompt: &str) -> u64 {
+    let rest = &prompt[prompt.find("of batch ").unwrap() + "of batch ".len()..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The test suite of the review-fix repository: `calc.txt` must keep its
+/// `value = ` line.
+const CHECK: &str = "#!/bin/sh\nif ! grep -q '^value = ' calc.txt; then\n  echo 'FAIL calc_value: calc.txt lost its value line'\n  exit 1\nfi\necho 'all checks ok'\n";
+
+const FINDINGS: &str = r#"{
+  "session_id": "WFS-real-cli",
+  "findings": [
+    {"id": "F1", "title": "Typo in the greeting", "severity": "low", "dimension": "quality",
+     "file": "greet.txt", "line": 1, "description": "`wrold` should read `world`."},
+    {"id": "F2", "title": "Wrong value", "severity": "medium", "dimension": "correctness",
+     "file": "calc.txt", "line": 1, "description": "The value must be 2."}
+  ]
+}
+"#;
+
+/// review-fix with the real `cli`: F1 is fixed by the CLI's own edit tool
+/// and checked with the granted test command; F2's first edit breaks the
+/// tests and is rolled back, its retry prompt carries the failing output,
+/// and the second edit lands. Two findings, two commits.
+fn review_fix_with(cli_kind: Cli) {
+    let sandbox = Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ]);
+    let repo = sandbox.repo.clone();
+    let conversations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&conversations);
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        cli_kind.protocol(),
+        move |exchange| {
+            let prompt = exchange.user_text();
+            if exchange.tool_results().is_empty() {
+                seen.lock().unwrap().push(prompt.clone());
+            }
+            if prompt.contains("partial execution plan") {
+                let plan = json!({
+                    "batch_id": batch_of(&prompt),
+                    "groups": [{
+                        "group_id": "G1", "group_name": "text files",
+                        "findings": ["F1", "F2"],
+                        "fix_strategy": {"approach": "edit the text files in place"},
+                        "risk_assessment": {"level": "low"}
+                    }],
+                    "timeline": [{"stage": 1, "groups": ["G1"], "execution_mode": "serial"}]
+                });
+                return step(&cli_kind.answer(&plan), exchange, "Planned.");
+            }
+            if prompt.contains("Fix review finding F1") {
+                let mut turns =
+                    cli_kind.edit(&repo, "greet.txt", "wrold", "world", "hello world\n");
+                turns.push(cli_kind.shell("sh check.sh"));
+                return step(&turns, exchange, "Fixed the typo.");
+            }
+            if prompt.contains("Fix review finding F2") {
+                let turns = if prompt.contains("FAIL calc_value") {
+                    cli_kind.edit(&repo, "calc.txt", "1", "2", "value = 2\n")
+                } else {
+                    cli_kind.edit(&repo, "calc.txt", "value", "VALUE", "VALUE = 1\n")
+                };
+                return step(&turns, exchange, "Set the value.");
+            }
+            Turn::Status(500, format!("unscripted prompt: {prompt}"))
+        },
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        cli_kind,
+        &server,
+        &[
+            "review-fix",
+            "--fix",
+            "findings.json",
+            "--agent",
+            cli_kind.name(),
+            "--test-cmd",
+            "sh check.sh",
+            "--verify",
+            "each",
+            "--isolation",
+            "serial",
+            "--flaky-reruns",
+            "0",
+            "-y",
+        ],
+    );
+    eprintln!(
+        "{}: review-fix end to end in {:.1} s",
+        cli_kind.name(),
+        started.elapsed().as_secs_f64()
+    );
+    let requests = server.main_requests();
+    let report = format!(
+        "stdout:\n{}\nstderr:\n{}\nconversations: {:#?}",
+        text(&o.stdout),
+        text(&o.stderr),
+        conversations.lock().unwrap()
+    );
+    assert_eq!(o.status.code(), Some(0), "{report}");
+
+    // Both fixes landed, one commit each, and the tree is what the edits made.
+    assert_eq!(sandbox.read("greet.txt"), "hello world\n", "{report}");
+    assert_eq!(sandbox.read("calc.txt"), "value = 2\n", "{report}");
+    let log = sandbox.git(&["log", "--format=%s", "main~2..main"]);
+    assert!(
+        log.contains("[F1]") && log.contains("[F2]"),
+        "{log}\n{report}"
+    );
+    assert_eq!(sandbox.git(&["rev-list", "--count", "main"]).trim(), "3");
+
+    // The retry of F2 carried the failing test's output.
+    let conversations = conversations.lock().unwrap().clone();
+    let f2: Vec<&String> = conversations
+        .iter()
+        .filter(|p| p.contains("Fix review finding F2"))
+        .collect();
+    assert_eq!(f2.len(), 2, "{conversations:#?}");
+    assert!(!f2[0].contains("FAIL calc_value"), "{}", f2[0]);
+    assert!(f2[1].contains("FAIL calc_value"), "{}", f2[1]);
+
+    // The granted test command ran inside the CLI and its output came back.
+    let ran_tests = requests.iter().any(|r| {
+        let exchange_results = r.body.to_string();
+        exchange_results.contains("all checks ok")
+    });
+    assert!(
+        ran_tests,
+        "no tool result shows the test command's output\n{report}"
+    );
+
+    // codex received the plan schema in the strict form the API accepts.
+    if cli_kind == Cli::Codex {
+        let plan = requests
+            .iter()
+            .find(|r| r.body.to_string().contains("partial execution plan"))
+            .expect("codex plan request");
+        let format = &plan.body["text"]["format"];
+        assert_eq!(format["strict"], json!(true), "{format}");
+        assert_eq!(
+            strict_violations(&format["schema"]),
+            Vec::<String>::new(),
+            "{format}"
+        );
+    }
+}
+
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn review_fix_with_the_real_claude() {
+    review_fix_with(Cli::Claude);
+}
+
+#[test]
+fn review_fix_with_the_real_codex() {
+    review_fix_with(Cli::Codex);
+}
+
+#[test]
+fn review_fix_with_the_real_gemini() {
+    review_fix_with(Cli::Gemini);
+}
