@@ -67,6 +67,22 @@ impl Cli {
         }
     }
 
+    /// The turn that creates `file` with `content` (one line) with the CLI's
+    /// own tool.
+    fn create(self, repo: &Path, file: &str, content: &str) -> Turn {
+        match self {
+            Cli::Claude => Turn::tool(
+                "Write",
+                json!({"file_path": repo.join(file), "content": content}),
+            ),
+            Cli::Codex => Turn::tool(
+                "exec_command",
+                json!({"cmd": format!("echo {} > {file}", content.trim_end())}),
+            ),
+            Cli::Gemini => Turn::tool("write_file", json!({"file_path": file, "content": content})),
+        }
+    }
+
     /// The turn that runs `command` through the CLI's shell tool.
     fn shell(self, command: &str) -> Turn {
         match self {
@@ -389,6 +405,121 @@ fn review_fix_with(cli_kind: Cli) {
     }
 }
 
+/// The task id a planex task prompt names (`**Task ID**: T1`).
+fn task_of(prompt: &str) -> String {
+    let rest = &prompt[prompt.find("**Task ID**: ").unwrap() + "**Task ID**: ".len()..];
+    rest.split_whitespace().next().unwrap().to_owned()
+}
+
+/// `planex "<requirement>" -y` with the real `cli`: the angles, the
+/// exploration and the task plan come back through the CLI's structured
+/// answer mechanism, and each task edits the tree with the CLI's own tools
+/// (T2 also runs its granted directive).
+fn planex_with(cli_kind: Cli) {
+    let sandbox = Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )]);
+    let repo = sandbox.repo.clone();
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        cli_kind.protocol(),
+        move |exchange| {
+            let prompt = exchange.user_text();
+            let answer = |value: Value| step(&cli_kind.answer(&value), exchange, "Done.");
+            if prompt.contains("PURPOSE: Analyze requirement complexity") {
+                return answer(json!({"type": "feature", "complexity": "Low", "angles": [
+                    {"id": "E1", "angle": "architecture", "description": "Where greetings live",
+                     "focus": "files at the root"}]}));
+            }
+            if prompt.contains("## EXPLORATION ASSIGNMENT") {
+                return answer(json!({"id": "E1", "status": "completed",
+                    "findings": "Greetings go to hello.txt at the root",
+                    "key_files": ["hello.txt"], "error": ""}));
+            }
+            if prompt.contains("PURPOSE: Based on exploration findings, decompose requirement") {
+                return answer(json!({"tasks": [
+                    {"id": "T1", "title": "Hello", "description": "Create hello.txt saying hello",
+                     "test": "hello.txt exists", "acceptance_criteria": "hello.txt says hello",
+                     "scope": "hello.txt", "hints": "", "execution_directives": "",
+                     "deps": [], "context_from": ["E1"]},
+                    {"id": "T2", "title": "Howdy", "description": "Say howdy instead",
+                     "test": "sh check.sh", "acceptance_criteria": "hello.txt says howdy",
+                     "scope": "hello.txt", "hints": "", "execution_directives": "sh check.sh",
+                     "deps": ["T1"], "context_from": ["T1"]},
+                    {"id": "T3", "title": "Bye", "description": "Create bye.txt saying bye",
+                     "test": "bye.txt exists", "acceptance_criteria": "bye.txt says bye",
+                     "scope": "bye.txt", "hints": "", "execution_directives": "",
+                     "deps": ["T2"], "context_from": ["T2"]}]}));
+            }
+            if prompt.contains("## TASK ASSIGNMENT") {
+                let id = task_of(&prompt);
+                let acceptance = match id.as_str() {
+                    "T1" => "hello.txt says hello",
+                    "T2" => "hello.txt says howdy",
+                    _ => "bye.txt says bye",
+                };
+                let mut turns = if id == "T1" {
+                    vec![cli_kind.create(&repo, "hello.txt", "hello\n")]
+                } else if id == "T3" {
+                    vec![cli_kind.create(&repo, "bye.txt", "bye\n")]
+                } else {
+                    let mut turns = cli_kind.edit(&repo, "hello.txt", "hello", "howdy", "howdy\n");
+                    turns.push(cli_kind.shell("sh check.sh"));
+                    turns
+                };
+                let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
+                    "files_modified": ["hello.txt"], "tests_passed": true,
+                    "acceptance_met": "yes", "error": "",
+                    "criteria": [{"criterion": acceptance, "status": "PASS", "explanation": "edited"}]});
+                turns.extend(cli_kind.answer(&report));
+                return step(&turns, exchange, "Done.");
+            }
+            Turn::Status(500, format!("unscripted prompt: {prompt}"))
+        },
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        cli_kind,
+        &server,
+        &[
+            "planex",
+            "Say howdy in hello.txt",
+            "-y",
+            "--agent",
+            cli_kind.name(),
+        ],
+    );
+    eprintln!(
+        "{}: planex end to end in {:.1} s",
+        cli_kind.name(),
+        started.elapsed().as_secs_f64()
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{report}");
+    assert_eq!(sandbox.read("hello.txt"), "howdy\n", "{report}");
+    assert_eq!(sandbox.read("bye.txt"), "bye\n", "{report}");
+    let out = text(&o.stdout);
+    assert!(out.contains("- **Explore**: 1/1 angles"), "{out}");
+    assert!(
+        out.contains("- **Tasks**: 3/3 completed, 0 failed, 0 skipped"),
+        "{out}"
+    );
+    let sessions = orchestrator_planex::session::list_sessions(&sandbox.repo).unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let results =
+        orchestrator_core::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["T1", "T2", "T3"]);
+    // T2's granted directive ran inside the CLI and its output came back.
+    assert!(
+        server
+            .main_requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("all checks ok")),
+        "no tool result shows the directive's output\n{report}"
+    );
+}
+
 fn tokio_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -410,4 +541,19 @@ fn review_fix_with_the_real_codex() {
 #[test]
 fn review_fix_with_the_real_gemini() {
     review_fix_with(Cli::Gemini);
+}
+
+#[test]
+fn planex_with_the_real_claude() {
+    planex_with(Cli::Claude);
+}
+
+#[test]
+fn planex_with_the_real_codex() {
+    planex_with(Cli::Codex);
+}
+
+#[test]
+fn planex_with_the_real_gemini() {
+    planex_with(Cli::Gemini);
 }
