@@ -58,7 +58,7 @@ impl Cli {
             ],
             Cli::Codex => vec![Turn::tool(
                 "exec_command",
-                json!({"cmd": format!("sed -i s/{old}/{new}/ {file}")}),
+                json!({"cmd": format!("sed -i 's/{old}/{new}/' {file}")}),
             )],
             Cli::Gemini => vec![Turn::tool(
                 "write_file",
@@ -520,6 +520,81 @@ fn planex_with(cli_kind: Cli) {
     );
 }
 
+/// A local check that fails like clippy's `needless_return` while
+/// `src/lib.rs` has its `return`.
+const LINT: &str = "#!/bin/sh\nif grep -q 'return 1;' src/lib.rs; then\n  echo 'error: unneeded `return` statement'\n  echo ' --> src/lib.rs:2:5'\n  echo '  = help: for further information visit https://rust-lang.github.io/rust-clippy/master/index.html#needless_return'\n  echo '  = note: `-D clippy::needless-return` implied by `-D warnings`'\n  echo 'error: could not compile `demo` (lib) due to 1 previous error'\n  exit 1\nfi\necho 'lint clean'\n";
+
+/// `ci-autofix --local` with the real `cli`: the failing check's log goes
+/// to the CLI, its own tool edits the tree, the check re-runs green, and
+/// the fix is one new commit.
+fn ci_autofix_with(cli_kind: Cli) {
+    let sandbox = Sandbox::new(&[("lint.sh", LINT)]);
+    std::fs::create_dir_all(sandbox.repo.join("src")).unwrap();
+    std::fs::write(
+        sandbox.repo.join("src/lib.rs"),
+        "pub fn one() -> i32 {\n    return 1;\n}\n",
+    )
+    .unwrap();
+    sandbox.git(&["add", "-A"]);
+    sandbox.git(&["commit", "-qm", "a lint failure"]);
+    let before = sandbox.git(&["rev-parse", "HEAD"]);
+    let repo = sandbox.repo.clone();
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        cli_kind.protocol(),
+        move |exchange| {
+            let prompt = exchange.user_text();
+            if prompt.contains("## CI Auto-Fix Context") && prompt.contains("needless_return") {
+                let mut turns = cli_kind.edit(
+                    &repo,
+                    "src/lib.rs",
+                    "return 1;",
+                    "1",
+                    "pub fn one() -> i32 {\n    1\n}\n",
+                );
+                turns.push(cli_kind.shell("sh lint.sh"));
+                return step(&turns, exchange, "Removed the needless return.");
+            }
+            Turn::Status(500, format!("unscripted prompt: {prompt}"))
+        },
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        cli_kind,
+        &server,
+        &[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "sh lint.sh",
+            "--agent",
+            cli_kind.name(),
+            "-y",
+        ],
+    );
+    eprintln!(
+        "{}: ci-autofix end to end in {:.1} s",
+        cli_kind.name(),
+        started.elapsed().as_secs_f64()
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{report}");
+    assert_eq!(
+        sandbox.read("src/lib.rs"),
+        "pub fn one() -> i32 {\n    1\n}\n",
+        "{report}"
+    );
+    let after = sandbox.git(&["rev-list", "--count", &format!("{}..HEAD", before.trim())]);
+    assert_eq!(after.trim(), "1", "one fix commit\n{report}");
+    assert_eq!(sandbox.git(&["status", "--porcelain"]), "", "{report}");
+    assert!(
+        server
+            .main_requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("lint clean")),
+        "no tool result shows the granted check's output\n{report}"
+    );
+}
+
 fn tokio_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -556,4 +631,19 @@ fn planex_with_the_real_codex() {
 #[test]
 fn planex_with_the_real_gemini() {
     planex_with(Cli::Gemini);
+}
+
+#[test]
+fn ci_autofix_with_the_real_claude() {
+    ci_autofix_with(Cli::Claude);
+}
+
+#[test]
+fn ci_autofix_with_the_real_codex() {
+    ci_autofix_with(Cli::Codex);
+}
+
+#[test]
+fn ci_autofix_with_the_real_gemini() {
+    ci_autofix_with(Cli::Gemini);
 }
