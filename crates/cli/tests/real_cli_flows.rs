@@ -411,33 +411,34 @@ fn task_of(prompt: &str) -> String {
     rest.split_whitespace().next().unwrap().to_owned()
 }
 
-/// `planex "<requirement>" -y` with the real `cli`: the angles, the
-/// exploration and the task plan come back through the CLI's structured
-/// answer mechanism, and each task edits the tree with the CLI's own tools
-/// (T2 also runs its granted directive).
-fn planex_with(cli_kind: Cli) {
-    let sandbox = Sandbox::new(&[(
-        "check.sh",
-        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
-    )]);
-    let repo = sandbox.repo.clone();
-    let server = tokio_runtime().block_on(ModelServer::scripted(
-        cli_kind.protocol(),
-        move |exchange| {
-            let prompt = exchange.user_text();
-            let answer = |value: Value| step(&cli_kind.answer(&value), exchange, "Done.");
-            if prompt.contains("PURPOSE: Analyze requirement complexity") {
-                return answer(json!({"type": "feature", "complexity": "Low", "angles": [
+/// The model's side of a planex run (`planex "Say howdy in hello.txt"`):
+/// one angle, its exploration, three tasks (T1 creates `hello.txt`, T2
+/// edits it and runs its granted directive `sh check.sh`, T3 creates
+/// `bye.txt`), each answered through `cli_kind`'s own tools. Each
+/// conversation's first prompt is pushed to `started`.
+fn planex_script(
+    cli_kind: Cli,
+    repo: PathBuf,
+    started: Arc<Mutex<Vec<String>>>,
+) -> impl FnMut(&Exchange) -> Turn + Send + 'static {
+    move |exchange| {
+        let prompt = exchange.user_text();
+        if exchange.tool_results().is_empty() {
+            started.lock().unwrap().push(prompt.clone());
+        }
+        let answer = |value: Value| step(&cli_kind.answer(&value), exchange, "Done.");
+        if prompt.contains("PURPOSE: Analyze requirement complexity") {
+            return answer(json!({"type": "feature", "complexity": "Low", "angles": [
                     {"id": "E1", "angle": "architecture", "description": "Where greetings live",
                      "focus": "files at the root"}]}));
-            }
-            if prompt.contains("## EXPLORATION ASSIGNMENT") {
-                return answer(json!({"id": "E1", "status": "completed",
+        }
+        if prompt.contains("## EXPLORATION ASSIGNMENT") {
+            return answer(json!({"id": "E1", "status": "completed",
                     "findings": "Greetings go to hello.txt at the root",
                     "key_files": ["hello.txt"], "error": ""}));
-            }
-            if prompt.contains("PURPOSE: Based on exploration findings, decompose requirement") {
-                return answer(json!({"tasks": [
+        }
+        if prompt.contains("PURPOSE: Based on exploration findings, decompose requirement") {
+            return answer(json!({"tasks": [
                     {"id": "T1", "title": "Hello", "description": "Create hello.txt saying hello",
                      "test": "hello.txt exists", "acceptance_criteria": "hello.txt says hello",
                      "scope": "hello.txt", "hints": "", "execution_directives": "",
@@ -450,32 +451,47 @@ fn planex_with(cli_kind: Cli) {
                      "test": "bye.txt exists", "acceptance_criteria": "bye.txt says bye",
                      "scope": "bye.txt", "hints": "", "execution_directives": "",
                      "deps": ["T2"], "context_from": ["T2"]}]}));
-            }
-            if prompt.contains("## TASK ASSIGNMENT") {
-                let id = task_of(&prompt);
-                let acceptance = match id.as_str() {
-                    "T1" => "hello.txt says hello",
-                    "T2" => "hello.txt says howdy",
-                    _ => "bye.txt says bye",
-                };
-                let mut turns = if id == "T1" {
-                    vec![cli_kind.create(&repo, "hello.txt", "hello\n")]
-                } else if id == "T3" {
-                    vec![cli_kind.create(&repo, "bye.txt", "bye\n")]
-                } else {
-                    let mut turns = cli_kind.edit(&repo, "hello.txt", "hello", "howdy", "howdy\n");
-                    turns.push(cli_kind.shell("sh check.sh"));
-                    turns
-                };
-                let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
+        }
+        if prompt.contains("## TASK ASSIGNMENT") {
+            let id = task_of(&prompt);
+            let acceptance = match id.as_str() {
+                "T1" => "hello.txt says hello",
+                "T2" => "hello.txt says howdy",
+                _ => "bye.txt says bye",
+            };
+            let mut turns = if id == "T1" {
+                vec![cli_kind.create(&repo, "hello.txt", "hello\n")]
+            } else if id == "T3" {
+                vec![cli_kind.create(&repo, "bye.txt", "bye\n")]
+            } else {
+                let mut turns = cli_kind.edit(&repo, "hello.txt", "hello", "howdy", "howdy\n");
+                turns.push(cli_kind.shell("sh check.sh"));
+                turns
+            };
+            let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
                     "files_modified": ["hello.txt"], "tests_passed": true,
                     "acceptance_met": "yes", "error": "",
                     "criteria": [{"criterion": acceptance, "status": "PASS", "explanation": "edited"}]});
-                turns.extend(cli_kind.answer(&report));
-                return step(&turns, exchange, "Done.");
-            }
-            Turn::Status(500, format!("unscripted prompt: {prompt}"))
-        },
+            turns.extend(cli_kind.answer(&report));
+            return step(&turns, exchange, "Done.");
+        }
+        Turn::Status(500, format!("unscripted prompt: {prompt}"))
+    }
+}
+
+/// `planex "<requirement>" -y` with the real `cli`: the angles, the
+/// exploration and the task plan come back through the CLI's structured
+/// answer mechanism, and each task edits the tree with the CLI's own tools
+/// (T2 also runs its granted directive).
+fn planex_with(cli_kind: Cli) {
+    let sandbox = Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )]);
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        cli_kind.protocol(),
+        planex_script(cli_kind, sandbox.repo.clone(), Arc::clone(&started)),
     ));
     let started = Instant::now();
     let o = sandbox.orchestrator(
@@ -646,4 +662,101 @@ fn ci_autofix_with_the_real_codex() {
 #[test]
 fn ci_autofix_with_the_real_gemini() {
     ci_autofix_with(Cli::Gemini);
+}
+
+/// A planex session with the real claude, stopped at its first gate (no
+/// `-y`, no terminal), refuses to continue without an LLM agent and then
+/// continues with claude: the angles are not planned again.
+#[test]
+fn a_planex_session_stopped_at_a_gate_resumes_with_the_real_claude() {
+    let sandbox = Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )]);
+    let started = Arc::new(Mutex::new(Vec::<String>::new()));
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        Protocol::Anthropic,
+        planex_script(Cli::Claude, sandbox.repo.clone(), Arc::clone(&started)),
+    ));
+    let run = |args: &[&str]| sandbox.orchestrator(Cli::Claude, &server, args);
+    let o = run(&["planex", "Say howdy in hello.txt", "--agent", "claude"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("Waiting for approval of the exploration plan"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(
+        started.lock().unwrap().len(),
+        1,
+        "only the angles were planned"
+    );
+    for agent in [&[][..], &["--agent", "shell"][..]] {
+        let mut args = vec!["planex", "--continue", "-y"];
+        args.extend_from_slice(agent);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("needs an LLM agent"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let o = run(&["planex", "--continue", "-y", "--agent", "claude"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(sandbox.read("hello.txt"), "howdy\n");
+    let started = started.lock().unwrap().clone();
+    let angles = started
+        .iter()
+        .filter(|p| p.contains("PURPOSE: Analyze requirement complexity"))
+        .count();
+    // Angles once, exploration, task plan, three tasks.
+    assert_eq!((angles, started.len()), (1, 6), "{started:#?}");
+}
+
+/// ci-autofix with the real claude answering a unified diff instead of
+/// editing: the loop applies the diff strictly and commits it.
+#[test]
+fn ci_autofix_applies_a_diff_the_real_claude_answers_with() {
+    let sandbox = Sandbox::new(&[("lint.sh", LINT)]);
+    std::fs::create_dir_all(sandbox.repo.join("src")).unwrap();
+    std::fs::write(
+        sandbox.repo.join("src/lib.rs"),
+        "pub fn one() -> i32 {\n    return 1;\n}\n",
+    )
+    .unwrap();
+    sandbox.git(&["add", "-A"]);
+    sandbox.git(&["commit", "-qm", "a lint failure"]);
+    let diff = "The return is needless. Patch:\n\n```diff\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n pub fn one() -> i32 {\n-    return 1;\n+    1\n }\n```\n";
+    let server =
+        tokio_runtime().block_on(ModelServer::always(Protocol::Anthropic, Turn::text(diff)));
+    let o = sandbox.orchestrator(
+        Cli::Claude,
+        &server,
+        &[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "sh lint.sh",
+            "--agent",
+            "claude",
+            "-y",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert_eq!(
+        sandbox.read("src/lib.rs"),
+        "pub fn one() -> i32 {\n    1\n}\n"
+    );
+    assert_eq!(
+        sandbox.git(&["log", "--format=%s", "-1"]).trim(),
+        "fix(ci): auto-fix mechanical failure (iter 1)"
+    );
+    assert_eq!(sandbox.git(&["status", "--porcelain"]), "");
 }
