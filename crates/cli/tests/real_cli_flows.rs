@@ -760,3 +760,54 @@ fn ci_autofix_applies_a_diff_the_real_claude_answers_with() {
     );
     assert_eq!(sandbox.git(&["status", "--porcelain"]), "");
 }
+
+/// planex with the real `cli` against an endpoint that answers 401: one
+/// attempt of ours, an authentication error naming the agent and what to
+/// set, exit 2 (the run cannot go on without the user).
+fn unauthorized_with(cli_kind: Cli) {
+    let sandbox = Sandbox::new(&[("README.md", "demo\n")]);
+    let server = tokio_runtime().block_on(ModelServer::always(
+        cli_kind.protocol(),
+        Turn::Status(401, "invalid x-api-key".into()),
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        cli_kind,
+        &server,
+        &["planex", "Say howdy", "-y", "--agent", cli_kind.name()],
+    );
+    let requests = server.main_requests().len();
+    eprintln!(
+        "{}: 401 ended in {:.1} s after {requests} request(s)",
+        cli_kind.name(),
+        started.elapsed().as_secs_f64(),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(requests, 1, "an authentication failure is not retried\n{err}");
+    assert!(
+        err.contains(&format!("{} authentication failed", cli_kind.name())),
+        "{err}"
+    );
+    let what_to_set = match cli_kind {
+        Cli::Claude => "set ANTHROPIC_API_KEY",
+        Cli::Codex => "env_key",
+        Cli::Gemini => "set GEMINI_API_KEY",
+    };
+    assert!(err.contains(what_to_set), "{err}");
+}
+
+#[test]
+fn unauthorized_with_the_real_claude() {
+    unauthorized_with(Cli::Claude);
+}
+
+#[test]
+fn unauthorized_with_the_real_codex() {
+    unauthorized_with(Cli::Codex);
+}
+
+#[test]
+fn unauthorized_with_the_real_gemini() {
+    unauthorized_with(Cli::Gemini);
+}
