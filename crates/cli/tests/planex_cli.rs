@@ -920,4 +920,3 @@ fn eager_and_waves_run_a_sleep_dag_within_physics() {
         "faster than the lower bound {bound:?}? eager {eager:?}, waves {waves:?}"
     );
 }
-

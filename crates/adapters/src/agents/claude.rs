@@ -103,6 +103,11 @@ struct ClaudeUsage {
     output_tokens: u64,
 }
 
+/// Whether claude's output reports that the endpoint answered 429.
+pub fn rate_limited(raw: &RawOutput) -> bool {
+    find_result(&raw.stdout).is_some_and(|m| m.api_error_status == Some(429))
+}
+
 /// Finds the result message: the whole stdout as an object or an array, or
 /// the last line that is a JSON object (if something printed before it).
 fn find_result(stdout: &str) -> Option<ResultMessage> {

@@ -503,8 +503,59 @@ impl Agent for ProcessAgent {
         for (k, v) in &self.env {
             spec = spec.env(k, v);
         }
-        tracing::debug!(agent = %self.name, id = %request.id, command = %spec.display(), "starting agent");
-        let output = process::run(&spec).await.map_err(|err| {
+        let started = std::time::Instant::now();
+        let mut rate_limited = 0;
+        loop {
+            tracing::debug!(agent = %self.name, id = %request.id, command = %spec.display(), "starting agent");
+            let spec = match limit {
+                // A rerun after a rate limit gets what is left of the limit.
+                Some(limit) => spec
+                    .clone()
+                    .time_limit(Some(limit.saturating_sub(started.elapsed()))),
+                None => spec.clone(),
+            };
+            let output = self.run_once(&spec, limit).await?;
+            let raw = RawOutput::from_process(&output);
+            let result = self.parse_output(&request, &raw);
+            // claude does not retry a 429 itself with CLAUDE_CODE_MAX_RETRIES=0
+            // and does not report the endpoint's Retry-After: back off here.
+            let wait = RATE_LIMIT_BACKOFF.get(rate_limited).copied();
+            match (self.dialect, &result, wait) {
+                (Dialect::Claude, Err(_), Some(wait))
+                    if claude::rate_limited(&raw)
+                        && limit.is_none_or(|l| started.elapsed() + wait < l) =>
+                {
+                    rate_limited += 1;
+                    tracing::warn!(agent = %self.name, id = %request.id, wait_secs = wait.as_secs(), "rate limited (429); retrying after a back-off");
+                    tokio::time::sleep(wait).await;
+                }
+                _ => {
+                    drop(schema_file);
+                    drop(policy_file);
+                    return result;
+                }
+            }
+        }
+    }
+}
+
+/// The waits before each rerun of a claude call the endpoint rate-limited
+/// (claude reports the 429 but not its `Retry-After`).
+const RATE_LIMIT_BACKOFF: [Duration; 3] = [
+    Duration::from_secs(2),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+];
+
+impl ProcessAgent {
+    /// Runs the CLI once; a timeout or a process that cannot start is an
+    /// error, any exit status is an output.
+    async fn run_once(
+        &self,
+        spec: &ProcessSpec,
+        limit: Option<Duration>,
+    ) -> Result<ProcessOutput, AgentError> {
+        let output = process::run(spec).await.map_err(|err| {
             if err.is_not_found() {
                 AgentError::Unavailable {
                     message: format!(
@@ -518,8 +569,6 @@ impl Agent for ProcessAgent {
                 }
             }
         })?;
-        drop(schema_file);
-        drop(policy_file);
         if output.timed_out {
             return Err(AgentError::Timeout {
                 seconds: limit.map_or(output.duration.as_secs_f64(), |l| l.as_secs_f64()),
@@ -528,7 +577,7 @@ impl Agent for ProcessAgent {
         if output.stdout_dropped > 0 {
             tracing::warn!(agent = %self.name, dropped = output.stdout_dropped, "agent stdout exceeded the output bound; its start was dropped");
         }
-        self.parse_output(&request, &RawOutput::from_process(&output))
+        Ok(output)
     }
 }
 

@@ -47,6 +47,9 @@ pub enum Turn {
     Status(u16, String),
     /// The endpoint sends nothing for this long (a hung model).
     Hang(std::time::Duration),
+    /// The endpoint answers 429 with `Retry-After: <seconds>` and the
+    /// protocol's rate-limit error body.
+    RateLimited(u64),
 }
 
 impl Turn {
@@ -73,6 +76,8 @@ pub struct Recorded {
     pub body: Value,
     /// Whether it was answered from the script (not an auxiliary call).
     pub main: bool,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 /// A main request as a script function sees it ([`ModelServer::scripted`]).
@@ -305,6 +310,7 @@ impl Respond for Responder {
             path: path.clone(),
             body: body.clone(),
             main,
+            at: std::time::Instant::now(),
         });
         if !main {
             return auxiliary(state.protocol, &path, &body);
@@ -397,6 +403,15 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
             .set_body_string("hung")
             .set_delay(*delay);
     }
+    if let Turn::RateLimited(seconds) = turn {
+        return render(
+            protocol,
+            &Turn::Status(429, "rate limited: slow down".to_owned()),
+            n,
+            stream,
+        )
+        .insert_header("retry-after", seconds.to_string().as_str());
+    }
     if let Turn::Status(status, message) = turn {
         let body = match protocol {
             Protocol::OpenAiResponses => json!({"error": {
@@ -418,7 +433,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                 Turn::Text(text) => json!({
                     "type": "message", "id": format!("msg_{n}"), "role": "assistant",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
             };
             sse(
                 &[
@@ -448,7 +463,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                     json!([{"functionCall": {"name": name, "args": args}}])
                 }
                 Turn::Text(text) => json!([{"text": text}]),
-                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
             };
             sse(&[("", gemini_chunk(parts, "STOP"))], false)
         }
@@ -464,7 +479,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                     json!({"type": "text_delta", "text": text}),
                     "end_turn",
                 ),
-                Turn::Status(..) | Turn::Hang(_) => unreachable!(),
+                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
             };
             let message = json!({
                 "id": format!("msg_{n}"), "type": "message", "role": "assistant",
@@ -475,7 +490,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
                 match turn {
                     Turn::ToolCall { args, .. } => block["input"] = args.clone(),
                     Turn::Text(text) => block["text"] = json!(text),
-                    Turn::Status(..) | Turn::Hang(_) => unreachable!(),
+                    Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
                 }
                 let mut message = message;
                 message["content"] = json!([block]);
