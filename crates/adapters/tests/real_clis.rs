@@ -591,3 +591,65 @@ async fn claude_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_
     let server = ModelServer::always(Protocol::Anthropic, hung()).await;
     assert_hang_is_stopped(claude(&server, &sandbox, &[]), &server, &sandbox).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_at_its_turn_limit_is_a_budget_failure() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
+    let path = sandbox
+        .work()
+        .join("hello.txt")
+        .to_string_lossy()
+        .into_owned();
+    // A model that never stops calling tools.
+    let server = ModelServer::always(
+        Protocol::Anthropic,
+        Turn::tool("Read", json!({"file_path": path})),
+    )
+    .await;
+    let result = claude(&server, &sandbox, &[])
+        .arg("--max-turns")
+        .arg("2")
+        .run(request(&sandbox, Role::Fix, "Read hello.txt forever."))
+        .await;
+    let main = server.main_requests();
+    match result {
+        Err(AgentError::Budget { message }) => {
+            assert!(message.contains("error_max_turns"), "{message}");
+        }
+        other => panic!("expected a budget failure, got {other:?}\nrequests: {main:#?}"),
+    }
+    assert!(
+        !AgentError::Budget {
+            message: String::new()
+        }
+        .is_transient()
+    );
+    assert_eq!(main.len(), 2, "two turns, then claude stops: {main:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_at_its_session_turn_limit_is_a_budget_failure() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
+    let server = ModelServer::always(
+        Protocol::Gemini,
+        Turn::tool("read_file", json!({"file_path": "hello.txt"})),
+    )
+    .await;
+    let agent = gemini(&server, &sandbox);
+    // The user's own setting: at most two turns per session.
+    std::fs::write(
+        sandbox.home.path().join(".gemini/settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"model":{"maxSessionTurns":2}}"#,
+    )
+    .unwrap();
+    let result = agent
+        .run(request(&sandbox, Role::Fix, "Read hello.txt forever."))
+        .await;
+    let main = server.main_requests();
+    match result {
+        Err(AgentError::Budget { message }) => assert!(message.contains("gemini"), "{message}"),
+        other => panic!("expected a budget failure, got {other:?}\nrequests: {main:#?}"),
+    }
+}
