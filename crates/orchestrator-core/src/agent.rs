@@ -333,6 +333,25 @@ impl AgentError {
     pub fn is_transient(&self) -> bool {
         matches!(self, AgentError::Timeout { .. } | AgentError::Failed { .. })
     }
+
+    /// Whether asking again — even with a different prompt — cannot help:
+    /// the agent cannot be started or is not authorized
+    /// ([`AgentError::Unavailable`]), the schema is wrong
+    /// ([`AgentError::InvalidSchema`]), the agent declined
+    /// ([`AgentError::Unsupported`]), a budget is spent
+    /// ([`AgentError::Budget`]) or a loop was stopped
+    /// ([`AgentError::LoopDetected`]). A garbled or off-schema answer is
+    /// not final: the next attempt may answer well.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            AgentError::Unavailable { .. }
+                | AgentError::InvalidSchema { .. }
+                | AgentError::Unsupported { .. }
+                | AgentError::Budget { .. }
+                | AgentError::LoopDetected { .. }
+        )
+    }
 }
 
 /// Something that performs agent work. Object-safe: flows hold `Arc<dyn Agent>`.

@@ -234,9 +234,9 @@ enum Step {
     },
     /// The gate declined: the milestone fails.
     Stop { reason: String },
-    /// The agent declined the request ([`AgentError::Unsupported`]): the
-    /// attempt counts once and the milestone fails, since asking again
-    /// cannot help.
+    /// The agent declined the request ([`AgentError::Unsupported`]) or
+    /// failed in a way a retry cannot mend ([`AgentError::is_final`]): the
+    /// attempt counts once and the milestone fails.
     Refused {
         result: AttemptResult,
         reason: String,
@@ -274,7 +274,9 @@ async fn run_attempt(
                     reason: AgentError::Cancelled.to_string(),
                 };
             }
-            Err(e @ AgentError::Unsupported { .. }) => {
+            // Declined, unauthorized, out of budget…: asking again cannot
+            // help, so the attempt counts once and the milestone fails.
+            Err(e) if e.is_final() => {
                 return Step::Refused {
                     result: AttemptResult::AgentError {
                         message: e.to_string(),

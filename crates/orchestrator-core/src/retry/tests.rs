@@ -389,6 +389,42 @@ async fn a_declined_request_is_attempted_once() {
 }
 
 #[tokio::test]
+async fn final_errors_are_attempted_once_and_transient_ones_retried() {
+    let finals = [
+        AgentError::Unavailable {
+            message: "claude authentication failed: Invalid API key".into(),
+        },
+        AgentError::Budget {
+            message: "claude stopped with error_max_turns".into(),
+        },
+        AgentError::LoopDetected {
+            signature: "edit: text not found".into(),
+            count: 3,
+        },
+    ];
+    for error in finals {
+        let expected = error.to_string();
+        let agent = ScriptedAgent::new(vec![Err(error), Ok(PASS.to_owned())]);
+        let (outcome, _) = run(&agent, &AlwaysDefer, policy(3, 2, true), None).await;
+        let MilestoneOutcome::Failed { reason, .. } = outcome else {
+            panic!("expected Failed for {expected}, got {outcome:?}");
+        };
+        assert_eq!(reason, expected);
+        assert_eq!(agent.calls(), 1, "{expected}");
+    }
+    let agent = ScriptedAgent::new(vec![
+        Err(AgentError::Failed {
+            message: "claude reported the API answered 529: overloaded".into(),
+            exit_code: Some(1),
+        }),
+        Ok(PASS.to_owned()),
+    ]);
+    let (outcome, _) = run(&agent, &AlwaysDefer, policy(3, 2, true), None).await;
+    assert_eq!(passed_attempts(&outcome), 2);
+    assert_eq!(agent.calls(), 2);
+}
+
+#[tokio::test]
 async fn permission_question_is_answered_in_auto_mode() {
     let agent = ScriptedAgent::texts(&["I read the code and have a plan. Should I proceed?", PASS]);
     let gate = ScriptedGate::default();
