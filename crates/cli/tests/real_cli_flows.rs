@@ -277,7 +277,7 @@ const FINDINGS: &str = r#"{
 /// and checked with the granted test command; F2's first edit breaks the
 /// tests and is rolled back, its retry prompt carries the failing output,
 /// and the second edit lands. Two findings, two commits.
-fn review_fix_with(cli_kind: Cli) {
+fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
     let sandbox = Sandbox::new(&[
         ("greet.txt", "hello wrold\n"),
         ("calc.txt", "value = 1\n"),
@@ -295,11 +295,19 @@ fn review_fix_with(cli_kind: Cli) {
                 seen.lock().unwrap().push(prompt.clone());
             }
             if prompt.contains("partial execution plan") {
+                if plan == PlanAnswer::Prose {
+                    return Turn::text("I would group them by file and fix the typo first.");
+                }
+                // The findings of this batch (the prompt lists them as JSON).
+                let listed: Vec<&str> = ["F1", "F2"]
+                    .into_iter()
+                    .filter(|id| prompt.contains(&format!("\"{id}\"")))
+                    .collect();
                 let plan = json!({
                     "batch_id": batch_of(&prompt),
                     "groups": [{
                         "group_id": "G1", "group_name": "text files",
-                        "findings": ["F1", "F2"],
+                        "findings": listed,
                         "fix_strategy": {"approach": "edit the text files in place"},
                         "risk_assessment": {"level": "low"}
                     }],
@@ -343,6 +351,7 @@ fn review_fix_with(cli_kind: Cli) {
             "--flaky-reruns",
             "0",
             "-y",
+            "--json",
         ],
     );
     eprintln!(
@@ -388,6 +397,34 @@ fn review_fix_with(cli_kind: Cli) {
         ran_tests,
         "no tool result shows the test command's output\n{report}"
     );
+
+    // --json: the last line is the summary, naming the session folder.
+    let stdout = text(&o.stdout);
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let session = PathBuf::from(summary["session_dir"].as_str().unwrap());
+    let fix_plan: Value =
+        serde_json::from_slice(&std::fs::read(session.join("fix-plan.json")).unwrap()).unwrap();
+    let fallbacks = fix_plan["metadata"]["fallback_batches"].as_array().unwrap();
+    match plan {
+        // The agent's plan was used.
+        PlanAnswer::Valid => assert!(fallbacks.is_empty(), "{fix_plan:#}"),
+        // Prose is not a plan: asked once more, then the batch fell back to
+        // the deterministic plan, and the fixes still landed.
+        PlanAnswer::Prose => {
+            assert!(!fallbacks.is_empty(), "{fix_plan:#}");
+            let mut asked = std::collections::BTreeMap::new();
+            for prompt in conversations
+                .iter()
+                .filter(|p| p.contains("partial execution plan"))
+            {
+                *asked.entry(batch_of(prompt)).or_insert(0) += 1;
+            }
+            assert!(
+                !asked.is_empty() && asked.values().all(|n| *n >= 2),
+                "each batch's planning call and its retry: {asked:?}"
+            );
+        }
+    }
 
     // codex received the plan schema in the strict form the API accepts.
     if cli_kind == Cli::Codex {
@@ -611,6 +648,15 @@ fn ci_autofix_with(cli_kind: Cli) {
     );
 }
 
+/// What the scripted planner answers in [`review_fix_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlanAnswer {
+    /// A valid partial plan, through the CLI's structured answer.
+    Valid,
+    /// Prose, which is no plan.
+    Prose,
+}
+
 fn tokio_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -621,17 +667,22 @@ fn tokio_runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn review_fix_with_the_real_claude() {
-    review_fix_with(Cli::Claude);
+    review_fix_with(Cli::Claude, PlanAnswer::Valid);
+}
+
+#[test]
+fn review_fix_falls_back_on_a_prose_plan_with_the_real_claude() {
+    review_fix_with(Cli::Claude, PlanAnswer::Prose);
 }
 
 #[test]
 fn review_fix_with_the_real_codex() {
-    review_fix_with(Cli::Codex);
+    review_fix_with(Cli::Codex, PlanAnswer::Valid);
 }
 
 #[test]
 fn review_fix_with_the_real_gemini() {
-    review_fix_with(Cli::Gemini);
+    review_fix_with(Cli::Gemini, PlanAnswer::Valid);
 }
 
 #[test]
