@@ -1,4 +1,4 @@
-//! # orchestrator-cli
+//! # orchestrator-tool
 //!
 //! The `orchestrator` command: a thin front end over the orchestrator
 //! libraries. It parses arguments ([`Cli`]), picks adapters, renders events and
