@@ -784,7 +784,10 @@ fn unauthorized_with(cli_kind: Cli) {
     );
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(requests, 1, "an authentication failure is not retried\n{err}");
+    assert_eq!(
+        requests, 1,
+        "an authentication failure is not retried\n{err}"
+    );
     assert!(
         err.contains(&format!("{} authentication failed", cli_kind.name())),
         "{err}"
