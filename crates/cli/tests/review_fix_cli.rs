@@ -546,7 +546,8 @@ fn claude_agent_with_a_fake_cli_falls_back_on_a_bad_plan_and_fixes_end_to_end() 
     assert!(
         calls
             .lines()
-            .any(|l| l == "-p --output-format json --permission-mode acceptEdits"),
+            .any(|l| l
+                == "-p --output-format json --allowedTools Bash(cargo test:*) --permission-mode acceptEdits"),
         "{calls}"
     );
     assert_eq!(git(&fx.repo, &["status", "--porcelain"]), "");
