@@ -20,22 +20,40 @@ use clap::{Parser, Subcommand};
 
 pub use commands::{Exit, run};
 
-const EXIT_CODES: &str = "\
+const AFTER_HELP: &str = "\
 Exit codes:
   0  success
   1  the job ran and some items failed
   2  bad input or usage
-  3  interrupted, or a human is needed (resumable)";
+  3  interrupted, or a human is needed (resumable)
+
+Settings, highest first: flags, environment, --config FILE (or else the
+repository's orchestrator.toml), the user file, defaults. See them with
+`orchestrator config show`.
+
+Environment:
+  ORCHESTRATOR_AGENT  the agent, as --agent takes it (--agent wins)
+  OPENAI_BASE_URL     overrides [agent.openai] base_url
+  OPENAI_MODEL        overrides [agent.openai] model
+  OPENAI_API_KEY      the openai agent's key (or the variable [agent.openai] api_key_env names)
+  XDG_CONFIG_HOME     the user file is $XDG_CONFIG_HOME/orchestrator/config.toml
+                      (~/.config/orchestrator/config.toml when unset)
+  RUST_LOG            log filter for stderr (tracing EnvFilter syntax); overrides -v";
 
 /// Runs AI coding agents like a careful senior engineer: plans in dependency
 /// waves, fixes review findings one verified commit at a time, repairs failed
 /// CI checks under an explicit escalation policy.
 #[derive(Debug, Parser)]
-#[command(name = "orchestrator", version, after_help = EXIT_CODES)]
+#[command(name = "orchestrator", version, after_help = AFTER_HELP)]
 pub struct Cli {
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+
+    /// Read this settings file instead of the repository's orchestrator.toml
+    /// (the user file still applies beneath it).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 
     /// The command to run.
     #[command(subcommand)]
@@ -55,6 +73,28 @@ pub enum Command {
     Batch(BatchArgs),
     /// Compute the dependency waves of a tasks.csv (inspect the planner).
     Waves(WavesArgs),
+    /// Show the effective settings and where each comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `orchestrator config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every effective setting with the file, variable or flag it
+    /// comes from.
+    Show(ConfigShowArgs),
+}
+
+/// Arguments of `orchestrator config show`.
+#[derive(Debug, clap::Args)]
+pub struct ConfigShowArgs {
+    /// The repository whose orchestrator.toml applies.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Show the settings as a run with this --agent would use them.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
 }
 
 /// Arguments of `orchestrator batch`.

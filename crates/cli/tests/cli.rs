@@ -10,6 +10,7 @@ fn repo_root() -> PathBuf {
 
 fn orchestrator(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
         .args(args)
         .current_dir(repo_root())
         .env_remove("RUST_LOG")
@@ -240,4 +241,123 @@ fn waves_names_cycles_unknown_ids_and_bad_csv() {
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("bad.csv") && err.contains("line 3"), "{err}");
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A user file under `<tmp>/xdg` and a repository file under `<tmp>/repo`.
+fn two_config_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        &dir.path().join("xdg/orchestrator/config.toml"),
+        "version = 1\n[agent]\nkind = \"openai\"\n[agent.openai]\nmodel = \"user-model\"\n\
+         base_url = \"http://127.0.0.1:1/v1\"\n[review_fix]\nbatch_size = 3\n",
+    );
+    write_file(
+        &dir.path().join("repo/orchestrator.toml"),
+        "version = 1\n[agent.openai]\nmodel = \"repo-model\"\n[tests]\ncommand = [\"make\", \"check\"]\n",
+    );
+    dir
+}
+
+/// Runs the binary in `dir` with only `env` of the settings variables set
+/// and the user file under `dir/xdg`.
+fn orchestrator_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("COLUMNS", "100");
+    for var in [
+        "RUST_LOG",
+        "ORCHESTRATOR_AGENT",
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("run orchestrator")
+}
+
+#[test]
+fn config_show_merges_the_user_and_repository_files_under_env_and_flags() {
+    let dir = two_config_files();
+    let tmp = dir.path().display().to_string();
+    let o = orchestrator_in(dir.path(), &["config", "show", "--repo", "repo"], &[]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("config_show_files", stdout(&o).replace(&tmp, "<tmp>"));
+    let o = orchestrator_in(
+        dir.path(),
+        &["config", "show", "--repo", "repo", "--agent", "codex"],
+        &[("OPENAI_MODEL", "env-model")],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!(
+        "config_show_env_and_flag",
+        stdout(&o).replace(&tmp, "<tmp>")
+    );
+}
+
+#[test]
+fn config_flag_replaces_the_repository_file() {
+    let dir = two_config_files();
+    let tmp = dir.path().display().to_string();
+    write_file(
+        &dir.path().join("ci.toml"),
+        "version = 1\n[agent]\nkind = \"gemini\"\n",
+    );
+    let o = orchestrator_in(
+        dir.path(),
+        &["--config", "ci.toml", "config", "show", "--repo", "repo"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("config_show_explicit", stdout(&o).replace(&tmp, "<tmp>"));
+    let o = orchestrator_in(
+        dir.path(),
+        &["config", "show", "--config", "missing.toml"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: failed to read config file missing.toml:"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn flows_read_the_user_file_and_name_it_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().display().to_string();
+    write_file(
+        &dir.path().join("xdg/orchestrator/config.toml"),
+        "version = 1\n[agent]\nkindd = \"codex\"\n",
+    );
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    let findings = repo_root().join("examples/data/review-findings.json");
+    let o = orchestrator_in(
+        dir.path(),
+        &[
+            "review-fix",
+            "--fix",
+            findings.to_str().unwrap(),
+            "--repo",
+            "repo",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    assert!(
+        stderr(&o).replace(&tmp, "<tmp>").starts_with(
+            "error: failed to parse config file <tmp>/xdg/orchestrator/config.toml at line 3, column 1: unknown field `kindd`"
+        ),
+        "{}",
+        stderr(&o)
+    );
 }
