@@ -38,6 +38,7 @@ Environment:
   OPENAI_API_KEY      the openai agent's key (or the variable [agent.openai] api_key_env names)
   XDG_CONFIG_HOME     the user file is $XDG_CONFIG_HOME/orchestrator/config.toml
                       (~/.config/orchestrator/config.toml when unset)
+  NO_COLOR            set and not empty: no colour under --color auto
   RUST_LOG            log filter for stderr (tracing EnvFilter syntax); overrides -v";
 
 /// Runs AI coding agents like a careful senior engineer: plans in dependency
@@ -54,6 +55,18 @@ pub struct Cli {
     /// (the user file still applies beneath it).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Colour on stderr: auto (only when stderr is a terminal and NO_COLOR is
+    /// unset or empty), always, never.
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHEN",
+        value_enum,
+        default_value_t = ColorChoice::Auto,
+        hide_possible_values = true
+    )]
+    pub color: ColorChoice,
 
     /// The command to run.
     #[command(subcommand)]
@@ -97,6 +110,39 @@ pub struct ConfigShowArgs {
     pub agent: Option<String>,
 }
 
+/// When to colour stderr (`--color`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stderr is a terminal and `NO_COLOR` is unset or empty.
+    #[default]
+    Auto,
+    /// Always colour, even into a file or pipe (and despite `NO_COLOR`).
+    Always,
+    /// Never colour.
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour a stream: `is_terminal` says whether it is a
+    /// terminal, `no_color` is the value of `NO_COLOR`, if set.
+    pub fn enabled(self, is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => is_terminal && no_color.is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// Whether to colour this process's stderr.
+    pub fn for_stderr(self) -> bool {
+        use std::io::IsTerminal as _;
+        self.enabled(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        )
+    }
+}
+
 /// Arguments of `orchestrator batch`.
 #[derive(Debug, clap::Args)]
 pub struct BatchArgs {
@@ -127,8 +173,9 @@ pub struct WavesArgs {
     pub json: bool,
 }
 
-/// Sets up tracing to stderr: `RUST_LOG` if set, else a level from `-v`.
-pub fn init_tracing(verbose: u8) {
+/// Sets up tracing to stderr: `RUST_LOG` if set, else a level from `-v`;
+/// coloured as `color` decides for stderr.
+pub fn init_tracing(verbose: u8, color: ColorChoice) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -140,6 +187,7 @@ pub fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(color.for_stderr())
         .with_target(false)
         .try_init();
 }
@@ -147,5 +195,30 @@ pub fn init_tracing(verbose: u8) {
 impl From<Exit> for ExitCode {
     fn from(e: Exit) -> Self {
         ExitCode::from(e as u8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::ColorChoice;
+
+    #[test]
+    fn colour_follows_the_flag_then_the_terminal_then_no_color() {
+        let check =
+            |choice: ColorChoice, terminal: bool, no_color: Option<&str>, expected: bool| {
+                assert_eq!(
+                    choice.enabled(terminal, no_color.map(OsStr::new)),
+                    expected,
+                    "{choice:?}, terminal {terminal}, NO_COLOR {no_color:?}"
+                );
+            };
+        check(ColorChoice::Auto, true, None, true);
+        check(ColorChoice::Auto, true, Some(""), true);
+        check(ColorChoice::Auto, true, Some("1"), false);
+        check(ColorChoice::Auto, false, None, false);
+        check(ColorChoice::Always, false, Some("1"), true);
+        check(ColorChoice::Never, true, None, false);
     }
 }

@@ -7,6 +7,6 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = orchestrator_tool::Cli::parse();
-    orchestrator_tool::init_tracing(cli.verbose);
+    orchestrator_tool::init_tracing(cli.verbose, cli.color);
     orchestrator_tool::run(cli)
 }

@@ -361,3 +361,59 @@ fn flows_read_the_user_file_and_name_it_in_errors() {
         stderr(&o)
     );
 }
+
+/// Runs `orchestrator <args>` with stderr going to a file, as `2>log` does,
+/// and returns the file's bytes.
+fn stderr_into_a_file(args: &[&str], env: &[(&str, &str)]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let status = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .args(args)
+        .current_dir(repo_root())
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .expect("run orchestrator");
+    assert!(status.success());
+    std::fs::read(&log).unwrap()
+}
+
+#[test]
+fn logs_redirected_to_a_file_have_no_escape_bytes() {
+    let has_escape = |bytes: &[u8]| bytes.contains(&0x1b);
+    let log = stderr_into_a_file(&["-vv", "waves", "examples/data/tasks.csv"], &[]);
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.contains("computed the waves"), "{text}");
+    assert!(!has_escape(&log), "{text:?}");
+    let never = stderr_into_a_file(
+        &[
+            "-vv",
+            "--color",
+            "never",
+            "waves",
+            "examples/data/tasks.csv",
+        ],
+        &[],
+    );
+    assert!(!has_escape(&never), "{:?}", String::from_utf8_lossy(&never));
+    // The same run asked to colour does, even with NO_COLOR: the flag wins.
+    let always = stderr_into_a_file(
+        &[
+            "-vv",
+            "--color",
+            "always",
+            "waves",
+            "examples/data/tasks.csv",
+        ],
+        &[("NO_COLOR", "1")],
+    );
+    assert!(
+        has_escape(&always),
+        "{:?}",
+        String::from_utf8_lossy(&always)
+    );
+}
