@@ -89,6 +89,10 @@ pub enum Command {
     /// Show the effective settings and where each comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script to stdout.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) to stdout.
+    Man,
 }
 
 /// `orchestrator config …`.
@@ -108,6 +112,13 @@ pub struct ConfigShowArgs {
     /// Show the settings as a run with this --agent would use them.
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
+}
+
+/// Arguments of `orchestrator completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the script for.
+    pub shell: clap_complete::Shell,
 }
 
 /// When to colour stderr (`--color`).
@@ -141,6 +152,20 @@ impl ColorChoice {
             std::env::var_os("NO_COLOR").as_deref(),
         )
     }
+}
+
+/// The man page of `orchestrator` (roff), as `docs/man/orchestrator.1` holds it.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    use clap::CommandFactory as _;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    Ok(page)
+}
+
+/// Writes the completion script for `shell` to `out`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory as _;
+    clap_complete::generate(shell, &mut Cli::command(), "orchestrator", out);
 }
 
 /// Arguments of `orchestrator batch`.

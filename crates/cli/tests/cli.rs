@@ -243,6 +243,76 @@ fn waves_names_cycles_unknown_ids_and_bad_csv() {
     assert!(err.contains("bad.csv") && err.contains("line 3"), "{err}");
 }
 
+#[test]
+fn completions_bash_defines_the_completion_for_orchestrator() {
+    let o = orchestrator(&["completions", "bash"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("orchestrator.bash");
+    std::fs::write(&script, &o.stdout).unwrap();
+    // Bash itself loads the script and reports the completion it registered.
+    let bash = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && complete -p orchestrator",
+            script.display()
+        ))
+        .output()
+        .expect("run bash");
+    assert!(bash.status.success(), "bash: {}", stderr(&bash));
+    assert!(
+        stdout(&bash).contains("-F _orchestrator")
+            && stdout(&bash).trim_end().ends_with(" orchestrator"),
+        "{}",
+        stdout(&bash)
+    );
+    // Every subcommand is offered.
+    for command in [
+        "planex",
+        "review-fix",
+        "ci-autofix",
+        "config",
+        "completions",
+        "man",
+    ] {
+        assert!(stdout(&o).contains(command), "{command} missing");
+    }
+}
+
+#[test]
+fn completions_exist_for_every_shell_clap_complete_knows() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = orchestrator(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        assert!(stdout(&o).contains("review-fix"), "{shell}: {}", stdout(&o));
+    }
+    let o = orchestrator(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `docs/man/orchestrator.1`, packaged with the crate through the
+/// `crates/cli/orchestrator.1` link.
+#[test]
+fn the_man_page_in_docs_is_current() {
+    let committed = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("orchestrator.1"))
+        .expect("read docs/man/orchestrator.1 (linked as crates/cli/orchestrator.1)");
+    let generated = orchestrator_tool::man_page().unwrap();
+    assert!(
+        committed == generated,
+        "docs/man/orchestrator.1 is stale; regenerate it with\n  \
+         cargo run -q -p orchestrator-tool -- man > docs/man/orchestrator.1"
+    );
+    // `orchestrator man` prints the same page.
+    let o = orchestrator(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(o.stdout, generated);
+}
+
 fn write_file(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();

@@ -38,6 +38,22 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),
+        Command::Completions(args) => {
+            let mut script = Vec::new();
+            crate::completions(args.shell, &mut script);
+            out(&String::from_utf8_lossy(&script));
+            Exit::Success
+        }
+        Command::Man => match crate::man_page() {
+            Ok(page) => {
+                out(&String::from_utf8_lossy(&page));
+                Exit::Success
+            }
+            Err(e) => {
+                eprintln!("error: failed to render the man page: {e}");
+                Exit::BadInput
+            }
+        },
     };
     exit.into()
 }
