@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::Parser as _;
-use orchestrator_cli::commands::Exit;
-use orchestrator_cli::{Cli, Command as CliCommand};
+use orchestrator_tool::commands::Exit;
+use orchestrator_tool::{Cli, Command as CliCommand};
 
 /// Copies `from` into `to`, leaving out build output.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -99,7 +99,7 @@ fn prepare() -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
-    orchestrator_cli::init_tracing(0);
+    orchestrator_tool::init_tracing(0);
     let repo = match prepare() {
         Ok(r) => r,
         Err(e) => {
@@ -134,7 +134,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let exit = orchestrator_cli::commands::review_fix::run(&args);
+    let exit = orchestrator_tool::commands::review_fix::run(&args);
     println!();
     match git(&repo, &["log", "--oneline"]) {
         Ok(log) => println!("git log --oneline ({}):\n{log}", repo.display()),

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 bin=${1:-$root/target/debug/orchestrator}
-[ -x "$bin" ] || { echo "no orchestrator binary at $bin (cargo build -p orchestrator-cli)" >&2; exit 2; }
+[ -x "$bin" ] || { echo "no orchestrator binary at $bin (cargo build -p orchestrator-tool)" >&2; exit 2; }
 
 # name version lint-flags
 crates=(

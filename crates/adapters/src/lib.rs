@@ -65,6 +65,19 @@
 //! agent CLIs and serves a scripted model on 127.0.0.1 in each CLI's wire
 //! protocol, so tests here, in the CLI and in embedders drive the real
 //! programs with only the model's answers scripted.
+//!
+//! ## Platforms
+//! Linux and macOS. The process runner relies on Unix process groups and
+//! signals (`nix`: `setpgid`, `killpg`, SIGTERM then SIGKILL) to stop an
+//! agent or a test command together with everything it started; Windows has
+//! no equivalent with the same guarantee, so a non-Unix build stops here
+//! with a message rather than running without it.
+
+#[cfg(not(unix))]
+compile_error!(
+    "orchestrator-adapters supports Linux and macOS only: it stops child processes through Unix \
+     process groups and signals (SIGTERM, then SIGKILL to the whole group), which Windows lacks"
+);
 
 pub mod agents;
 pub mod builtin;
@@ -78,3 +91,8 @@ pub mod test_runner;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod wrappers;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

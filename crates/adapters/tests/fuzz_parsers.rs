@@ -6,7 +6,6 @@
 //! never panic, end within a time budget, and give a typed error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
 use std::path::Path;

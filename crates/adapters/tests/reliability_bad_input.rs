@@ -3,7 +3,6 @@
 //! what is wrong; nothing is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/reliability_support/mod.rs"]
 mod reliability_support;
 
 use orchestrator_adapters::config::Config;

@@ -9,7 +9,6 @@
 //! went in comes out byte for byte.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/reliability_support/mod.rs"]
 mod reliability_support;
 
 use std::path::{Path, PathBuf};

@@ -57,3 +57,8 @@ pub use provider::{
     LocalProvider, ProviderError, WatchOutcome, watch,
 };
 pub use state::Target;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -4,7 +4,6 @@
 //! time, evidence that points at real lines, errors that name the place.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
 use std::path::Path;

@@ -5,7 +5,6 @@
 //! way, fast, without quoting the field.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/reliability_support/mod.rs"]
 mod reliability_support;
 
 use orchestrator_ci_autofix::handoff::{Handoff, HandoffError, HandoffFileError};

@@ -2,10 +2,12 @@
 //! handling and the configuration.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use orchestrator_adapters::config::{AgentSpec, Config};
+use orchestrator_adapters::config::{
+    AgentSpec, Config, EffectiveConfig, MainFile, user_config_path,
+};
 use orchestrator_adapters::terminal_gate::TerminalGate;
 use orchestrator_core::event::EventSink;
 use orchestrator_core::gate::{AlwaysDefer, AutoYes, Gate};
@@ -62,18 +64,55 @@ pub fn cancel_on_ctrl_c(handle: CancelHandle) {
     });
 }
 
-/// Loads `orchestrator.toml` from `repo` (if any), applies the environment
-/// and then the `--agent` flag. Errors name the file and line.
-pub fn config(repo: &Path, agent: Option<&str>) -> Result<Config, String> {
-    let mut config = match Config::discover(repo) {
-        Ok(Some(c)) => c,
-        Ok(None) => Config::default(),
-        Err(e) => return Err(e.to_string()),
-    };
-    config.apply_env().map_err(|e| e.to_string())?;
+/// The settings files beside the repository's: the user's and the one
+/// `--config` names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigFiles {
+    /// The user file (`$XDG_CONFIG_HOME/orchestrator/config.toml`); `None`
+    /// when neither `XDG_CONFIG_HOME` nor `HOME` says where it is.
+    pub user: Option<PathBuf>,
+    /// `--config FILE`: read instead of the repository's `orchestrator.toml`.
+    pub explicit: Option<PathBuf>,
+}
+
+impl ConfigFiles {
+    /// The user file of this process's environment, and `--config`.
+    pub fn from_env(explicit: Option<PathBuf>) -> Self {
+        Self {
+            user: user_config_path(),
+            explicit,
+        }
+    }
+
+    /// The file read above the user's: `--config`, or else `repo`'s
+    /// `orchestrator.toml`.
+    pub fn main_file<'a>(&'a self, repo: &'a Path) -> MainFile<'a> {
+        match &self.explicit {
+            Some(path) => MainFile::Explicit(path),
+            None => MainFile::Discover(repo),
+        }
+    }
+}
+
+/// Merges the user file and `--config` or `repo`'s `orchestrator.toml`,
+/// then applies the environment and the `--agent` flag, remembering where
+/// each value came from. Errors name the file and line.
+pub fn effective_config(
+    repo: &Path,
+    agent: Option<&str>,
+    files: &ConfigFiles,
+) -> Result<EffectiveConfig, String> {
+    let mut effective = EffectiveConfig::load(files.user.as_deref(), files.main_file(repo))
+        .map_err(|e| e.to_string())?;
+    effective.apply_env().map_err(|e| e.to_string())?;
     if let Some(spec) = agent {
         let spec = AgentSpec::parse(spec).map_err(|e| format!("--agent: {e}"))?;
-        config.apply_agent_spec(&spec);
+        effective.apply_agent_spec(&spec, "--agent");
     }
-    Ok(config)
+    Ok(effective)
+}
+
+/// The settings of a run (see [`effective_config`]).
+pub fn config(repo: &Path, agent: Option<&str>, files: &ConfigFiles) -> Result<Config, String> {
+    effective_config(repo, agent, files).map(EffectiveConfig::into_config)
 }

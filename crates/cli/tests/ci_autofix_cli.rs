@@ -59,7 +59,8 @@ impl Run {
 
     fn output(self) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.args(&self.args)
+        cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+            .args(&self.args)
             .current_dir(&self.cwd)
             .env_remove("RUST_LOG")
             .env_remove("ORCHESTRATOR_AGENT")
@@ -780,7 +781,8 @@ fn interrupting_a_run_stops_it_resumably() {
         survived.display()
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-    cmd.args(["ci-autofix", "--local", "--check", &check, "-y"])
+    cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .args(["ci-autofix", "--local", "--check", &check, "-y"])
         .current_dir(f.repo())
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

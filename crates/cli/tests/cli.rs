@@ -10,6 +10,7 @@ fn repo_root() -> PathBuf {
 
 fn orchestrator(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
         .args(args)
         .current_dir(repo_root())
         .env_remove("RUST_LOG")
@@ -240,4 +241,249 @@ fn waves_names_cycles_unknown_ids_and_bad_csv() {
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("bad.csv") && err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn completions_bash_defines_the_completion_for_orchestrator() {
+    let o = orchestrator(&["completions", "bash"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("orchestrator.bash");
+    std::fs::write(&script, &o.stdout).unwrap();
+    // Bash itself loads the script and reports the completion it registered.
+    let bash = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && complete -p orchestrator",
+            script.display()
+        ))
+        .output()
+        .expect("run bash");
+    assert!(bash.status.success(), "bash: {}", stderr(&bash));
+    assert!(
+        stdout(&bash).contains("-F _orchestrator")
+            && stdout(&bash).trim_end().ends_with(" orchestrator"),
+        "{}",
+        stdout(&bash)
+    );
+    // Every subcommand is offered.
+    for command in [
+        "planex",
+        "review-fix",
+        "ci-autofix",
+        "config",
+        "completions",
+        "man",
+    ] {
+        assert!(stdout(&o).contains(command), "{command} missing");
+    }
+}
+
+#[test]
+fn completions_exist_for_every_shell_clap_complete_knows() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = orchestrator(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        assert!(stdout(&o).contains("review-fix"), "{shell}: {}", stdout(&o));
+    }
+    let o = orchestrator(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `docs/man/orchestrator.1`, packaged with the crate through the
+/// `crates/cli/orchestrator.1` link.
+#[test]
+fn the_man_page_in_docs_is_current() {
+    let committed = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("orchestrator.1"))
+        .expect("read docs/man/orchestrator.1 (linked as crates/cli/orchestrator.1)");
+    let generated = orchestrator_tool::man_page().unwrap();
+    assert!(
+        committed == generated,
+        "docs/man/orchestrator.1 is stale; regenerate it with\n  \
+         cargo run -q -p orchestrator-tool -- man > docs/man/orchestrator.1"
+    );
+    // `orchestrator man` prints the same page.
+    let o = orchestrator(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(o.stdout, generated);
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A user file under `<tmp>/xdg` and a repository file under `<tmp>/repo`.
+fn two_config_files() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        &dir.path().join("xdg/orchestrator/config.toml"),
+        "version = 1\n[agent]\nkind = \"openai\"\n[agent.openai]\nmodel = \"user-model\"\n\
+         base_url = \"http://127.0.0.1:1/v1\"\n[review_fix]\nbatch_size = 3\n",
+    );
+    write_file(
+        &dir.path().join("repo/orchestrator.toml"),
+        "version = 1\n[agent.openai]\nmodel = \"repo-model\"\n[tests]\ncommand = [\"make\", \"check\"]\n",
+    );
+    dir
+}
+
+/// Runs the binary in `dir` with only `env` of the settings variables set
+/// and the user file under `dir/xdg`.
+fn orchestrator_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
+        .env("COLUMNS", "100");
+    for var in [
+        "RUST_LOG",
+        "ORCHESTRATOR_AGENT",
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("run orchestrator")
+}
+
+#[test]
+fn config_show_merges_the_user_and_repository_files_under_env_and_flags() {
+    let dir = two_config_files();
+    let tmp = dir.path().display().to_string();
+    let o = orchestrator_in(dir.path(), &["config", "show", "--repo", "repo"], &[]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("config_show_files", stdout(&o).replace(&tmp, "<tmp>"));
+    let o = orchestrator_in(
+        dir.path(),
+        &["config", "show", "--repo", "repo", "--agent", "codex"],
+        &[("OPENAI_MODEL", "env-model")],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!(
+        "config_show_env_and_flag",
+        stdout(&o).replace(&tmp, "<tmp>")
+    );
+}
+
+#[test]
+fn config_flag_replaces_the_repository_file() {
+    let dir = two_config_files();
+    let tmp = dir.path().display().to_string();
+    write_file(
+        &dir.path().join("ci.toml"),
+        "version = 1\n[agent]\nkind = \"gemini\"\n",
+    );
+    let o = orchestrator_in(
+        dir.path(),
+        &["--config", "ci.toml", "config", "show", "--repo", "repo"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    insta::assert_snapshot!("config_show_explicit", stdout(&o).replace(&tmp, "<tmp>"));
+    let o = orchestrator_in(
+        dir.path(),
+        &["config", "show", "--config", "missing.toml"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: failed to read config file missing.toml:"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn flows_read_the_user_file_and_name_it_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().display().to_string();
+    write_file(
+        &dir.path().join("xdg/orchestrator/config.toml"),
+        "version = 1\n[agent]\nkindd = \"codex\"\n",
+    );
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    let findings = repo_root().join("examples/data/review-findings.json");
+    let o = orchestrator_in(
+        dir.path(),
+        &[
+            "review-fix",
+            "--fix",
+            findings.to_str().unwrap(),
+            "--repo",
+            "repo",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    assert!(
+        stderr(&o).replace(&tmp, "<tmp>").starts_with(
+            "error: failed to parse config file <tmp>/xdg/orchestrator/config.toml at line 3, column 1: unknown field `kindd`"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Runs `orchestrator <args>` with stderr going to a file, as `2>log` does,
+/// and returns the file's bytes.
+fn stderr_into_a_file(args: &[&str], env: &[(&str, &str)]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let status = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .args(args)
+        .current_dir(repo_root())
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .status()
+        .expect("run orchestrator");
+    assert!(status.success());
+    std::fs::read(&log).unwrap()
+}
+
+#[test]
+fn logs_redirected_to_a_file_have_no_escape_bytes() {
+    let has_escape = |bytes: &[u8]| bytes.contains(&0x1b);
+    let log = stderr_into_a_file(&["-vv", "waves", "examples/data/tasks.csv"], &[]);
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.contains("computed the waves"), "{text}");
+    assert!(!has_escape(&log), "{text:?}");
+    let never = stderr_into_a_file(
+        &[
+            "-vv",
+            "--color",
+            "never",
+            "waves",
+            "examples/data/tasks.csv",
+        ],
+        &[],
+    );
+    assert!(!has_escape(&never), "{:?}", String::from_utf8_lossy(&never));
+    // The same run asked to colour does, even with NO_COLOR: the flag wins.
+    let always = stderr_into_a_file(
+        &[
+            "-vv",
+            "--color",
+            "always",
+            "waves",
+            "examples/data/tasks.csv",
+        ],
+        &[("NO_COLOR", "1")],
+    );
+    assert!(
+        has_escape(&always),
+        "{:?}",
+        String::from_utf8_lossy(&always)
+    );
 }

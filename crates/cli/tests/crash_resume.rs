@@ -306,6 +306,7 @@ impl Run {
         let stderr = logs.join(format!("run-{n}.err"));
         let child = ctx.ok(
             Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+                .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
                 .args(&args)
                 .current_dir(repo)
                 .env_remove("RUST_LOG")

@@ -69,7 +69,8 @@ impl Repo {
 /// The binary with a clean environment, in `cwd`, stdin closed (not a terminal).
 fn command(cwd: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-    cmd.args(args)
+    cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .args(args)
         .current_dir(cwd)
         .env_remove("RUST_LOG")
         .env_remove("ORCHESTRATOR_AGENT")

@@ -225,6 +225,7 @@ impl Sandbox {
             .env_remove("CLAUDECODE")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("GEMINI_CLI_TRUST_WORKSPACE")
+            .env_remove("XDG_CONFIG_HOME")
             .env("PATH", path)
             .env("COLUMNS", "100")
             .stdin(Stdio::null());

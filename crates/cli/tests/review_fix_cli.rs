@@ -95,7 +95,8 @@ fn fixture() -> Fixture {
 impl Fixture {
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.arg("review-fix")
+        cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+            .arg("review-fix")
             .args(args)
             .current_dir(&self.repo)
             .env("CARGO_TARGET_DIR", &self.target)
@@ -187,6 +188,7 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn help_documents_the_contract() {
     let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
         .args(["review-fix", "--help"])
         .env("COLUMNS", "100")
         .output()

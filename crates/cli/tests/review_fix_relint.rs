@@ -63,6 +63,7 @@ impl Fixture {
     /// `orchestrator review-fix ARGS` in the repository, clean environment.
     fn review_fix(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
             .arg("review-fix")
             .args(args)
             .current_dir(&self.repo)
@@ -76,6 +77,7 @@ impl Fixture {
     fn run(&self, extra: &[&str]) -> Output {
         let relint = format!("sh '{}'", self.lint.display());
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
             .args([
                 "review-fix",
                 "--fix",

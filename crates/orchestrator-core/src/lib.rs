@@ -89,3 +89,8 @@ pub use finding::{Finding, FindingId, Fingerprint, Severity, Suggestion, TextEdi
 pub use gate::{Answer, Gate, GateOption, Question};
 pub use test_runner::{TestOutcome, TestReport, TestRequest, TestRunner};
 pub use vcs::{Checkpoint, CommitId, Vcs, VcsError};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -35,10 +35,6 @@ fn data(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn repo_file(rel: &str) -> String {
-    data(&format!("../../{rel}"))
-}
-
 const SOURCE: &str = "fuzz/input.json";
 
 /// Checks the contract every findings reader shares: an error names the
@@ -164,7 +160,7 @@ proptest! {
 
     #[test]
     fn tasks_csv_mutations_never_panic(
-        bytes in mutated(repo_file("examples/data/tasks.csv").into_bytes(), 6)
+        bytes in mutated(data("tests/data/tasks.csv").into_bytes(), 6)
     ) {
         check_csv(&bytes)?;
     }

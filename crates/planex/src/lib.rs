@@ -436,3 +436,8 @@ mod tests {
         assert_eq!(back, o);
     }
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

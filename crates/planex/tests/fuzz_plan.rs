@@ -5,7 +5,6 @@
 //! every rejected plan names the row and the id.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
 use fuzz_support::{PARSE_BUDGET, bounded, cases, hostile_bytes, hostile_text, mutated};

@@ -5,7 +5,6 @@
 //! written to the repository.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/reliability_support/mod.rs"]
 mod reliability_support;
 
 use std::sync::Arc;

@@ -424,3 +424,8 @@ pub(crate) async fn run_locked(
     )
     .await
 }
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;

@@ -7,7 +7,6 @@
 //! Nothing is written to the repository.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../orchestrator-core/tests/reliability_support/mod.rs"]
 mod reliability_support;
 
 use orchestrator_review_fix::input::load_inputs;

@@ -14,7 +14,7 @@ pub fn fixtures() -> PathBuf {
 
 /// The core crate's format samples.
 pub fn format_samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../orchestrator-core/tests/data/formats")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/formats")
 }
 
 /// Copies the fixture crate into a fresh temporary directory.

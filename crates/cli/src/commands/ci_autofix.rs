@@ -46,7 +46,7 @@ use orchestrator_core::vcs::Vcs;
 use serde_json::json;
 
 use super::{Exit, out, read_input};
-use crate::setup;
+use crate::setup::{self, ConfigFiles};
 
 /// Arguments of `orchestrator ci-autofix`: a subcommand (`classify`,
 /// `watch`) or the fix loop's flags.
@@ -195,11 +195,11 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 /// Runs the command.
-pub fn run(args: &CiAutofixArgs) -> Exit {
+pub fn run(args: &CiAutofixArgs, files: &ConfigFiles) -> Exit {
     match &args.command {
         Some(CiAutofixCommand::Classify(a)) => run_classify(a),
         Some(CiAutofixCommand::Watch(raw)) => run_watch_raw(&raw.args),
-        None => run_fix(&args.fix),
+        None => run_fix(&args.fix, files),
     }
 }
 
@@ -320,7 +320,7 @@ async fn run_watch(args: &WatchArgs) -> Exit {
     }
 }
 
-fn run_fix(args: &FixArgs) -> Exit {
+fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
     let handoff = match &args.handoff {
         Some(path) => {
             // The library's errors name the file (or `<stdin>`).
@@ -352,7 +352,7 @@ fn run_fix(args: &FixArgs) -> Exit {
         eprintln!("error: --check needs a command (got an empty one)");
         return Exit::BadInput;
     }
-    let config = match setup::config(&args.repo, args.agent.as_deref()) {
+    let config = match setup::config(&args.repo, args.agent.as_deref(), files) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

@@ -3,6 +3,7 @@
 
 mod batch;
 pub mod ci_autofix;
+mod config;
 pub mod planex;
 pub mod review_fix;
 mod waves;
@@ -10,7 +11,8 @@ mod waves;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::{Cli, Command};
+use crate::setup::ConfigFiles;
+use crate::{Cli, Command, ConfigCommand};
 
 /// The documented exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +30,30 @@ pub enum Exit {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    let files = ConfigFiles::from_env(cli.config);
     let exit = match cli.command {
-        Command::Planex(args) => planex::run(&args),
-        Command::ReviewFix(args) => review_fix::run(&args),
-        Command::CiAutofix(args) => ci_autofix::run(&args),
+        Command::Planex(args) => planex::run(&args, &files),
+        Command::ReviewFix(args) => review_fix::run(&args, &files),
+        Command::CiAutofix(args) => ci_autofix::run(&args, &files),
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
+        Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),
+        Command::Completions(args) => {
+            let mut script = Vec::new();
+            crate::completions(args.shell, &mut script);
+            out(&String::from_utf8_lossy(&script));
+            Exit::Success
+        }
+        Command::Man => match crate::man_page() {
+            Ok(page) => {
+                out(&String::from_utf8_lossy(&page));
+                Exit::Success
+            }
+            Err(e) => {
+                eprintln!("error: failed to render the man page: {e}");
+                Exit::BadInput
+            }
+        },
     };
     exit.into()
 }

@@ -49,7 +49,7 @@ use orchestrator_planex::{
 use serde_json::json;
 
 use super::{Exit, out};
-use crate::setup;
+use crate::setup::{self, ConfigFiles};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -213,7 +213,7 @@ impl Failure {
 }
 
 /// Runs the command.
-pub fn run(args: &PlanexArgs) -> Exit {
+pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
     let json = args.flags.json;
     // `approve` needs no agent and runs no flow.
     if let Some(PlanexCommand::Approve { session }) = &args.command
@@ -223,7 +223,7 @@ pub fn run(args: &PlanexArgs) -> Exit {
     {
         return approve(json, &args.flags.repo, session.as_deref());
     }
-    match prepare(args) {
+    match prepare(args, files) {
         Ok((planex, action, human)) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
@@ -310,6 +310,7 @@ fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
 /// Parses the form, resolves the repository and agents, builds the flow.
 fn prepare(
     args: &PlanexArgs,
+    files: &ConfigFiles,
 ) -> Result<(Planex, Action, Option<Arc<crate::render::Human>>), Failure> {
     let action = action(args)?;
     let flags = &args.flags;
@@ -333,7 +334,7 @@ fn prepare(
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
-    let Picked { agents, policy } = agents_for(&repo, flags.agent.as_deref(), needs)?;
+    let Picked { agents, policy } = agents_for(&repo, flags.agent.as_deref(), needs, files)?;
     let mut execution = policy;
     if let Some(rounds) = flags.max_rounds {
         execution.max_rounds = rounds;
@@ -441,7 +442,12 @@ impl Picked {
 }
 
 /// The agents for `--agent spec` and what the session needs.
-fn agents_for(repo: &Path, spec: Option<&str>, needs: Needs) -> Result<Picked, Failure> {
+fn agents_for(
+    repo: &Path,
+    spec: Option<&str>,
+    needs: Needs,
+    files: &ConfigFiles,
+) -> Result<Picked, Failure> {
     let wants_shell = spec.is_some_and(|s| s.trim().eq_ignore_ascii_case("shell"));
     let needs_llm = || {
         Failure::new(match needs {
@@ -464,7 +470,7 @@ fn agents_for(repo: &Path, spec: Option<&str>, needs: Needs) -> Result<Picked, F
         }
         return Ok(Picked::shell());
     }
-    let config = setup::config(repo, spec).map_err(Failure::new)?;
+    let config = setup::config(repo, spec, files).map_err(Failure::new)?;
     match build_agent(&config).map_err(|e| Failure::new(e.to_string()))? {
         AgentChoice::Builtin => match needs {
             Needs::Planning | Needs::Execution => Err(needs_llm()),
@@ -698,7 +704,7 @@ mod tests {
     fn the_full_flow_refuses_the_shell_and_builtin_agents() {
         let repo = tempfile::tempdir().unwrap();
         for spec in [Some("shell"), Some("builtin"), None] {
-            let err = agents_for(repo.path(), spec, Needs::Planning)
+            let err = agents_for(repo.path(), spec, Needs::Planning, &ConfigFiles::default())
                 .err()
                 .unwrap();
             assert!(
@@ -707,30 +713,50 @@ mod tests {
                 err.message
             );
         }
-        let p = agents_for(repo.path(), None, Needs::TasksFromFile)
-            .ok()
-            .unwrap();
+        let p = agents_for(
+            repo.path(),
+            None,
+            Needs::TasksFromFile,
+            &ConfigFiles::default(),
+        )
+        .ok()
+        .unwrap();
         assert_eq!(
             (p.agents.executor.name(), p.policy),
             ("shell", ExecutionPolicy::shell())
         );
-        let p = agents_for(repo.path(), Some("builtin"), Needs::TasksFromFile)
-            .ok()
-            .unwrap();
+        let p = agents_for(
+            repo.path(),
+            Some("builtin"),
+            Needs::TasksFromFile,
+            &ConfigFiles::default(),
+        )
+        .ok()
+        .unwrap();
         assert_eq!(
             (p.agents.executor.name(), p.policy),
             ("shell", ExecutionPolicy::shell())
         );
-        let p = agents_for(repo.path(), Some("claude"), Needs::TasksFromFile)
-            .ok()
-            .unwrap();
+        let p = agents_for(
+            repo.path(),
+            Some("claude"),
+            Needs::TasksFromFile,
+            &ConfigFiles::default(),
+        )
+        .ok()
+        .unwrap();
         assert_eq!(
             (p.agents.executor.name(), p.policy),
             ("claude", ExecutionPolicy::agent())
         );
-        let err = agents_for(repo.path(), Some("nope"), Needs::Planning)
-            .err()
-            .unwrap();
+        let err = agents_for(
+            repo.path(),
+            Some("nope"),
+            Needs::Planning,
+            &ConfigFiles::default(),
+        )
+        .err()
+        .unwrap();
         assert!(err.message.contains("--agent"), "{}", err.message);
     }
 }

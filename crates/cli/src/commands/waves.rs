@@ -18,6 +18,7 @@ pub fn run(args: &WavesArgs) -> Exit {
             return Exit::BadInput;
         }
     };
+    tracing::debug!(file = %name, tasks = rows.len(), "read the tasks");
     let tasks: Vec<WaveTask<'_>> = rows
         .iter()
         .map(|r| {
@@ -36,6 +37,7 @@ pub fn run(args: &WavesArgs) -> Exit {
             return Exit::BadInput;
         }
     };
+    tracing::debug!(waves = waves.layers().len(), "computed the waves");
     for warning in waves.warnings() {
         eprintln!("warning: {name}: {warning}");
     }

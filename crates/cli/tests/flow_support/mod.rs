@@ -143,7 +143,8 @@ impl Sandbox {
     /// (not a terminal), output captured.
     pub fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
-        cmd.args(args)
+        cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+            .args(args)
             .current_dir(&self.repo)
             .env("RUST_BACKTRACE", "0")
             .env("GIT_CONFIG_NOSYSTEM", "1")

@@ -14,8 +14,7 @@ const CLIPPY: &str = include_str!("../../tests/data/formats/clippy.json");
 const SARIF: &str = include_str!("../../tests/data/formats/sample.sarif");
 const RDJSON: &str = include_str!("../../tests/data/formats/sample.rdjson");
 const RDJSONL: &str = include_str!("../../tests/data/formats/sample.rdjsonl");
-const LIB_RS: &str =
-    include_str!("../../../adapters/tests/fixtures/builtin/clippy-crate/src/lib.rs");
+const LIB_RS: &str = include_str!("../../tests/data/formats/clippy-crate-lib.rs");
 
 /// A compact, reviewable rendering of an outcome.
 fn render(outcome: &ParseOutcome) -> String {

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::SystemTime;
 
 pub fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/bad-input")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad-input")
 }
 
 /// `(file, test)` pairs of the README table.

@@ -23,8 +23,13 @@ use orchestrator_review_fix::{
     TreeEnv, VerifyMode, run,
 };
 
+/// `examples/quickstart`, linked file by file into this crate so that the
+/// packaged crate's tests have it; its `Cargo.toml` is linked as
+/// `Cargo.toml.in` because cargo leaves folders holding a `Cargo.toml` out of
+/// a package, and its `.gitignore` as `gitignore` because git refuses a
+/// symlinked `.gitignore`.
 fn quickstart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quickstart")
 }
 
 /// Runs `git` in `dir` and returns its stdout (also used by `relint`).
@@ -47,17 +52,17 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 /// clippy JSON, which is returned as an input path outside the repository).
 fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
     let repo = parent.join("repo");
-    for rel in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".gitignore",
-        "README.md",
-        "src/lib.rs",
-        "src/ring.rs",
+    for (from, rel) in [
+        ("Cargo.toml.in", "Cargo.toml"),
+        ("Cargo.lock", "Cargo.lock"),
+        ("gitignore", ".gitignore"),
+        ("README.md", "README.md"),
+        ("src/lib.rs", "src/lib.rs"),
+        ("src/ring.rs", "src/ring.rs"),
     ] {
         let to = repo.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart().join(rel), &to).unwrap();
+        std::fs::copy(quickstart().join(from), &to).unwrap();
     }
     let input = parent.join("clippy.json");
     std::fs::copy(quickstart().join("clippy.json"), &input).unwrap();

@@ -41,7 +41,7 @@ use orchestrator_review_fix::{
 use serde_json::json;
 
 use super::{Exit, out};
-use crate::setup;
+use crate::setup::{self, ConfigFiles};
 
 mod render;
 mod tests_cmd;
@@ -272,7 +272,7 @@ fn exit_of(code: u8) -> Exit {
 }
 
 /// Runs the command.
-pub fn run(args: &ReviewFixArgs) -> Exit {
+pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     if args.fix.is_empty() && !args.resume {
         return fail(
             "give at least one findings file or review directory (--fix PATH), or --resume",
@@ -305,7 +305,7 @@ pub fn run(args: &ReviewFixArgs) -> Exit {
     if !repo.is_dir() {
         return fail(format!("--repo {}: no such directory", args.repo.display()));
     }
-    let config = match setup::config(&repo, args.agent.as_deref()) {
+    let config = match setup::config(&repo, args.agent.as_deref(), files) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };

@@ -24,10 +24,13 @@
 //! `crates/adapters/orchestrator.example.toml` documents every key.
 //!
 //! ## Precedence
-//! File ([`Config::load`] / [`Config::discover`]) < environment
-//! ([`Config::apply_env`]: `ORCHESTRATOR_AGENT`, `OPENAI_BASE_URL`,
-//! `OPENAI_MODEL`) < command line ([`Config::apply_agent_spec`] with the
-//! parsed `--agent`).
+//! Lowest first: defaults < the user file
+//! (`$XDG_CONFIG_HOME/orchestrator/config.toml`, see [`user_config_path`])
+//! < the repository's `orchestrator.toml`, or the file `--config` names
+//! instead < environment (`ORCHESTRATOR_AGENT`, `OPENAI_BASE_URL`,
+//! `OPENAI_MODEL`) < command line (the parsed `--agent`).
+//! [`EffectiveConfig`] merges the layers and remembers where each value came
+//! from; [`Config::load`] / [`Config::discover`] read one file alone.
 //!
 //! ## Command lines
 //! A command is either an argv array (run directly) or a string. A string is
@@ -45,6 +48,12 @@ use std::time::Duration;
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
+
+mod layers;
+
+pub use layers::{
+    EffectiveConfig, FileRole, MainFile, Origin, user_config_path, user_config_path_from,
+};
 
 /// The file [`Config::discover`] looks for in a repository root.
 pub const CONFIG_FILE_NAME: &str = "orchestrator.toml";

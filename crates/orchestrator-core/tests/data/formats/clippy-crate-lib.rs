@@ -1,0 +1,1 @@
+../../../../adapters/tests/fixtures/builtin/clippy-crate/src/lib.rs
