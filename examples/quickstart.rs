@@ -99,7 +99,7 @@ fn prepare() -> Result<PathBuf, String> {
 }
 
 fn main() -> ExitCode {
-    orchestrator_tool::init_tracing(0);
+    orchestrator_tool::init_tracing(0, orchestrator_tool::ColorChoice::Auto);
     let repo = match prepare() {
         Ok(r) => r,
         Err(e) => {
@@ -134,7 +134,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let exit = orchestrator_tool::commands::review_fix::run(&args);
+    // No user configuration file: the example runs the same everywhere.
+    let files = orchestrator_tool::setup::ConfigFiles::default();
+    let exit = orchestrator_tool::commands::review_fix::run(&args, &files);
     println!();
     match git(&repo, &["log", "--oneline"]) {
         Ok(log) => println!("git log --oneline ({}):\n{log}", repo.display()),
