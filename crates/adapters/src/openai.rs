@@ -468,6 +468,7 @@ impl Agent for OpenAiAgent {
             structured,
             files_changed: Vec::new(),
             usage: completion.usage,
+            session: None,
         })
     }
 }

@@ -653,3 +653,85 @@ async fn gemini_at_its_session_turn_limit_is_a_budget_failure() {
         other => panic!("expected a budget failure, got {other:?}\nrequests: {main:#?}"),
     }
 }
+
+/// Two calls of `agent` in one working directory, the second resuming the
+/// session the first answered with: the second conversation the server
+/// receives carries the first one (its prompt and answer), and its
+/// answer keeps the session id. Then a call that asks to resume a session
+/// the CLI does not have still answers, in a new session.
+async fn assert_resumes_its_session(
+    protocol: Protocol,
+    agent: impl Fn(&ModelServer, &Sandbox) -> ProcessAgent,
+) {
+    let sandbox = Sandbox::new();
+    let server = ModelServer::start(
+        protocol,
+        vec![
+            Turn::text("FIRST-ANSWER: the test fails because calc returns 41."),
+            Turn::text("SECOND-ANSWER"),
+            Turn::text("THIRD-ANSWER"),
+        ],
+    )
+    .await;
+    let agent = agent(&server, &sandbox);
+    let started = Instant::now();
+    let first = agent
+        .run(request(&sandbox, Role::Fix, "FIRST-PROMPT: fix calc."))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\nrequests: {:#?}", server.main_requests()));
+    let session = first
+        .session
+        .clone()
+        .unwrap_or_else(|| panic!("no session in {first:?}"));
+    let second = agent
+        .run(
+            request(&sandbox, Role::Fix, "SECOND-PROMPT: the tests still fail.").resuming(&session),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}\nrequests: {:#?}", server.main_requests()));
+    elapsed(started, &format!("{} resume", agent.name()));
+    assert_eq!(second.text, "SECOND-ANSWER");
+    assert_eq!(second.session.as_deref(), Some(session.as_str()));
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let resumed = main[1].body.to_string();
+    for part in ["FIRST-PROMPT", "FIRST-ANSWER", "SECOND-PROMPT"] {
+        assert!(resumed.contains(part), "{part} missing from {resumed}");
+    }
+    assert!(!main[0].body.to_string().contains("SECOND-PROMPT"));
+
+    let fresh = agent
+        .run(
+            request(&sandbox, Role::Fix, "THIRD-PROMPT")
+                .resuming("3f1c2a4e-0000-4000-8000-000000000000"),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{err}\nrequests: {:#?}", server.main_requests()));
+    assert_eq!(fresh.text, "THIRD-ANSWER");
+    let main = server.main_requests();
+    assert_eq!(main.len(), 3, "{main:#?}");
+    let third = main[2].body.to_string();
+    assert!(
+        third.contains("THIRD-PROMPT") && !third.contains("FIRST-PROMPT"),
+        "{third}"
+    );
+    assert_ne!(fresh.session.as_deref(), Some(session.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_resumes_its_session() {
+    assert_resumes_its_session(Protocol::Anthropic, |server, sandbox| {
+        claude(server, sandbox, &[])
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_resumes_its_thread() {
+    assert_resumes_its_session(Protocol::OpenAiResponses, codex).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_resumes_its_session() {
+    assert_resumes_its_session(Protocol::Gemini, gemini).await;
+}

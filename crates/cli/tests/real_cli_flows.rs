@@ -388,6 +388,17 @@ fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
     assert_eq!(f2.len(), 2, "{conversations:#?}");
     assert!(!f2[0].contains("FAIL calc_value"), "{}", f2[0]);
     assert!(f2[1].contains("FAIL calc_value"), "{}", f2[1]);
+    // ... in the agent's own session, resumed: the retry's first request
+    // carries the first attempt (its prompt, and its edit to `VALUE`).
+    let retry = requests
+        .iter()
+        .find(|r| r.body.to_string().contains("FAIL calc_value"))
+        .unwrap();
+    let retry = retry.body.to_string();
+    assert!(
+        retry.contains("VALUE") && retry.matches("Fix review finding F2").count() >= 2,
+        "the retry did not resume the first attempt's session: {retry}"
+    );
 
     // The granted test command ran inside the CLI and its output came back.
     let ran_tests = requests.iter().any(|r| {

@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role};
+use orchestrator_core::agent::{
+    Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role, SessionCarry,
+};
 use orchestrator_core::event::{Event, EventSink, JobStatus};
 use orchestrator_core::gate::Gate;
 use orchestrator_core::retry::{
@@ -739,8 +741,10 @@ struct TaskJob {
 impl TaskJob {
     async fn run(self) -> TaskOutput {
         let id = self.milestone.id.clone();
+        // A retry of the task resumes the agent's own session: it keeps
+        // what it read and tried (see `SessionCarry`).
         let reporter = ReportingAgent {
-            inner: self.agent,
+            inner: Arc::new(SessionCarry::new(self.agent)),
             limit: self.limit,
             last: Mutex::new(None),
         };

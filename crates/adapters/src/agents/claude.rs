@@ -215,6 +215,7 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
                 cost_usd: message.total_cost_usd.unwrap_or(0.0),
                 turns: message.num_turns.unwrap_or(0),
             }),
+            session: message.session_id.clone(),
         },
         session_id: message.session_id,
     })

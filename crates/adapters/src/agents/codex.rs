@@ -387,6 +387,7 @@ pub fn parse(raw: &RawOutput, workdir: &Path, structured: bool) -> Result<CodexO
             structured: structured_value,
             files_changed: files,
             usage: Some(usage),
+            session: thread_id.clone(),
         },
         thread_id,
         commands,

@@ -183,6 +183,10 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
             structured: if structured { extract_json(text) } else { None },
             files_changed: Vec::new(),
             usage,
+            session: object
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         },
         stats,
     })

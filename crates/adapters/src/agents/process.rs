@@ -344,6 +344,10 @@ impl ProcessAgent {
                     }
                     args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
                 }
+                if let Some(session) = &request.resume_session {
+                    args.push("--resume".into());
+                    args.push(session.into());
+                }
             }
             Dialect::Codex => {
                 args.extend(["exec", "--json"].map(OsString::from));
@@ -364,6 +368,10 @@ impl ProcessAgent {
                         args.push(file.as_os_str().to_owned());
                     }
                 }
+                if let Some(session) = &request.resume_session {
+                    args.push("--resume".into());
+                    args.push(session.into());
+                }
             }
             Dialect::Text | Dialect::Json => {}
         }
@@ -383,7 +391,15 @@ impl ProcessAgent {
                 args.push(prompt.into());
             }
             (_, InstructionInput::Argument) if !placed => args.push(prompt.into()),
-            (Dialect::Codex, InstructionInput::Stdin) => args.push("-".into()),
+            (Dialect::Codex, InstructionInput::Stdin) => {
+                // `exec resume <id> -`: the subcommand after every option
+                // of `exec` (sandbox, schema, the user's `-c`), which apply
+                // to the resumed thread too.
+                if let Some(session) = &request.resume_session {
+                    args.extend(["resume".into(), session.into()]);
+                }
+                args.push("-".into());
+            }
             _ => {}
         }
         args
@@ -455,7 +471,64 @@ impl Agent for ProcessAgent {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        let prompt = self.render_instruction(&request);
+        match self.call(&request).await {
+            Ok(response) => Ok(response),
+            Err(Call::Failed(err)) => Err(err),
+            Err(Call::SessionGone(err)) => {
+                // The CLI keeps its sessions per user (and, for claude and
+                // gemini, per folder): one cleaned up, or made under another
+                // home, cannot be resumed. Asking afresh loses only context.
+                tracing::warn!(agent = %self.name, id = %request.id, session = ?request.resume_session, error = %err, "the agent's session could not be resumed; starting a new one");
+                let fresh = AgentRequest {
+                    resume_session: None,
+                    ..request
+                };
+                self.call(&fresh).await.map_err(Call::into_error)
+            }
+        }
+    }
+}
+
+/// Why one run of the agent CLI gave no answer.
+enum Call {
+    /// The agent failed.
+    Failed(AgentError),
+    /// The CLI could not resume the request's session.
+    SessionGone(AgentError),
+}
+
+impl Call {
+    fn into_error(self) -> AgentError {
+        match self {
+            Call::Failed(err) | Call::SessionGone(err) => err,
+        }
+    }
+}
+
+impl From<AgentError> for Call {
+    fn from(err: AgentError) -> Self {
+        Call::Failed(err)
+    }
+}
+
+/// Whether the CLI's output says the session it was asked to resume does
+/// not exist (claude: "No conversation found with session ID", codex: "no
+/// rollout found for thread id", gemini: "Error resuming session").
+fn session_gone(dialect: Dialect, raw: &RawOutput) -> bool {
+    let said = |phrase: &str| raw.stdout.contains(phrase) || raw.stderr.contains(phrase);
+    match dialect {
+        Dialect::Claude => said("No conversation found with session ID"),
+        Dialect::Codex => said("no rollout found for thread id"),
+        Dialect::Gemini => said("Error resuming session"),
+        Dialect::Text | Dialect::Json => false,
+    }
+}
+
+impl ProcessAgent {
+    /// One request: the CLI run (again after a rate limit), its output
+    /// mapped to the answer.
+    async fn call(&self, request: &AgentRequest) -> Result<AgentResponse, Call> {
+        let prompt = self.render_instruction(request);
         let schema_file = match (&request.schema, self.dialect) {
             (Some(schema), Dialect::Codex) => {
                 // Codex sends the schema in strict mode, which the API only
@@ -463,12 +536,12 @@ impl Agent for ProcessAgent {
                 let strict = codex::strict_schema(schema);
                 let violations = codex::strict_violations(&strict);
                 if !violations.is_empty() {
-                    return Err(AgentError::Unavailable {
+                    return Err(Call::Failed(AgentError::Unavailable {
                         message: format!(
                             "codex: the request's schema could not be made strict: {}",
                             violations.join("; ")
                         ),
-                    });
+                    }));
                 }
                 Some(write_temp_file("schema", ".json", &strict.to_string())?)
             }
@@ -482,7 +555,7 @@ impl Agent for ProcessAgent {
             _ => None,
         };
         let args = self.args_for(
-            &request,
+            request,
             &prompt,
             schema_file.as_ref().map(|f| f.path()),
             policy_file.as_ref().map(|f| f.path()),
@@ -516,7 +589,12 @@ impl Agent for ProcessAgent {
             };
             let output = self.run_once(&spec, limit).await?;
             let raw = RawOutput::from_process(&output);
-            let result = self.parse_output(&request, &raw);
+            let result = self.parse_output(request, &raw);
+            if request.resume_session.is_some() && session_gone(self.dialect, &raw) {
+                return Err(Call::SessionGone(
+                    result.err().unwrap_or_else(|| raw.failed(&self.name)),
+                ));
+            }
             // claude does not retry a 429 itself with CLAUDE_CODE_MAX_RETRIES=0
             // and does not report the endpoint's Retry-After: back off here.
             let wait = RATE_LIMIT_BACKOFF.get(rate_limited).copied();
@@ -532,7 +610,7 @@ impl Agent for ProcessAgent {
                 _ => {
                     drop(schema_file);
                     drop(policy_file);
-                    return result;
+                    return result.map_err(Call::Failed);
                 }
             }
         }
@@ -732,6 +810,64 @@ mod tests {
             parsed["rule"][0]["commandPrefix"].as_str(),
             Some("say \"hi\"\\")
         );
+    }
+
+    #[test]
+    fn a_resumed_session_is_named_in_each_clis_own_way() {
+        let req = AgentRequest::new("T1", Role::Plan, "again", "/w").resuming("s-1");
+        assert_eq!(
+            strings(ProcessAgent::claude().args_for(&req, "p", None, None)),
+            ["-p", "--output-format", "json", "--resume", "s-1"]
+        );
+        // codex: `resume` is a subcommand of `exec`, after all of exec's
+        // options (the user's too), which apply to the resumed thread.
+        assert_eq!(
+            strings(
+                ProcessAgent::codex()
+                    .arg("-m")
+                    .arg("gpt-5")
+                    .args_for(&req, "p", None, None)
+            ),
+            ["exec", "--json", "-m", "gpt-5", "resume", "s-1", "-"]
+        );
+        assert_eq!(
+            strings(ProcessAgent::gemini().args_for(&req, "p", None, None)),
+            ["--skip-trust", "-o", "json", "--resume", "s-1"]
+        );
+        let text = ProcessAgent::new("mine", "my-agent", ["run"]);
+        assert_eq!(strings(text.args_for(&req, "p", None, None)), ["run"]);
+    }
+
+    #[test]
+    fn a_missing_session_is_recognised_only_in_the_clis_own_words() {
+        let raw = |stdout: &str, stderr: &str| RawOutput {
+            code: Some(1),
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+        };
+        assert!(session_gone(
+            Dialect::Claude,
+            &raw("No conversation found with session ID: s-1", "")
+        ));
+        assert!(session_gone(
+            Dialect::Codex,
+            &raw(
+                "",
+                "Error: thread/resume: thread/resume failed: no rollout found for thread id s-1"
+            )
+        ));
+        assert!(session_gone(
+            Dialect::Gemini,
+            &raw(
+                "",
+                "Error resuming session: No previous sessions found for this project."
+            )
+        ));
+        assert!(!session_gone(Dialect::Claude, &raw("", "rate limited")));
+        assert!(!session_gone(
+            Dialect::Text,
+            &raw("No conversation found with session ID", "")
+        ));
     }
 
     #[test]

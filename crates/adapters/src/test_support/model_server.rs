@@ -105,49 +105,85 @@ impl Exchange {
             .map_or(&[], Vec::as_slice)
     }
 
-    /// Every text the user side sent (the prompt the CLI built, with any
-    /// context it adds), joined by new lines; tool results are left out.
-    pub fn user_text(&self) -> String {
-        let mut out = Vec::new();
-        for item in self.conversation() {
-            if item.get("role").and_then(Value::as_str) != Some("user") {
-                continue;
-            }
-            match item.get("content").or_else(|| item.get("parts")) {
-                Some(Value::String(text)) => out.push(text.clone()),
-                Some(Value::Array(parts)) => {
-                    for part in parts {
-                        let kind = part.get("type").and_then(Value::as_str);
-                        if matches!(kind, Some("tool_result" | "function_call_output")) {
-                            continue;
-                        }
-                        if let Some(text) = part.get("text").and_then(Value::as_str) {
-                            out.push(text.to_owned());
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        out.join("\n")
+    /// The parts of a conversation item: Responses and Anthropic `content`
+    /// blocks, Gemini `parts`.
+    fn parts(item: &Value) -> &[Value] {
+        item.get("content")
+            .or_else(|| item.get("parts"))
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
     }
 
-    /// The results of the tool calls the model made so far, as text, in
-    /// order (Responses `function_call_output`, Anthropic `tool_result`,
-    /// Gemini `functionResponse`): their count is the step the
-    /// conversation is at.
+    /// The texts of a user prompt item, or `None` for any other item (the
+    /// model's turns, tool calls, and user items that carry tool results).
+    fn prompt_of(item: &Value) -> Option<Vec<String>> {
+        if item.get("role").and_then(Value::as_str) != Some("user") {
+            return None;
+        }
+        match item.get("content").or_else(|| item.get("parts")) {
+            Some(Value::String(text)) => Some(vec![text.clone()]),
+            Some(Value::Array(parts)) => {
+                let is_result = |part: &Value| {
+                    matches!(
+                        part.get("type").and_then(Value::as_str),
+                        Some("tool_result" | "function_call_output")
+                    ) || part.get("functionResponse").is_some()
+                };
+                if parts.iter().any(is_result) {
+                    return None;
+                }
+                Some(
+                    parts
+                        .iter()
+                        .filter_map(|part| part.get("text").and_then(Value::as_str))
+                        .map(str::to_owned)
+                        .collect(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// Every text the user side sent (the prompt the CLI built, with any
+    /// context it adds), joined by new lines; tool results are left out. A
+    /// resumed session's request carries the earlier prompts too.
+    pub fn user_text(&self) -> String {
+        self.conversation()
+            .iter()
+            .filter_map(Self::prompt_of)
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The user prompts of the conversation, one entry per prompt item, in
+    /// order: more than one when the CLI resumed an earlier session (or
+    /// adds its own context as a separate item first).
+    pub fn prompts(&self) -> Vec<String> {
+        self.conversation()
+            .iter()
+            .filter_map(Self::prompt_of)
+            .map(|texts| texts.join("\n"))
+            .collect()
+    }
+
+    /// The results of the tool calls the model made since the last user
+    /// prompt, as text, in order (Responses `function_call_output`,
+    /// Anthropic `tool_result`, Gemini `functionResponse`): their count is
+    /// the step the current turn is at. A resumed session's earlier turns
+    /// do not count.
     pub fn tool_results(&self) -> Vec<String> {
+        let conversation = self.conversation();
+        let start = conversation
+            .iter()
+            .rposition(|item| Self::prompt_of(item).is_some())
+            .map_or(0, |i| i + 1);
         let mut out = Vec::new();
-        for item in self.conversation() {
+        for item in &conversation[start..] {
             if item.get("type").and_then(Value::as_str) == Some("function_call_output") {
                 out.push(text_of(item.get("output")));
             }
-            for part in item
-                .get("content")
-                .or_else(|| item.get("parts"))
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice)
-            {
+            for part in Self::parts(item) {
                 if part.get("type").and_then(Value::as_str) == Some("tool_result") {
                     out.push(text_of(part.get("content")));
                 } else if let Some(response) = part.get("functionResponse") {

@@ -42,6 +42,9 @@ pub(super) struct StepState {
     write_set: Option<Vec<String>>,
     digest: Option<String>,
     last_error: Option<String>,
+    /// The agent session of the last answered attempt: the next attempt
+    /// resumes it, so the agent keeps what it read and tried.
+    session: Option<String>,
 }
 
 /// One attempt at one finding, as an [`Agent`] for the retry executor: the
@@ -123,12 +126,15 @@ impl Agent for FixStep<'_> {
         self.shared.agent.name()
     }
 
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+    async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = self.finding.id.to_string();
-        let (attempt, stop) = self.with(|s| {
+        let (attempt, stop, session) = self.with(|s| {
             s.attempt += 1;
-            (s.attempt, s.stop.clone())
+            (s.attempt, s.stop.clone(), s.session.clone())
         });
+        if request.resume_session.is_none() {
+            request.resume_session = session;
+        }
         if let Some(stop) = stop {
             // A refusal or an unrecoverable state repeats: do not call again.
             return Err(stop);
@@ -148,7 +154,12 @@ impl Agent for FixStep<'_> {
             "Applying code changes per recommendations",
         );
         match self.shared.agent.run(request).await {
-            Ok(response) => self.record_edits(response.structured.as_ref()),
+            Ok(response) => {
+                if let Some(session) = &response.session {
+                    self.with(|s| s.session = Some(session.clone()));
+                }
+                self.record_edits(response.structured.as_ref());
+            }
             Err(e) => {
                 self.restore().await;
                 self.progress.end_step("failed");
