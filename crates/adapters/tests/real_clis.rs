@@ -735,3 +735,31 @@ async fn codex_resumes_its_thread() {
 async fn gemini_resumes_its_session() {
     assert_resumes_its_session(Protocol::Gemini, gemini).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_stopping_a_loop_of_its_own_is_a_budget_failure() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
+    // The model asks for the same file again and again: gemini's own loop
+    // detection stops the run, and gemini exits 0 with a warning.
+    let server = ModelServer::always(
+        Protocol::Gemini,
+        Turn::tool("read_file", json!({"file_path": "hello.txt"})),
+    )
+    .await;
+    let started = Instant::now();
+    let result = gemini(&server, &sandbox)
+        .run(request(&sandbox, Role::Fix, "Read hello.txt."))
+        .await;
+    elapsed(started, "gemini loop");
+    let main = server.main_requests();
+    match result {
+        Err(AgentError::Budget { message }) => {
+            assert!(message.contains("Loop detected"), "{message}");
+        }
+        other => panic!(
+            "expected a budget failure, got {other:?}\nrequests: {}",
+            main.len()
+        ),
+    }
+}

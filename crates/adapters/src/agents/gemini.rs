@@ -116,6 +116,33 @@ fn usage_from_stats(stats: &Value) -> Usage {
     usage
 }
 
+/// The failure a successful-looking run reports in its `warnings`: gemini
+/// exits 0 when it stops itself — its loop detection ("Loop detected,
+/// stopping execution"), the session turn limit ("Maximum session turns
+/// exceeded"), both [`AgentError::Budget`], not retried — or when a hook
+/// stops the agent ("Agent execution stopped: …", [`AgentError::Failed`]).
+/// The answer of such a run is whatever the model had said so far, not
+/// the end of the work. Other warnings are only logged.
+fn stopped_by_warning(object: &Value) -> Option<AgentError> {
+    let warnings = object.get("warnings").and_then(Value::as_array)?;
+    let mut stop = None;
+    for warning in warnings.iter().filter_map(Value::as_str) {
+        if warning.starts_with("Loop detected") || warning.starts_with("Maximum session turns") {
+            stop.get_or_insert(AgentError::Budget {
+                message: format!("gemini stopped itself: {warning}"),
+            });
+        } else if warning.starts_with("Agent execution stopped") {
+            stop.get_or_insert(AgentError::Failed {
+                message: format!("gemini: {warning}"),
+                exit_code: Some(0),
+            });
+        } else {
+            tracing::warn!(warning, "gemini warned");
+        }
+    }
+    stop
+}
+
 /// Maps Gemini's output. `structured`: parse the response as JSON (the
 /// request had a schema).
 pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentError> {
@@ -169,6 +196,9 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
             snippet: snippet(trimmed),
         });
     };
+    if let Some(err) = stopped_by_warning(&object) {
+        return Err(err);
+    }
     let Some(text) = object.get("response").and_then(Value::as_str) else {
         return Err(AgentError::Garbage {
             message: "the `response` field of gemini's output is not a string".into(),
@@ -195,6 +225,31 @@ pub fn parse(raw: &RawOutput, structured: bool) -> Result<GeminiOutput, AgentErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_gemini_stopped_itself_is_not_an_answer() {
+        let out = |warnings: &str| {
+            raw(
+                &format!(
+                    r#"{{"session_id": "s", "response": "I will read it again.", "warnings": [{warnings}]}}"#
+                ),
+                0,
+            )
+        };
+        for (warning, budget) in [
+            ("Loop detected, stopping execution", true),
+            ("Maximum session turns exceeded", true),
+            ("Agent execution stopped: the hook said no", false),
+        ] {
+            let err = parse(&out(&format!("\"{warning}\"")), false).unwrap_err();
+            assert_eq!(matches!(err, AgentError::Budget { .. }), budget, "{err:?}");
+            assert!(err.to_string().contains(warning), "{err}");
+            assert!(!err.is_transient() || !budget, "{err:?}");
+        }
+        let fine = parse(&out("\"Retrying after a transient error\""), false).unwrap();
+        assert_eq!(fine.response.text, "I will read it again.");
+        assert_eq!(fine.response.session.as_deref(), Some("s"));
+    }
 
     fn raw(stdout: &str, code: i32) -> RawOutput {
         RawOutput {
