@@ -4,6 +4,7 @@
 mod batch;
 pub mod ci_autofix;
 mod config;
+pub mod mcp;
 pub mod planex;
 pub mod review_fix;
 mod waves;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::CiAutofix(args) => ci_autofix::run(&args, &files),
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
+        Command::Mcp(args) => mcp::run(&args),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),
         Command::Completions(args) => {
             let mut script = Vec::new();

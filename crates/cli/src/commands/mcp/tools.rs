@@ -1,0 +1,396 @@
+//! The tools of `orchestrator mcp`: their input schemas, and how each call
+//! becomes one run of the `orchestrator` binary with `--json`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use orchestrator_adapters::process::{self, ProcessSpec};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::confined;
+
+/// The MCP server: one repository, one binary to run the flows with.
+#[derive(Debug, Clone)]
+pub struct Orchestrator {
+    program: PathBuf,
+    repo: PathBuf,
+    tool_router: ToolRouter<Self>,
+}
+
+/// What a tool call did: the flow's exit code read as an outcome, its JSON
+/// result, the JSON events before it, and the end of its log.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ToolOutcome {
+    /// The flow's exit code: 0 success, 1 some items failed, 3 stopped and
+    /// resumable (a gate, an escalation, a limit).
+    pub exit_code: i32,
+    /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3).
+    pub outcome: String,
+    /// The flow's result: its summary (the last JSON line it printed).
+    pub result: Value,
+    /// The JSON lines the flow printed before its result (progress
+    /// events), at most the last 200.
+    pub events: Vec<Value>,
+    /// The end of the flow's log on stderr.
+    pub log_tail: String,
+}
+
+/// `{"path": …}`: a tasks.csv for `waves`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WavesInput {
+    /// A lite-planex tasks.csv, relative to the repository or absolute inside it.
+    pub path: String,
+    /// Ignore unknown dependency ids with a warning instead of failing.
+    #[serde(default)]
+    pub lenient: bool,
+}
+
+/// A findings file for `batch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BatchInput {
+    /// A findings file (review-cycle export, SARIF, rdjson, cargo/clippy JSON),
+    /// relative to the repository or absolute inside it.
+    pub path: String,
+    /// Findings per batch.
+    pub batch_size: Option<u32>,
+}
+
+/// A failed check's log for `ci_autofix_classify`: `log` or `path`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClassifyInput {
+    /// The log text.
+    pub log: Option<String>,
+    /// A log file, relative to the repository or absolute inside it.
+    pub path: Option<String>,
+}
+
+/// `review_fix`: fix the findings of a file, one verified commit per fix.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReviewFixInput {
+    /// The findings file, relative to the repository or absolute inside it.
+    pub path: String,
+    /// The agent: builtin, claude, codex, gemini, openai[:MODEL] or
+    /// `command:<cmd>` (default: the repository's orchestrator.toml).
+    pub agent: Option<String>,
+    /// The test command that verifies each fix (default: orchestrator.toml
+    /// or inferred from the project).
+    pub test_cmd: Option<String>,
+    /// `each`, `batch` or `auto` (default).
+    pub verify: Option<String>,
+    /// Plan only: change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Approve the run: required unless `dry_run` (the server never
+    /// approves on the host's behalf).
+    #[serde(default)]
+    pub yes: bool,
+}
+
+/// `planex_run`: execute a tasks.csv in dependency order.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PlanexRunInput {
+    /// The tasks.csv, relative to the repository or absolute inside it.
+    pub path: String,
+    /// How many tasks run at once.
+    pub concurrency: Option<u32>,
+    /// `eager` (default) or `waves`.
+    pub schedule: Option<String>,
+    /// The agent (default for `run`: the shell agent running each task's
+    /// directives).
+    pub agent: Option<String>,
+    /// Approve the plan and its gates: required.
+    #[serde(default)]
+    pub yes: bool,
+}
+
+/// `ci_autofix_local`: run checks, fix what fails under the cadence matrix.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CiAutofixLocalInput {
+    /// The check commands, each run with `sh -c` in the repository.
+    pub checks: Vec<String>,
+    /// The agent (default: the repository's orchestrator.toml, else builtin).
+    pub agent: Option<String>,
+    /// Iterations before the mandatory escalation.
+    pub max_iterations: Option<u32>,
+    /// Approve the fixes: required.
+    #[serde(default)]
+    pub yes: bool,
+}
+
+/// A tool call's failure, as the host reads it.
+type Refusal = String;
+
+#[tool_router]
+impl Orchestrator {
+    /// A server for `repo` that runs the flows with `program` (this binary).
+    pub fn new(program: PathBuf, repo: PathBuf) -> Self {
+        Self {
+            program,
+            repo,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Compute the dependency waves of a lite-planex tasks.csv: which tasks can run together, in order."
+    )]
+    async fn waves(
+        &self,
+        Parameters(input): Parameters<WavesInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        let path = confined(&self.repo, &input.path)?;
+        let mut args: Vec<OsString> = vec!["waves".into(), path.into(), "--json".into()];
+        if input.lenient {
+            args.push("--lenient".into());
+        }
+        self.flow(args, None, ct).await
+    }
+
+    #[tool(
+        description = "Group review findings into planning batches (by file, dimension and root cause), as review_fix would."
+    )]
+    async fn batch(
+        &self,
+        Parameters(input): Parameters<BatchInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        let path = confined(&self.repo, &input.path)?;
+        let mut args: Vec<OsString> = vec!["batch".into(), path.into(), "--json".into()];
+        if let Some(size) = input.batch_size {
+            args.extend(["--batch-size".into(), size.to_string().into()]);
+        }
+        self.flow(args, None, ct).await
+    }
+
+    #[tool(
+        description = "Classify a failed CI check's log: mechanical (trivial / non-trivial), semantic or unknown, with the evidence. Give `log` (the text) or `path` (a file)."
+    )]
+    async fn ci_autofix_classify(
+        &self,
+        Parameters(input): Parameters<ClassifyInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        let mut args: Vec<OsString> = vec!["ci-autofix".into(), "classify".into()];
+        let stdin = match (input.log, input.path) {
+            (Some(log), None) => {
+                args.push("-".into());
+                Some(log.into_bytes())
+            }
+            (None, Some(path)) => {
+                args.push(confined(&self.repo, &path)?.into());
+                None
+            }
+            _ => return Err("give exactly one of `log` (the text) and `path` (a file)".into()),
+        };
+        args.push("--json".into());
+        self.flow(args, stdin, ct).await
+    }
+
+    #[tool(
+        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes."
+    )]
+    async fn review_fix(
+        &self,
+        Parameters(input): Parameters<ReviewFixInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        if !input.yes && !input.dry_run {
+            return Err(
+                "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan".into(),
+            );
+        }
+        let path = confined(&self.repo, &input.path)?;
+        let mut args: Vec<OsString> = vec![
+            "review-fix".into(),
+            "--fix".into(),
+            path.into(),
+            "--repo".into(),
+            self.repo.clone().into(),
+            "--json".into(),
+        ];
+        push_opt(&mut args, "--agent", input.agent);
+        push_opt(&mut args, "--test-cmd", input.test_cmd);
+        push_opt(&mut args, "--verify", input.verify);
+        if input.dry_run {
+            args.push("--dry-run".into());
+        }
+        if input.yes {
+            args.push("-y".into());
+        }
+        self.flow(args, None, ct).await
+    }
+
+    #[tool(
+        description = "Execute a lite-planex tasks.csv in dependency order (eager critical-path schedule or waves), with context passed between tasks and skip cascades. Needs `yes: true`. A cancelled call leaves a session that `orchestrator planex --continue` finishes."
+    )]
+    async fn planex_run(
+        &self,
+        Parameters(input): Parameters<PlanexRunInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        if !input.yes {
+            return Err(
+                "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan"
+                    .into(),
+            );
+        }
+        let path = confined(&self.repo, &input.path)?;
+        let mut args: Vec<OsString> = vec![
+            "planex".into(),
+            "run".into(),
+            path.into(),
+            "--repo".into(),
+            self.repo.clone().into(),
+            "--json".into(),
+            "-y".into(),
+        ];
+        push_opt(
+            &mut args,
+            "--concurrency",
+            input.concurrency.map(|n| n.to_string()),
+        );
+        push_opt(&mut args, "--schedule", input.schedule);
+        push_opt(&mut args, "--agent", input.agent);
+        self.flow(args, None, ct).await
+    }
+
+    #[tool(
+        description = "Run check commands locally and fix the failing ones under the cadence matrix (confirm / apply / escalate, at most `max_iterations`), one commit per fix, never pushing. Needs `yes: true`."
+    )]
+    async fn ci_autofix_local(
+        &self,
+        Parameters(input): Parameters<CiAutofixLocalInput>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        if !input.yes {
+            return Err(
+                "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them"
+                    .into(),
+            );
+        }
+        if input.checks.iter().all(|c| c.trim().is_empty()) {
+            return Err("`checks` names no command".into());
+        }
+        let mut args: Vec<OsString> = vec![
+            "ci-autofix".into(),
+            "--local".into(),
+            "--repo".into(),
+            self.repo.clone().into(),
+            "--json".into(),
+            "-y".into(),
+        ];
+        for check in input.checks.iter().filter(|c| !c.trim().is_empty()) {
+            args.extend(["--check".into(), check.into()]);
+        }
+        push_opt(&mut args, "--agent", input.agent);
+        push_opt(
+            &mut args,
+            "--max-iterations",
+            input.max_iterations.map(|n| n.to_string()),
+        );
+        self.flow(args, None, ct).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Orchestrator {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("orchestrator", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Runs the orchestrator engine's flows on the repository {}: review_fix (verified fix commits for review findings), planex_run (tasks in dependency order), ci_autofix_local and ci_autofix_classify (failed checks), and the batch and waves inspectors. Paths are relative to the repository.",
+                self.repo.display()
+            ))
+    }
+}
+
+fn push_opt(args: &mut Vec<OsString>, flag: &str, value: Option<String>) {
+    if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
+        args.push(flag.into());
+        args.push(value.into());
+    }
+}
+
+/// How many of a flow's JSON events a tool result keeps.
+const MAX_EVENTS: usize = 200;
+
+/// How much of a flow's stderr a tool result keeps.
+const LOG_TAIL: usize = 4000;
+
+impl Orchestrator {
+    /// Runs `orchestrator <args>` in the repository and reads its outcome.
+    /// Exit 2 (bad input, a busy repository, a dirty tree) is a refusal
+    /// carrying the flow's own message; a cancelled call stops the child
+    /// with its process group.
+    async fn flow(
+        &self,
+        args: Vec<OsString>,
+        stdin: Option<Vec<u8>>,
+        ct: CancellationToken,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        let mut spec = ProcessSpec::new(self.program.clone())
+            .args(args)
+            .cwd(&self.repo)
+            .env("NO_COLOR", "1");
+        if let Some(bytes) = stdin {
+            spec = spec.stdin(bytes);
+        }
+        tracing::info!(command = %spec.display(), "tool call");
+        let output = tokio::select! {
+            output = process::run(&spec) => output.map_err(|e| format!("failed to run {}: {e}", spec.display()))?,
+            () = ct.cancelled() => {
+                return Err("cancelled; the flow was stopped and its session can be resumed".into());
+            }
+        };
+        let stdout = output.stdout_text();
+        let stderr = output.stderr_text();
+        let code = output.code().unwrap_or(-1);
+        let outcome = match code {
+            0 => "success",
+            1 => "some_failed",
+            3 => "needs_human",
+            _ => {
+                let detail = tail(stderr.trim(), LOG_TAIL);
+                return Err(format!(
+                    "the flow refused (exit {code}): {}",
+                    if detail.is_empty() {
+                        stdout.trim()
+                    } else {
+                        detail
+                    }
+                ));
+            }
+        };
+        let mut lines: Vec<Value> = stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let result = lines.pop().unwrap_or(Value::Null);
+        let skip = lines.len().saturating_sub(MAX_EVENTS);
+        Ok(Json(ToolOutcome {
+            exit_code: code,
+            outcome: outcome.to_owned(),
+            result,
+            events: lines.into_iter().skip(skip).collect(),
+            log_tail: tail(stderr.trim(), LOG_TAIL).to_owned(),
+        }))
+    }
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}

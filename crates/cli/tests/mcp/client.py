@@ -1,0 +1,80 @@
+"""A real MCP client (the official Python SDK, `pip install mcp`) driving
+`orchestrator mcp` over stdio, for crates/cli/tests/mcp_server.rs.
+
+usage: client.py ORCHESTRATOR REPO PLAN.json
+
+PLAN is a list of calls: {"tool": name, "arguments": {...}} and optionally
+"cancel_after": seconds (the call is cancelled by the client after that
+long) or "repeat": n (the call is made n times; the round-trip times are
+reported). Prints one JSON object: the server's name, every tool with its
+schemas (each input and output schema checked against the JSON Schema
+meta-schema), and one entry per call.
+"""
+
+import json
+import sys
+import time
+
+import anyio
+import jsonschema
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+
+def content_text(result):
+    return "\n".join(getattr(c, "text", "") for c in (result.content or []))
+
+
+async def main():
+    program, repo, plan_file = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(plan_file, encoding="utf-8") as f:
+        plan = json.load(f)
+    params = StdioServerParameters(command=program, args=["mcp", "--repo", repo])
+    out = {"tools": [], "calls": []}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            out["server"] = init.server_info.name
+            out["protocol_version"] = init.protocol_version
+            listed = await session.list_tools()
+            for tool in listed.tools:
+                jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+                if tool.output_schema is not None:
+                    jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+                out["tools"].append(
+                    {
+                        "name": tool.name,
+                        "input_schema": tool.input_schema,
+                        "output_schema": tool.output_schema,
+                        "input_schema_bytes": len(json.dumps(tool.input_schema)),
+                        "output_schema_bytes": len(json.dumps(tool.output_schema or {})),
+                    }
+                )
+            for call in plan:
+                entry = {"tool": call["tool"]}
+                if "cancel_after" in call:
+                    started = time.monotonic()
+                    with anyio.move_on_after(call["cancel_after"]) as scope:
+                        result = await session.call_tool(call["tool"], call["arguments"])
+                        entry["is_error"] = bool(result.is_error)
+                        entry["text"] = content_text(result)
+                    entry["cancelled"] = scope.cancelled_caught
+                    entry["seconds"] = time.monotonic() - started
+                    out["calls"].append(entry)
+                    continue
+                times = []
+                for _ in range(call.get("repeat", 1)):
+                    started = time.monotonic()
+                    result = await session.call_tool(call["tool"], call["arguments"])
+                    times.append((time.monotonic() - started) * 1000.0)
+                entry["is_error"] = bool(result.is_error)
+                entry["structured"] = result.structured_content
+                entry["text"] = content_text(result)
+                if len(times) > 1:
+                    times.sort()
+                    entry["median_ms"] = times[len(times) // 2]
+                out["calls"].append(entry)
+    print(json.dumps(out))
+
+
+anyio.run(main)

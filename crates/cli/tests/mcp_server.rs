@@ -1,0 +1,373 @@
+//! `orchestrator mcp` driven by MCP clients nobody here wrote: the official
+//! Python SDK (`mcp`, installed by `.ci/run` into `target/mcp-venv`) through
+//! `tests/mcp/client.py`, and the real Claude Code CLI as an agent host whose
+//! scripted model calls our `review_fix` tool.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use orchestrator_adapters::test_support::cli;
+use orchestrator_adapters::test_support::model_server::{ModelServer, Protocol, Turn};
+use serde_json::{Value, json};
+
+const ORCHESTRATOR: &str = env!("CARGO_BIN_EXE_orchestrator");
+
+/// The Python with the `mcp` SDK: `$ORCH_MCP_PYTHON`, else the venv
+/// `.ci/run` makes. Missing, the test fails with the install command.
+fn python() -> PathBuf {
+    let python = std::env::var_os("ORCH_MCP_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python"),
+        PathBuf::from,
+    );
+    assert!(
+        python.is_file(),
+        "no Python with the MCP SDK at {}: from the workspace root run\n    python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp==2.3.0\n(or point ORCH_MCP_PYTHON at a python that has `mcp`)",
+        python.display()
+    );
+    python
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A lite-planex tasks.csv of pending rows `(id, title, directive, deps)`.
+fn tasks_csv(rows: &[(&str, &str, &str, &str)]) -> String {
+    let mut csv = "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave,status,findings,files_modified,tests_passed,acceptance_met,error\n".to_owned();
+    for (id, title, directive, deps) in rows {
+        csv.push_str(&format!(
+            "{id},{title},Do {title},,,,,{directive},{deps},,,pending,,,,,\n"
+        ));
+    }
+    csv
+}
+
+/// A git repository with a misspelt `greet.txt`, a check that wants it
+/// spelt right, and an rdjson finding whose suggestion fixes it.
+fn repo(base: &Path) -> PathBuf {
+    let repo = base.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let repo = std::fs::canonicalize(repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "test@example.com"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    std::fs::write(repo.join("greet.txt"), "hello wrold\n").unwrap();
+    std::fs::write(
+        repo.join("check.sh"),
+        "#!/bin/sh\ngrep -q 'hello world' greet.txt && echo 'greeting ok'\n",
+    )
+    .unwrap();
+    let finding = json!({
+        "source": {"name": "spell"},
+        "diagnostics": [{
+            "message": "misspelt word",
+            "location": {"path": "greet.txt", "range": {"start": {"line": 1, "column": 7}, "end": {"line": 1, "column": 12}}},
+            "code": {"value": "typo"},
+            "suggestions": [{"range": {"start": {"line": 1, "column": 7}, "end": {"line": 1, "column": 12}}, "text": "world"}]
+        }]
+    });
+    std::fs::write(repo.join("findings.rdjson"), finding.to_string()).unwrap();
+    std::fs::write(
+        repo.join("tasks.csv"),
+        tasks_csv(&[
+            ("T1", "Base", "", ""),
+            ("T2", "Walls", "", "T1"),
+            ("T3", "Roof", "", "T2"),
+            ("T4", "Paint", "", "T2"),
+        ]),
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+/// Runs the Python client on `plan` against `orchestrator mcp --repo repo`.
+fn client(repo: &Path, plan: &Value) -> Value {
+    let plan_file = repo.parent().unwrap().join("plan.json");
+    std::fs::write(&plan_file, plan.to_string()).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(ORCHESTRATOR)
+        .arg(repo)
+        .arg(&plan_file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the MCP client failed:\n{stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn orchestrator_json(repo: &Path, args: &[&str]) -> Value {
+    let out = Command::new(ORCHESTRATOR)
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_python_mcp_client_lists_the_tools_and_calls_the_inspectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    std::fs::write(dir.path().join("outside.csv"), "id,title\n").unwrap();
+    let out = client(
+        &repo,
+        &json!([
+            {"tool": "waves", "arguments": {"path": "tasks.csv"}, "repeat": 20},
+            {"tool": "ci_autofix_classify", "arguments": {"log": "error[E0425]: cannot find value `x` in this scope"}},
+            {"tool": "ci_autofix_classify", "arguments": {"path": "check.sh"}},
+            {"tool": "batch", "arguments": {"path": "findings.rdjson"}},
+            {"tool": "waves", "arguments": {"path": "../outside.csv"}},
+            {"tool": "review_fix", "arguments": {"path": "findings.rdjson"}},
+            {"tool": "ci_autofix_classify", "arguments": {}}
+        ]),
+    );
+    assert_eq!(out["server"], "orchestrator");
+    let mut names: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "batch",
+            "ci_autofix_classify",
+            "ci_autofix_local",
+            "planex_run",
+            "review_fix",
+            "waves"
+        ]
+    );
+    for tool in out["tools"].as_array().unwrap() {
+        assert_eq!(tool["input_schema"]["type"], "object", "{tool:#}");
+        assert_eq!(
+            tool["output_schema"]["properties"]["outcome"]["type"], "string",
+            "{tool:#}"
+        );
+        eprintln!(
+            "{}: input schema {} bytes, output schema {} bytes",
+            tool["name"], tool["input_schema_bytes"], tool["output_schema_bytes"]
+        );
+    }
+    let calls = out["calls"].as_array().unwrap();
+    // waves: the same answer as `orchestrator waves --json`.
+    assert_eq!(calls[0]["is_error"], false, "{:#}", calls[0]);
+    assert_eq!(
+        calls[0]["structured"]["result"],
+        orchestrator_json(&repo, &["waves", "tasks.csv", "--json"])
+    );
+    assert_eq!(calls[0]["structured"]["outcome"], "success");
+    eprintln!(
+        "waves round trip, median of 20: {:.1} ms",
+        calls[0]["median_ms"].as_f64().unwrap()
+    );
+    // classify: by text and by file.
+    assert_eq!(
+        calls[1]["structured"]["result"]["classification"],
+        "mechanical"
+    );
+    assert_eq!(calls[1]["structured"]["result"]["sub_class"], "non-trivial");
+    assert_eq!(calls[2]["is_error"], false, "{:#}", calls[2]);
+    assert!(calls[2]["structured"]["result"]["classification"].is_string());
+    // batch: one batch holding the finding.
+    assert_eq!(
+        calls[3]["structured"]["result"],
+        orchestrator_json(&repo, &["batch", "findings.rdjson", "--json"])
+    );
+    // Refusals: a path outside the repository, a flow without approval,
+    // a classify with neither input.
+    assert_eq!(calls[4]["is_error"], true);
+    assert!(
+        calls[4]["text"]
+            .as_str()
+            .unwrap()
+            .contains("outside the repository"),
+        "{:#}",
+        calls[4]
+    );
+    assert_eq!(calls[5]["is_error"], true);
+    assert!(calls[5]["text"].as_str().unwrap().contains("yes: true"));
+    assert_eq!(calls[6]["is_error"], true);
+    assert!(calls[6]["text"].as_str().unwrap().contains("exactly one"));
+    // Nothing was changed by any of it.
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_python_mcp_client_runs_review_fix_and_the_commit_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let out = client(
+        &repo,
+        &json!([{"tool": "review_fix", "arguments": {
+            "path": "findings.rdjson", "agent": "builtin", "test_cmd": "sh check.sh", "yes": true
+        }}]),
+    );
+    let call = &out["calls"][0];
+    assert_eq!(call["is_error"], false, "{call:#}");
+    let result = &call["structured"];
+    assert_eq!(result["outcome"], "success", "{call:#}");
+    assert_eq!(result["result"]["counts"]["fixed"], 1, "{call:#}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("greet.txt")).unwrap(),
+        "hello world\n"
+    );
+    let log = git(&repo, &["log", "--format=%s"]);
+    assert!(log.starts_with("fix(quality): misspelt word"), "{log}");
+    assert_eq!(
+        result["result"]["commits"][0]["id"].as_str().unwrap(),
+        git(&repo, &["rev-parse", "HEAD"]).trim()
+    );
+}
+
+#[test]
+fn a_cancelled_planex_run_stops_its_flow_and_the_session_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    // The shell agent runs each task's directive: T1 takes long enough to
+    // be cancelled in flight.
+    std::fs::write(
+        repo.join("slow.csv"),
+        tasks_csv(&[
+            ("S1", "Slow", "sleep 8 && touch s1.done", ""),
+            ("S2", "Next", "touch s2.done", "S1"),
+        ]),
+    )
+    .unwrap();
+    git(&repo, &["add", "slow.csv"]);
+    git(&repo, &["commit", "-q", "-m", "slow tasks"]);
+    let out = client(
+        &repo,
+        &json!([{"tool": "planex_run", "arguments": {"path": "slow.csv", "yes": true}, "cancel_after": 3}]),
+    );
+    let call = &out["calls"][0];
+    assert_eq!(call["cancelled"], true, "{call:#}");
+    // The flow is gone with its process group: no sleeping directive left.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let running = String::from_utf8_lossy(&ps.stdout).into_owned();
+    assert!(
+        !running.contains("sleep 8 && touch s1.done"),
+        "the directive survived the cancel:\n{running}"
+    );
+    assert!(!repo.join("s1.done").exists());
+    // The session it left is continued by the CLI, and finishes.
+    let cont = Command::new(ORCHESTRATOR)
+        .args(["planex", "--continue", "-y", "--json"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert_eq!(
+        cont.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&cont.stdout),
+        String::from_utf8_lossy(&cont.stderr)
+    );
+    assert!(repo.join("s1.done").exists() && repo.join("s2.done").exists());
+}
+
+#[test]
+fn the_real_claude_code_calls_our_review_fix_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(ModelServer::start(
+        Protocol::Anthropic,
+        vec![
+            // Claude Code defers MCP tools: a model loads their schemas with
+            // ToolSearch before calling them.
+            Turn::tool(
+                "ToolSearch",
+                json!({"query": "select:mcp__orchestrator__review_fix"}),
+            ),
+            Turn::tool(
+                "mcp__orchestrator__review_fix",
+                json!({"path": "findings.rdjson", "agent": "builtin", "test_cmd": "sh check.sh", "yes": true}),
+            ),
+            Turn::text("review_fix fixed the finding."),
+        ],
+    ));
+    let mcp_config = json!({"mcpServers": {"orchestrator": {
+        "command": ORCHESTRATOR, "args": ["mcp", "--repo", repo]
+    }}});
+    let out = Command::new(cli("claude"))
+        .args([
+            "-p",
+            "--output-format",
+            "json",
+            "--mcp-config",
+            &mcp_config.to_string(),
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__orchestrator__review_fix",
+            "--",
+            "Fix the findings in findings.rdjson.",
+        ])
+        .current_dir(&repo)
+        .env("HOME", &home)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .env_remove("CLAUDECODE")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let main = server.main_requests();
+    let report = format!(
+        "claude: {:?}\nstdout: {}\nstderr: {}\nrequests: {main:#?}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{report}");
+    // Our tool was offered to the model (loaded through ToolSearch), called,
+    // and its result went back.
+    assert_eq!(main.len(), 3, "{report}");
+    assert!(
+        main[0]
+            .body
+            .to_string()
+            .contains("mcp__orchestrator__review_fix"),
+        "{report}"
+    );
+    let result = main[2].body["messages"].to_string();
+    assert!(
+        result.contains("tool_result") && result.contains("all_fixed"),
+        "{report}"
+    );
+    // The commit is there.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("greet.txt")).unwrap(),
+        "hello world\n"
+    );
+    assert!(
+        git(&repo, &["log", "--format=%s"]).starts_with("fix(quality): misspelt word"),
+        "{report}"
+    );
+}
