@@ -526,11 +526,49 @@ impl Drop for GroupGuard {
     }
 }
 
-/// One output stream being read into a bounded buffer.
+/// One output stream being read into a bounded buffer, and optionally
+/// handed on line by line as it arrives.
 struct Stream<R> {
     reader: Option<R>,
     tail: TailBuffer,
     chunk: Vec<u8>,
+    tap: Option<LineTap>,
+}
+
+/// Sends each complete line of a stream (without its new line, lossily
+/// decoded) as soon as it is read; a line longer than [`MAX_TAPPED_LINE`]
+/// is sent cut at that length.
+struct LineTap {
+    sender: tokio::sync::mpsc::UnboundedSender<String>,
+    partial: Vec<u8>,
+}
+
+/// The longest line [`run_streaming`] hands on whole.
+pub const MAX_TAPPED_LINE: usize = 1024 * 1024;
+
+impl LineTap {
+    fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.flush();
+            } else if self.partial.len() < MAX_TAPPED_LINE {
+                self.partial.push(b);
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let line = String::from_utf8_lossy(&self.partial).into_owned();
+        self.partial.clear();
+        // The receiver may have stopped listening; the run goes on.
+        let _ = self.sender.send(line);
+    }
+
+    fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            self.flush();
+        }
+    }
 }
 
 impl<R: AsyncRead + Unpin> Stream<R> {
@@ -539,6 +577,7 @@ impl<R: AsyncRead + Unpin> Stream<R> {
             reader,
             tail: TailBuffer::new(limit),
             chunk: vec![0; 64 * 1024],
+            tap: None,
         }
     }
 
@@ -556,8 +595,18 @@ impl<R: AsyncRead + Unpin> Stream<R> {
 
     fn consume(&mut self, read: io::Result<usize>) {
         match read {
-            Ok(0) => self.reader = None,
-            Ok(n) => self.tail.push(&self.chunk[..n]),
+            Ok(0) => {
+                self.reader = None;
+                if let Some(tap) = &mut self.tap {
+                    tap.finish();
+                }
+            }
+            Ok(n) => {
+                self.tail.push(&self.chunk[..n]);
+                if let Some(tap) = &mut self.tap {
+                    tap.push(&self.chunk[..n]);
+                }
+            }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(err) => {
                 tracing::debug!(%err, "reading child output failed; closing the stream");
@@ -573,6 +622,25 @@ impl<R: AsyncRead + Unpin> Stream<R> {
 /// [`ProcessOutput::check`] to turn them into errors); `Err` means the child
 /// could not be started or waited for.
 pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
+    run_tapped(spec, None).await
+}
+
+/// Like [`run`], and each line the child writes to stdout is also sent to
+/// `lines` as soon as it is complete (the last one at the end of the
+/// stream even without a new line): for children that report progress as
+/// they go, such as `orchestrator … --json`. The returned output still
+/// holds the bounded tail of stdout.
+pub async fn run_streaming(
+    spec: &ProcessSpec,
+    lines: tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<ProcessOutput, ProcessError> {
+    run_tapped(spec, Some(lines)).await
+}
+
+async fn run_tapped(
+    spec: &ProcessSpec,
+    lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+) -> Result<ProcessOutput, ProcessError> {
     let command = spec.display();
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
@@ -637,6 +705,10 @@ pub async fn run(spec: &ProcessSpec) -> Result<ProcessOutput, ProcessError> {
     let mut guard = GroupGuard { pgid, tag };
 
     let mut stdout = Stream::new(child.stdout.take(), spec.output_limit);
+    stdout.tap = lines.map(|sender| LineTap {
+        sender,
+        partial: Vec::new(),
+    });
     let mut stderr = Stream::new(child.stderr.take(), spec.output_limit);
     let stdin_pipe = child.stdin.take();
     let stdin_bytes = spec.stdin.clone().unwrap_or_default();
@@ -787,6 +859,31 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[tokio::test]
+    async fn stdout_lines_are_handed_on_while_the_child_still_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = ProcessSpec::new("sh")
+            .args([
+                "-c",
+                "echo one; echo err >&2; while [ ! -f go ]; do sleep 0.02; done; printf 'two'",
+            ])
+            .cwd(dir.path())
+            .time_limit(Some(Duration::from_secs(30)));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let run = tokio::spawn(async move { run_streaming(&spec, tx).await });
+        assert_eq!(rx.recv().await.as_deref(), Some("one"));
+        // The child waits for `go`: the line came while it ran.
+        assert!(!run.is_finished());
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let output = run.await.unwrap().unwrap();
+        assert!(output.success(), "{output:?}");
+        // The last line has no new line: sent at the end of the stream.
+        assert_eq!(rx.recv().await.as_deref(), Some("two"));
+        assert_eq!(rx.recv().await, None);
+        assert_eq!(output.stdout_text(), "one\ntwo");
+        assert_eq!(output.stderr_text(), "err\n");
+    }
 
     #[test]
     fn tail_buffer_keeps_the_end() {

@@ -218,7 +218,7 @@ fn a_python_mcp_client_runs_review_fix_and_the_commit_lands() {
         &repo,
         &json!([{"tool": "review_fix", "arguments": {
             "path": "findings.rdjson", "agent": "builtin", "test_cmd": "sh check.sh", "yes": true
-        }}]),
+        }, "progress": true}]),
     );
     let call = &out["calls"][0];
     assert_eq!(call["is_error"], false, "{call:#}");
@@ -234,6 +234,34 @@ fn a_python_mcp_client_runs_review_fix_and_the_commit_lands() {
     assert_eq!(
         result["result"]["commits"][0]["id"].as_str().unwrap(),
         git(&repo, &["rev-parse", "HEAD"]).trim()
+    );
+    // The session's summary is a resource the host can read; a file the
+    // server does not list is not.
+    let resources = out["resources"].as_array().unwrap();
+    let summary = resources
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().ends_with("fix-summary.md"))
+        .unwrap_or_else(|| panic!("{resources:#?}"));
+    assert_eq!(summary["mime_type"], "text/markdown");
+    assert!(
+        summary["text"].as_str().unwrap().contains("misspelt word"),
+        "{summary:#}"
+    );
+    let refused = out["outside_resource"].as_str().unwrap();
+    assert!(refused.contains("not one of this repository"), "{refused}");
+    // The flow's events reached the client as progress notifications while
+    // it ran, in order, the commit among them.
+    let progress = call["progress"].as_array().unwrap();
+    let steps: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{progress:#?}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["message"].as_str().unwrap().contains("\"commit_made\"")),
+        "{progress:#?}"
     );
 }
 

@@ -6,9 +6,11 @@ usage: client.py ORCHESTRATOR REPO PLAN.json
 PLAN is a list of calls: {"tool": name, "arguments": {...}} and optionally
 "cancel_after": seconds (the call is cancelled by the client after that
 long) or "repeat": n (the call is made n times; the round-trip times are
-reported). Prints one JSON object: the server's name, every tool with its
+reported) or "progress": true (the call asks for progress notifications,
+which are reported). Prints one JSON object: the server's name, every tool with its
 schemas (each input and output schema checked against the JSON Schema
-meta-schema), and one entry per call.
+meta-schema), one entry per call, then every resource the server lists
+with its text, and what a read of a file it does not list gave.
 """
 
 import json
@@ -63,17 +65,44 @@ async def main():
                     out["calls"].append(entry)
                     continue
                 times = []
+                progress = []
+
+                async def on_progress(done, total, message):
+                    progress.append({"progress": done, "total": total, "message": message})
+
+                callback = on_progress if call.get("progress") else None
                 for _ in range(call.get("repeat", 1)):
                     started = time.monotonic()
-                    result = await session.call_tool(call["tool"], call["arguments"])
+                    result = await session.call_tool(
+                        call["tool"], call["arguments"], progress_callback=callback
+                    )
                     times.append((time.monotonic() - started) * 1000.0)
                 entry["is_error"] = bool(result.is_error)
                 entry["structured"] = result.structured_content
                 entry["text"] = content_text(result)
+                if callback is not None:
+                    entry["progress"] = progress
                 if len(times) > 1:
                     times.sort()
                     entry["median_ms"] = times[len(times) // 2]
                 out["calls"].append(entry)
+            listed = await session.list_resources()
+            out["resources"] = []
+            for resource in listed.resources:
+                read = await session.read_resource(resource.uri)
+                out["resources"].append(
+                    {
+                        "uri": str(resource.uri),
+                        "name": resource.name,
+                        "mime_type": resource.mime_type,
+                        "text": "".join(getattr(c, "text", "") for c in read.contents),
+                    }
+                )
+            try:
+                await session.read_resource("file:///etc/passwd")
+                out["outside_resource"] = "read"
+            except Exception as e:  # the server must refuse it
+                out["outside_resource"] = str(e)
     print(json.dumps(out))
 
 

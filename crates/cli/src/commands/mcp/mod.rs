@@ -9,12 +9,17 @@
 //! process group, which leaves the session as a `kill -9` would — resumable
 //! (`--resume` / `--continue`), nothing verified lost.
 //!
+//! Resources: the session reports the flows write (review-fix's
+//! `fix-summary.md`, planex's `context.md` and `results.csv`, ci-autofix's
+//! audit logs) are listed and readable, and nothing else.
+//!
 //! Safety: every path argument is resolved against the repository and
 //! refused when it leaves it (through `..` or a symlink); a flow that
 //! changes the repository (`review_fix`, `planex_run`, `ci_autofix_local`)
 //! runs only with `yes: true` in the call — the server never approves on
 //! the host's behalf.
 
+mod resources;
 mod tools;
 
 use std::path::{Path, PathBuf};

@@ -7,8 +7,13 @@ use std::path::PathBuf;
 use orchestrator_adapters::process::{self, ProcessSpec};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::model::{
+    Implementation, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    RequestMetaObject, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Json, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -145,13 +150,16 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<WavesInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         let path = confined(&self.repo, &input.path)?;
         let mut args: Vec<OsString> = vec!["waves".into(), path.into(), "--json".into()];
         if input.lenient {
             args.push("--lenient".into());
         }
-        self.flow(args, None, ct).await
+        self.flow(args, None, ct, progress).await
     }
 
     #[tool(
@@ -161,13 +169,16 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<BatchInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         let path = confined(&self.repo, &input.path)?;
         let mut args: Vec<OsString> = vec!["batch".into(), path.into(), "--json".into()];
         if let Some(size) = input.batch_size {
             args.extend(["--batch-size".into(), size.to_string().into()]);
         }
-        self.flow(args, None, ct).await
+        self.flow(args, None, ct, progress).await
     }
 
     #[tool(
@@ -177,7 +188,10 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<ClassifyInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         let mut args: Vec<OsString> = vec!["ci-autofix".into(), "classify".into()];
         let stdin = match (input.log, input.path) {
             (Some(log), None) => {
@@ -191,7 +205,7 @@ impl Orchestrator {
             _ => return Err("give exactly one of `log` (the text) and `path` (a file)".into()),
         };
         args.push("--json".into());
-        self.flow(args, stdin, ct).await
+        self.flow(args, stdin, ct, progress).await
     }
 
     #[tool(
@@ -201,7 +215,10 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<ReviewFixInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         if !input.yes && !input.dry_run {
             return Err(
                 "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan".into(),
@@ -225,7 +242,7 @@ impl Orchestrator {
         if input.yes {
             args.push("-y".into());
         }
-        self.flow(args, None, ct).await
+        self.flow(args, None, ct, progress).await
     }
 
     #[tool(
@@ -235,7 +252,10 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<PlanexRunInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         if !input.yes {
             return Err(
                 "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan"
@@ -259,7 +279,7 @@ impl Orchestrator {
         );
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
-        self.flow(args, None, ct).await
+        self.flow(args, None, ct, progress).await
     }
 
     #[tool(
@@ -269,7 +289,10 @@ impl Orchestrator {
         &self,
         Parameters(input): Parameters<CiAutofixLocalInput>,
         ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let progress = Progress::new(meta.get_progress_token(), peer);
         if !input.yes {
             return Err(
                 "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them"
@@ -296,19 +319,44 @@ impl Orchestrator {
             "--max-iterations",
             input.max_iterations.map(|n| n.to_string()),
         );
-        self.flow(args, None, ct).await
+        self.flow(args, None, ct, progress).await
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Orchestrator {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(Implementation::new("orchestrator", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Runs the orchestrator engine's flows on the repository {}: review_fix (verified fix commits for review findings), planex_run (tasks in dependency order), ci_autofix_local and ci_autofix_classify (failed checks), and the batch and waves inspectors. Paths are relative to the repository.",
                 self.repo.display()
             ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(super::resources::list(
+            &self.repo,
+        )))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents = super::resources::read(&self.repo, &request.uri)
+            .map_err(|message| ErrorData::resource_not_found(message, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
 
@@ -335,6 +383,7 @@ impl Orchestrator {
         args: Vec<OsString>,
         stdin: Option<Vec<u8>>,
         ct: CancellationToken,
+        progress: Progress,
     ) -> Result<Json<ToolOutcome>, Refusal> {
         let mut spec = ProcessSpec::new(self.program.clone())
             .args(args)
@@ -344,10 +393,24 @@ impl Orchestrator {
             spec = spec.stdin(bytes);
         }
         tracing::info!(command = %spec.display(), "tool call");
-        let output = tokio::select! {
-            output = process::run(&spec) => output.map_err(|e| format!("failed to run {}: {e}", spec.display()))?,
-            () = ct.cancelled() => {
-                return Err("cancelled; the flow was stopped and its session can be resumed".into());
+        let (lines, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let run = process::run_streaming(&spec, lines);
+        tokio::pin!(run);
+        let mut sent = 0u32;
+        let output = loop {
+            tokio::select! {
+                output = &mut run => break output.map_err(|e| format!("failed to run {}: {e}", spec.display()))?,
+                Some(line) = events.recv() => {
+                    // Each JSON event the flow prints while it runs (a
+                    // finding fixed, a task done) is a progress step.
+                    if serde_json::from_str::<Value>(&line).is_ok() {
+                        sent += 1;
+                        progress.step(sent, &line).await;
+                    }
+                }
+                () = ct.cancelled() => {
+                    return Err("cancelled; the flow was stopped and its session can be resumed".into());
+                }
             }
         };
         let stdout = output.stdout_text();
@@ -384,6 +447,40 @@ impl Orchestrator {
             log_tail: tail(stderr.trim(), LOG_TAIL).to_owned(),
         }))
     }
+}
+
+/// Where a call's progress goes: MCP progress notifications when the
+/// client asked for them (a progress token in the request's `_meta`).
+struct Progress {
+    token: Option<ProgressToken>,
+    peer: Peer<RoleServer>,
+}
+
+impl Progress {
+    fn new(token: Option<ProgressToken>, peer: Peer<RoleServer>) -> Self {
+        Self { token, peer }
+    }
+
+    /// Reports the `n`th event, `line` (the flow's JSON event, cut short).
+    async fn step(&self, n: u32, line: &str) {
+        let Some(token) = &self.token else {
+            return;
+        };
+        let param = ProgressNotificationParam::new(token.clone(), f64::from(n))
+            .with_message(head(line, 300).to_owned());
+        if let Err(e) = self.peer.notify_progress(param).await {
+            tracing::debug!(%e, "a progress notification was not sent");
+        }
+    }
+}
+
+/// The first `max` bytes of `text`, cut at a character boundary.
+fn head(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The last `max` bytes of `text`, cut at a character boundary.
