@@ -90,6 +90,7 @@ pub mod terminal_gate;
 pub mod test_runner;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod tool_agent;
 pub mod wrappers;
 
 /// The README's example, compiled and run as a doctest.

@@ -480,6 +480,44 @@ pub struct OpenAiSection {
     /// System prompt replacing the default one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// A reasoning model (gpt-5, o-series): `max_completion_tokens` instead
+    /// of `max_tokens`, and no `temperature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_model: Option<bool>,
+    /// Tool calls for the roles that change files: `"native"` (function
+    /// calling, falling back to the text protocol when the server refuses
+    /// it) or `"text"` (the text protocol from the start). Native when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolCallMode>,
+    /// Model turns allowed per attempt of a tool-using role (default 40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Wall time allowed per attempt of a tool-using role, in seconds
+    /// (default: the flow's time limit only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_secs: Option<u64>,
+    /// Folder for the tool agent's transcripts (one JSONL file per attempt);
+    /// `<cache>/transcripts` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_dir: Option<PathBuf>,
+    /// Paths (relative to the working directory; a folder covers what is
+    /// under it) the tool agent must never write, besides `.git/` and the
+    /// engine's folders.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_paths: Vec<String>,
+}
+
+/// How the tool agent offers its tools to the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCallMode {
+    /// Native function calling (`tools`, `tool_choice`), negotiated down to
+    /// the text protocol when the server refuses it.
+    #[default]
+    Native,
+    /// The text protocol: one fenced action per reply.
+    Text,
 }
 
 /// How a command agent receives the instruction.

@@ -1,7 +1,8 @@
 //! Support for the real-CLI tests: where the pinned agent CLIs are, and a
 //! scripted model server on 127.0.0.1 that speaks the wire protocol each CLI
 //! uses (OpenAI Responses with SSE for codex, the Anthropic Messages API for
-//! claude, the Gemini API for gemini).
+//! claude, the Gemini API for gemini), and OpenAI chat completions for the
+//! builtin tool agent.
 //!
 //! A test scripts the model's turns ([`Turn`]); the server answers each main
 //! request with the next turn, rendered in the protocol's format, and records
@@ -27,6 +28,11 @@ pub enum Protocol {
     Anthropic,
     /// Gemini API, `:generateContent` and `:streamGenerateContent?alt=sse`.
     Gemini,
+    /// OpenAI chat completions, `POST /v1/chat/completions`, non-streaming
+    /// JSON: a tool call is an assistant message with `tool_calls`, a text
+    /// is its `content` (the builtin tool agent, any OpenAI-compatible
+    /// client).
+    OpenAiChat,
 }
 
 /// One scripted model turn.
@@ -98,6 +104,7 @@ impl Exchange {
             Protocol::OpenAiResponses => "input",
             Protocol::Anthropic => "messages",
             Protocol::Gemini => "contents",
+            Protocol::OpenAiChat => "messages",
         };
         self.body
             .get(key)
@@ -111,6 +118,9 @@ impl Exchange {
         let mut out = Vec::new();
         for item in self.conversation() {
             if item.get("role").and_then(Value::as_str) != Some("user") {
+                continue;
+            }
+            if self.protocol == Protocol::OpenAiChat && is_text_tool_result(item) {
                 continue;
             }
             match item.get("content").or_else(|| item.get("parts")) {
@@ -142,6 +152,14 @@ impl Exchange {
             if item.get("type").and_then(Value::as_str) == Some("function_call_output") {
                 out.push(text_of(item.get("output")));
             }
+            if self.protocol == Protocol::OpenAiChat {
+                if item.get("role").and_then(Value::as_str) == Some("tool")
+                    || is_text_tool_result(item)
+                {
+                    out.push(text_of(item.get("content")));
+                }
+                continue;
+            }
             for part in item
                 .get("content")
                 .or_else(|| item.get("parts"))
@@ -157,6 +175,16 @@ impl Exchange {
         }
         out
     }
+}
+
+/// Whether a chat message is a tool result under the tool agent's text
+/// protocol (a user message starting `Result of ` or `Protocol error:`).
+fn is_text_tool_result(item: &Value) -> bool {
+    item.get("role").and_then(Value::as_str) == Some("user")
+        && item
+            .get("content")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("Result of ") || t.starts_with("Protocol error:"))
 }
 
 /// A JSON value as text: a string as itself, text blocks joined, anything
@@ -351,6 +379,7 @@ fn is_main(protocol: Protocol, path: &str, body: &Value) -> bool {
                 && body.get("stream") == Some(&Value::Bool(true))
         }
         Protocol::Gemini => path.contains(":streamGenerateContent"),
+        Protocol::OpenAiChat => path.starts_with("/v1/chat/completions"),
     }
 }
 
@@ -414,7 +443,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
     }
     if let Turn::Status(status, message) = turn {
         let body = match protocol {
-            Protocol::OpenAiResponses => json!({"error": {
+            Protocol::OpenAiResponses | Protocol::OpenAiChat => json!({"error": {
                 "message": message, "type": "invalid_request_error", "code": status_code_name(*status)}}),
             Protocol::Anthropic => json!({"type": "error", "error": {
                 "type": anthropic_error_type(*status), "message": message}}),
@@ -424,6 +453,23 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
         return ResponseTemplate::new(*status).set_body_json(body);
     }
     match protocol {
+        Protocol::OpenAiChat => {
+            let (message, finish) = match turn {
+                Turn::ToolCall { name, args } => (
+                    json!({"role": "assistant", "content": null, "tool_calls": [{
+                        "id": format!("call_{n}"), "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}}]}),
+                    "tool_calls",
+                ),
+                Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+            };
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "scripted",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}
+            }))
+        }
         Protocol::OpenAiResponses => {
             let id = format!("resp_{n}");
             let item = match turn {
