@@ -12,7 +12,8 @@ use orchestrator_adapters::openai::OpenAiConfig;
 use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_adapters::test_support::model_server::{ModelServer, Protocol, Turn};
 use orchestrator_adapters::tool_agent::negotiate::{FormatLevel, ToolMode};
-use orchestrator_adapters::tool_agent::{ToolAgent, ToolAgentConfig};
+use orchestrator_adapters::tool_agent::tools::Sandbox;
+use orchestrator_adapters::tool_agent::{SandboxChoice, ToolAgent, ToolAgentConfig};
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, Role};
 use orchestrator_core::finding::digest_hex;
 use serde_json::{Value, json};
@@ -470,4 +471,80 @@ fn the_tree_digest_sees_changes() {
     std::fs::write(tree.outer.join("sibling.txt"), "changed\n").unwrap();
     assert_ne!(tree.digest(), before);
     assert!(Path::new(&tree.repo).join("link").is_symlink());
+}
+
+/// A granted command that tries to write outside the tree and to reach the
+/// network (the model server itself, on 127.0.0.1).
+const PROBE: &str = "echo owned > ../sibling.txt && echo outside=written || echo outside=refused\n\
+     (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && echo net=open || echo net=closed\n\
+     echo inside > inside.txt && echo inside=written\n";
+
+async fn probe_run(sandbox: SandboxChoice) -> (String, Tree, Sandbox) {
+    let tree = Tree::new();
+    std::fs::write(tree.repo.join("probe.sh"), PROBE).unwrap();
+    let server = ModelServer::scripted(Protocol::OpenAiChat, |_| Turn::text("unused")).await;
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let mut turns = vec![
+        Turn::tool("run", json!({"argv": ["bash", "probe.sh", port]})),
+        Turn::text("probed"),
+    ]
+    .into_iter();
+    let server2 = ModelServer::scripted(Protocol::OpenAiChat, move |_| {
+        turns
+            .next()
+            .unwrap_or_else(|| Turn::Status(500, "done".into()))
+    })
+    .await;
+    let agent = agent(&server2, &tree, |c| c.sandbox = sandbox);
+    let chosen = agent.sandbox().await;
+    let request = AgentRequest::new("S1", Role::Fix, "Probe.", &tree.repo)
+        .with_time_limit(Duration::from_secs(60))
+        .allow_command(["bash", "probe.sh"]);
+    agent.run(request).await.unwrap();
+    let last = server2.main_requests().pop().unwrap().body;
+    let output = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (output, tree, chosen)
+}
+
+/// With bubblewrap (`.ci/run` installs the `bubblewrap` package), a granted
+/// command can write the working directory and nothing else, and has no
+/// network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_commands_run_in_bubblewrap_without_network_or_outside_writes() {
+    let (output, tree, chosen) = probe_run(SandboxChoice::Auto).await;
+    assert!(
+        matches!(chosen, Sandbox::Bwrap(_)),
+        "bwrap is not on PATH or cannot start a sandbox here ({chosen:?}): install the `bubblewrap` package"
+    );
+    // The write outside either fails (read-only) or lands in the sandbox's
+    // private /tmp (the test tree lives under /tmp): the real file is intact.
+    assert!(output.contains("net=closed"), "{output}");
+    assert!(output.contains("inside=written"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(tree.outer.join("sibling.txt")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(tree.read("inside.txt"), "inside\n");
+}
+
+/// Without the sandbox the same command reaches out: the allow-list is
+/// the only guard, which is why bubblewrap is used where it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_sandbox_only_the_allow_list_guards_commands() {
+    let (output, tree, chosen) = probe_run(SandboxChoice::Off).await;
+    assert_eq!(chosen, Sandbox::None);
+    assert!(output.contains("outside=written"), "{output}");
+    assert!(output.contains("net=open"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(tree.outer.join("sibling.txt")).unwrap(),
+        "owned\n"
+    );
 }
