@@ -548,3 +548,22 @@ async fn without_the_sandbox_only_the_allow_list_guards_commands() {
         "owned\n"
     );
 }
+
+/// A hung model is cut off at the request's time limit, and the attempt's
+/// transcript still ends with its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_model_times_out_with_a_finished_transcript() {
+    let tree = Tree::new();
+    let server =
+        ModelServer::always(Protocol::OpenAiChat, Turn::Hang(Duration::from_secs(30))).await;
+    let agent = agent(&server, &tree, |_| {});
+    let request = fix_request(&tree, "Wait.").with_time_limit(Duration::from_millis(300));
+    let error = agent.run(request).await.unwrap_err();
+    assert!(matches!(error, AgentError::Timeout { .. }), "{error:?}");
+    let end = transcript_lines(&tree)
+        .into_iter()
+        .find(|l| l["kind"] == "end")
+        .unwrap();
+    assert_eq!(end["outcome"]["error"]["kind"], "timeout");
+    assert_eq!(agent.stats()[0].outcome, "timeout");
+}

@@ -297,6 +297,9 @@ impl Config {
     /// other settings.
     pub fn apply_agent_spec(&mut self, spec: &AgentSpec) {
         self.agent.kind = spec.kind();
+        if let AgentSpec::OpenAiModel(model) = spec {
+            self.agent.openai.get_or_insert_default().model = Some(model.clone());
+        }
         if let AgentSpec::Command(line) = spec {
             let section = self.agent.command.get_or_insert_default();
             match line {
@@ -798,7 +801,7 @@ impl fmt::Display for CommandLine {
 
 /// The agent chosen on the command line (`--agent`) or in
 /// `ORCHESTRATOR_AGENT`: `builtin`, `claude`, `codex`, `gemini`, `openai`,
-/// or `command:<cmd>`.
+/// `openai:<model>`, or `command:<cmd>`.
 ///
 /// `<cmd>` is split into argv by [`split_command`] (quotes and backslashes
 /// as in a POSIX shell, no expansion, shell operators refused). For a real
@@ -815,12 +818,15 @@ pub enum AgentSpec {
     Gemini,
     /// An OpenAI-compatible endpoint.
     OpenAi,
+    /// An OpenAI-compatible endpoint with this model (`openai:MODEL`),
+    /// which replaces `[agent.openai] model`.
+    OpenAiModel(String),
     /// Any command.
     Command(CommandLine),
 }
 
 /// The forms `--agent` accepts, for error messages.
-const AGENT_FORMS: &str = "builtin, claude, codex, gemini, openai, command:<cmd>";
+const AGENT_FORMS: &str = "builtin, claude, codex, gemini, openai, openai:<model>, command:<cmd>";
 
 impl AgentSpec {
     /// Parses an `--agent` value.
@@ -840,6 +846,15 @@ impl AgentSpec {
             return split_command(command)
                 .map(|argv| AgentSpec::Command(CommandLine::Argv(argv)))
                 .map_err(|e| error(e.to_string()));
+        }
+        if let Some(model) = trimmed.strip_prefix("openai:") {
+            let model = model.trim();
+            if model.is_empty() {
+                return Err(error(
+                    "`openai:` needs a model after the colon, e.g. openai:qwen2.5-coder".into(),
+                ));
+            }
+            return Ok(AgentSpec::OpenAiModel(model.to_owned()));
         }
         Ok(match trimmed {
             "builtin" => AgentSpec::Builtin,
@@ -868,7 +883,7 @@ impl AgentSpec {
             AgentSpec::Claude => AgentKind::Claude,
             AgentSpec::Codex => AgentKind::Codex,
             AgentSpec::Gemini => AgentKind::Gemini,
-            AgentSpec::OpenAi => AgentKind::Openai,
+            AgentSpec::OpenAi | AgentSpec::OpenAiModel(_) => AgentKind::Openai,
             AgentSpec::Command(_) => AgentKind::Command,
         }
     }
@@ -897,6 +912,7 @@ impl fmt::Display for AgentSpec {
                     join_command(&["sh".into(), "-c".into(), script.clone()])
                 )
             }
+            AgentSpec::OpenAiModel(model) => write!(f, "openai:{model}"),
             other => f.write_str(other.kind().as_str()),
         }
     }

@@ -85,6 +85,10 @@ use negotiate::Negotiated;
 use run_loop::Attempt;
 use tools::{Sandbox, Toolbox};
 
+/// How long after the request's time limit the bookkeeping of a timed-out
+/// attempt may take before the call is cut off regardless.
+const BOOKKEEPING_GRACE: Duration = Duration::from_millis(500);
+
 /// Whether `role` must change files (and so gets the tools).
 pub fn changes_files(role: Role) -> bool {
     matches!(role, Role::Fix | Role::Execute)
@@ -275,7 +279,19 @@ impl ToolAgent {
                 "tools": self.negotiated.tools(), "format": self.negotiated.format()}),
             )
             .await;
-        let mut result = attempt.run().await;
+        // The request's time limit, enforced here so that a timed-out
+        // attempt still gets its `end` line and its numbers.
+        let mut result = match request.time_limit {
+            Some(limit) => {
+                let left = limit.saturating_sub(attempt.started.elapsed());
+                tokio::time::timeout(left, attempt.run())
+                    .await
+                    .unwrap_or(Err(AgentError::Timeout {
+                        seconds: limit.as_secs_f64(),
+                    }))
+            }
+            None => attempt.run().await,
+        };
         if let (Ok(response), Some(before), Some(toolbox)) =
             (&mut result, &before, &attempt.toolbox)
         {
@@ -319,8 +335,10 @@ impl Agent for ToolAgent {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        // The attempt enforces the time limit itself; this outer bound, a
+        // little later, only guards its bookkeeping (snapshot, transcript).
         match request.time_limit {
-            Some(limit) => tokio::time::timeout(limit, self.attempt(&request))
+            Some(limit) => tokio::time::timeout(limit + BOOKKEEPING_GRACE, self.attempt(&request))
                 .await
                 .unwrap_or(Err(AgentError::Timeout {
                     seconds: limit.as_secs_f64(),
