@@ -477,7 +477,8 @@ fn the_tree_digest_sees_changes() {
 /// network (the model server itself, on 127.0.0.1).
 const PROBE: &str = "echo owned > ../sibling.txt && echo outside=written || echo outside=refused\n\
      (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && echo net=open || echo net=closed\n\
-     echo inside > inside.txt && echo inside=written\n";
+     echo inside > inside.txt && echo inside=written\n\
+     echo \"key=[$CARGO_PKG_NAME]\"\n";
 
 async fn probe_run(sandbox: SandboxChoice) -> (String, Tree, Sandbox) {
     let tree = Tree::new();
@@ -495,7 +496,17 @@ async fn probe_run(sandbox: SandboxChoice) -> (String, Tree, Sandbox) {
             .unwrap_or_else(|| Turn::Status(500, "done".into()))
     })
     .await;
-    let agent = agent(&server2, &tree, |c| c.sandbox = sandbox);
+    // The key's variable (here one cargo sets for every test) is emptied
+    // for the commands.
+    assert_eq!(
+        std::env::var("CARGO_PKG_NAME").as_deref(),
+        Ok("orchestrator-adapters")
+    );
+    let http = OpenAiConfig::new(format!("{}/v1", server2.url()), "scripted-model")
+        .with_api_key_env(Some("CARGO_PKG_NAME"));
+    let mut config = ToolAgentConfig::default();
+    config.sandbox = sandbox;
+    let agent = ToolAgent::new(http, config, Arc::new(ProcessRunner::default())).unwrap();
     let chosen = agent.sandbox().await;
     let request = AgentRequest::new("S1", Role::Fix, "Probe.", &tree.repo)
         .with_time_limit(Duration::from_secs(60))
@@ -527,6 +538,7 @@ async fn granted_commands_run_in_bubblewrap_without_network_or_outside_writes() 
     // The write outside either fails (read-only) or lands in the sandbox's
     // private /tmp (the test tree lives under /tmp): the real file is intact.
     assert!(output.contains("net=closed"), "{output}");
+    assert!(output.contains("key=[]"), "{output}");
     assert!(output.contains("inside=written"), "{output}");
     assert_eq!(
         std::fs::read_to_string(tree.outer.join("sibling.txt")).unwrap(),
@@ -543,6 +555,10 @@ async fn without_the_sandbox_only_the_allow_list_guards_commands() {
     assert_eq!(chosen, Sandbox::None);
     assert!(output.contains("outside=written"), "{output}");
     assert!(output.contains("net=open"), "{output}");
+    assert!(
+        output.contains("key=[]"),
+        "the key's variable is emptied either way: {output}"
+    );
     assert_eq!(
         std::fs::read_to_string(tree.outer.join("sibling.txt")).unwrap(),
         "owned\n"

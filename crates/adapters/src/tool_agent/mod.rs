@@ -262,6 +262,7 @@ impl ToolAgent {
                 runner: Arc::clone(&self.runner),
                 sandbox: self.sandbox().await,
                 run_limit,
+                hidden_env: self.http.config().api_key_env.iter().cloned().collect(),
             })
         } else {
             None

@@ -12,8 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::negotiate::{
-    FormatLevel, Reply, TextReply, ToolMode, names_tools, parse_reply, parse_text_reply,
-    text_protocol_prompt,
+    Reply, TextReply, ToolMode, names_tools, parse_reply, parse_text_reply, text_protocol_prompt,
 };
 use super::tools::Toolbox;
 use super::{ToolAgent, changes_files};
@@ -64,6 +63,9 @@ pub(super) struct Attempt<'a> {
     pub deadline: Option<Instant>,
     messages: Vec<Value>,
     last_failure: Option<(String, u32)>,
+    /// Messages already written to the transcript: each request line
+    /// carries only the messages after these.
+    logged_messages: usize,
 }
 
 impl<'a> Attempt<'a> {
@@ -89,6 +91,7 @@ impl<'a> Attempt<'a> {
             deadline: request.time_limit.map(|l| started + l),
             messages: Vec::new(),
             last_failure: None,
+            logged_messages: 0,
         }
     }
 
@@ -262,7 +265,12 @@ impl<'a> Attempt<'a> {
                 body["tools"] = json!(toolbox.definitions());
                 body["tool_choice"] = json!("auto");
             }
-            let reply = match self.exchange(&body, &names_tools).await? {
+            let never = |_: reqwest::StatusCode, _: &str| false;
+            let refused: &(dyn Fn(reqwest::StatusCode, &str) -> bool + Sync) = match mode {
+                ToolMode::Native => &names_tools,
+                ToolMode::Text => &never,
+            };
+            let reply = match self.exchange(&body, refused).await? {
                 Ok(reply) => reply,
                 Err((status, message)) => {
                     self.log(
@@ -273,7 +281,7 @@ impl<'a> Attempt<'a> {
                     self.agent
                         .negotiated
                         .use_text_protocol(&format!("HTTP {status}: {message}"));
-                    self.messages[0] = json!({"role": "system", "content": self.system_prompt()});
+                    self.new_system_prompt();
                     continue;
                 }
             };
@@ -307,7 +315,7 @@ impl<'a> Attempt<'a> {
                     "message": "the model answered with a text action"}),
                 )
                 .await;
-                self.messages[0] = json!({"role": "system", "content": self.system_prompt()});
+                self.new_system_prompt();
             }
             self.messages
                 .push(json!({"role": "assistant", "content": reply.content}));
@@ -371,6 +379,13 @@ impl<'a> Attempt<'a> {
         Ok(())
     }
 
+    /// Rewrites the system prompt after a negotiation step; the next
+    /// transcript line carries the whole conversation again.
+    fn new_system_prompt(&mut self) {
+        self.messages[0] = json!({"role": "system", "content": self.system_prompt()});
+        self.logged_messages = 0;
+    }
+
     fn base_body(&self) -> Value {
         let config = self.agent.http.config();
         let (temperature, max_tokens, max_completion_tokens) = config.sampling();
@@ -404,9 +419,8 @@ impl<'a> Attempt<'a> {
             if let Some(format) = schema.and_then(|s| level.response_format(s)) {
                 body["response_format"] = format;
             }
-            let refused = |status, text: &str| {
-                level != FormatLevel::Prompt && names_response_format(status, text)
-            };
+            let sent_format = body.get("response_format").is_some();
+            let refused = |status, text: &str| sent_format && names_response_format(status, text);
             match self.exchange(&body, &refused).await? {
                 Ok(reply) => {
                     self.messages

@@ -106,6 +106,10 @@ pub struct Toolbox {
     pub sandbox: Sandbox,
     /// Time limit of one command.
     pub run_limit: Duration,
+    /// Environment variables emptied for commands (the variable holding
+    /// the agent's API key: a test command has no use for it, and its
+    /// output goes back to the model).
+    pub hidden_env: Vec<String>,
 }
 
 impl Toolbox {
@@ -404,7 +408,10 @@ impl Toolbox {
             Sandbox::None => (argv[0].clone(), argv[1..].to_vec()),
             Sandbox::Bwrap(bwrap) => (bwrap.display().to_string(), bwrap_args(&root, &argv)),
         };
-        let spec = CommandSpec::new(program, args, &root).with_time_limit(self.run_limit);
+        let mut spec = CommandSpec::new(program, args, &root).with_time_limit(self.run_limit);
+        for var in &self.hidden_env {
+            spec = spec.with_env(var.clone(), "");
+        }
         let spec = CommandSpec {
             output_limit: RUN_OUTPUT_CAP,
             ..spec
