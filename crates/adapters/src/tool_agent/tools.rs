@@ -20,6 +20,8 @@ use super::confine::{Confinement, FORBIDDEN_DIRS, Refusal, slash_path};
 
 /// Largest slice of a file `read_file` returns, in bytes.
 pub const READ_CAP: usize = 64 * 1024;
+/// Files larger than this are not read at all.
+const READ_FILE_LIMIT: u64 = 16 << 20;
 /// Most entries `list_files` returns.
 pub const LIST_CAP: usize = 500;
 /// Most matching lines `search` returns.
@@ -226,6 +228,12 @@ impl Toolbox {
         if resolved.path.is_dir() {
             return ToolResult::error(format!("{path} is a directory; use list_files"));
         }
+        if std::fs::metadata(&resolved.path).is_ok_and(|m| m.len() > READ_FILE_LIMIT) {
+            return ToolResult::error(format!(
+                "{path} is larger than {} MiB; use search to find what you need in it",
+                READ_FILE_LIMIT >> 20
+            ));
+        }
         let bytes = match std::fs::read(&resolved.path) {
             Ok(b) => b,
             Err(e) => return ToolResult::error(format!("cannot read {path}: {e}")),
@@ -236,9 +244,9 @@ impl Toolbox {
         let lines: Vec<&str> = content.split_inclusive('\n').collect();
         let first = start.unwrap_or(1).max(1);
         let last = end.unwrap_or(lines.len()).min(lines.len());
-        if first > last.max(1) && !lines.is_empty() {
+        if first > lines.len().max(1) {
             return ToolResult::error(format!(
-                "{path} has {} lines; lines {first}..{last} are empty",
+                "{path} has {} lines; there is no line {first}",
                 lines.len()
             ));
         }
@@ -485,4 +493,85 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::process::ProcessRunner;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn toolbox(root: &Path) -> Toolbox {
+        Toolbox {
+            confinement: Confinement::new(root, &[]).unwrap(),
+            allowed: vec![vec!["cargo".into(), "test".into()]],
+            runner: Arc::new(ProcessRunner::default()),
+            sandbox: Sandbox::None,
+            run_limit: Duration::from_secs(10),
+            hidden_env: Vec::new(),
+        }
+    }
+
+    /// `(tool, args, expected text, failed)`, run in order on one tree.
+    async fn check(root: &Path, cases: &[(&str, Value, &str, bool)]) {
+        let tools = toolbox(root);
+        for (name, args, expected, failed) in cases {
+            let result = tools.call(name, args).await;
+            assert_eq!(
+                (result.text.as_str(), result.failed),
+                (*expected, *failed),
+                "{name} {args}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn tools_read_search_and_edit_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "one\ntwo\ntwo\nthree\n").unwrap();
+        std::fs::write(root.join(".gitignore"), "build/\n").unwrap();
+        std::fs::create_dir_all(root.join("build")).unwrap();
+        std::fs::write(root.join("build/out.txt"), "two\n").unwrap();
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        check(
+            root,
+            &[
+                ("read_file", json!({"path": "a.txt", "start_line": 2, "end_line": 3}), "two\ntwo\n", false),
+                ("read_file", json!({"path": "a.txt", "start_line": 9}), "error: a.txt has 4 lines; there is no line 9", true),
+                ("search", json!({"pattern": "^tw"}), "a.txt:2: two\na.txt:3: two", false),
+                ("search", json!({"pattern": "("}), "error: invalid regular expression: regex parse error:\n    (\n    ^\nerror: unclosed group", true),
+                ("list_files", json!({}), ".gitignore\na.txt\nrun.sh", false),
+                ("edit", json!({"path": "a.txt", "old_text": "two", "new_text": "2"}), "error: old_text occurs 2 times in a.txt; include more surrounding text so it occurs once", true),
+                ("edit", json!({"path": "a.txt", "old_text": "one\ntwo", "new_text": "1\n2"}), "edited a.txt", false),
+                ("edit", json!({"path": "run.sh", "old_text": "#!/bin/sh", "new_text": "#!/bin/sh -e"}), "edited run.sh", false),
+                ("write_file", json!({"path": "new/b.txt", "content": "b"}), "wrote new/b.txt (1 bytes)", false),
+                ("edit", json!({"path": "a.txt"}), "error: edit needs path, old_text and new_text", true),
+                ("bash", json!({"command": "ls"}), "error: there is no tool \"bash\"; the tools are read_file, list_files, search, edit, write_file, run", true),
+                ("run", json!({"argv": ["cargo", "build"]}), "error: command `cargo build` is not allowed (allowed: `cargo test`)", true),
+            ],
+        )
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(root.join("a.txt")).unwrap(),
+            "1\n2\ntwo\nthree\n"
+        );
+        // An edit keeps the file's permissions.
+        let mode = std::fs::metadata(root.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+    }
+
+    #[test]
+    fn the_text_protocol_prompt_lists_the_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompt =
+            super::super::negotiate::text_protocol_prompt(&toolbox(dir.path()).definitions());
+        insta::assert_snapshot!(prompt);
+    }
 }
