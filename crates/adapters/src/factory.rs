@@ -146,6 +146,17 @@ mod tests {
     }
 
     #[test]
+    fn openai_with_a_model_builds_the_tool_agent_for_that_model() {
+        match choose("openai:other-model") {
+            AgentChoice::Agent(a) => {
+                assert_eq!(a.name(), "openai");
+                assert!(format!("{a:?}").contains("other-model"), "{a:?}");
+            }
+            AgentChoice::Builtin => panic!("openai:other-model built the builtin agent"),
+        }
+    }
+
+    #[test]
     fn openai_without_a_model_is_an_error() {
         let mut config = Config::parse_str("version = 1\n").unwrap();
         config.apply_agent_spec(&AgentSpec::OpenAi);

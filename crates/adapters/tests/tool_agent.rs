@@ -583,3 +583,20 @@ async fn a_hung_model_times_out_with_a_finished_transcript() {
     assert_eq!(end["outcome"]["error"]["kind"], "timeout");
     assert_eq!(agent.stats()[0].outcome, "timeout");
 }
+
+/// The configured wall time is a budget: spent, the attempt ends with a
+/// final error before asking the model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wall_time_limit_is_a_final_budget_error() {
+    let tree = Tree::new();
+    let server =
+        ModelServer::always(Protocol::OpenAiChat, Turn::tool("list_files", json!({}))).await;
+    let agent = agent(&server, &tree, |c| c.max_wall = Some(Duration::ZERO));
+    let error = agent.run(fix_request(&tree, "Hurry.")).await.unwrap_err();
+    assert!(
+        matches!(&error, AgentError::Budget { message } if message.contains("wall time")),
+        "{error:?}"
+    );
+    assert!(error.is_final());
+    assert!(server.main_requests().is_empty());
+}
