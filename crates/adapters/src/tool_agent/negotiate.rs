@@ -156,7 +156,10 @@ pub struct Call {
 /// A chat completion, as the loop needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
-    /// The assistant message as received (echoed back in the conversation).
+    /// The assistant message to echo back in the conversation: its role,
+    /// content and tool calls (`id`, `type`, `function` only), without the
+    /// extra fields some servers add (`annotations`, `reasoning_content`),
+    /// which others refuse in a request.
     pub message: Value,
     /// Its text.
     pub content: String,
@@ -197,7 +200,7 @@ pub fn parse_reply(body: &str) -> Result<Reply, AgentError> {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let calls = message
+    let calls: Vec<Call> = message
         .get("tool_calls")
         .and_then(Value::as_array)
         .map(|calls| {
@@ -239,8 +242,30 @@ pub fn parse_reply(body: &str) -> Result<Reply, AgentError> {
         cost_usd: 0.0,
         turns: 1,
     });
+    let mut echo = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null)});
+    if let Some(raw) = message.get("tool_calls").and_then(Value::as_array)
+        && !raw.is_empty()
+    {
+        let clean: Vec<Value> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let function = call.get("function").unwrap_or(&Value::Null);
+                let arguments = match function.get("arguments") {
+                    Some(Value::String(text)) => Value::String(text.clone()),
+                    Some(other) => Value::String(other.to_string()),
+                    None => Value::String("{}".into()),
+                };
+                json!({"id": calls.get(i).map(|c: &Call| c.id.clone()),
+                    "type": "function",
+                    "function": {"name": function.get("name").cloned().unwrap_or(Value::Null),
+                        "arguments": arguments}})
+            })
+            .collect();
+        echo["tool_calls"] = Value::Array(clean);
+    }
     Ok(Reply {
-        message,
+        message: echo,
         content,
         calls,
         usage,
@@ -408,7 +433,7 @@ mod tests {
     #[test]
     fn replies_carry_calls_usage_and_errors() {
         let reply = parse_reply(
-            r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+            r#"{"choices":[{"message":{"role":"assistant","content":null,"annotations":[],"reasoning_content":"hm","tool_calls":[
                 {"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}},
                 {"id":"c2","type":"function","function":{"name":"run","arguments":"{oops"}}]}}],
                 "usage":{"prompt_tokens":7,"completion_tokens":3}}"#,
@@ -416,6 +441,12 @@ mod tests {
         .unwrap();
         assert_eq!(reply.content, "");
         assert_eq!(reply.calls.len(), 2);
+        assert_eq!(
+            reply.message,
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "run", "arguments": "{oops"}}]})
+        );
         assert_eq!(reply.calls[0].args, Ok(json!({"path": "a"})));
         assert!(reply.calls[1].args.is_err());
         assert_eq!(reply.usage.unwrap().input_tokens, 7);
