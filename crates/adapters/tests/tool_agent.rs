@@ -600,3 +600,30 @@ async fn the_wall_time_limit_is_a_final_budget_error() {
     assert!(error.is_final());
     assert!(server.main_requests().is_empty());
 }
+
+/// A server that accepts `tools` but whose model answers with a text action
+/// (llama.cpp's default chat format does): the action is carried out and
+/// the rest of the run uses the text protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_answering_in_text_actions_moves_the_run_to_the_text_protocol() {
+    let tree = Tree::new();
+    let server = ModelServer::scripted(
+        Protocol::OpenAiChat,
+        at_step(vec![
+            Turn::text(
+                "```action\n{\"tool\": \"edit\", \"args\": {\"path\": \"calc.txt\", \"old_text\": \"1\", \"new_text\": \"2\"}}\n```",
+            ),
+            Turn::text("Done."),
+        ]),
+    )
+    .await;
+    let agent = agent(&server, &tree, |_| {});
+    let response = agent.run(fix_request(&tree, "Set 2.")).await.unwrap();
+    assert_eq!(tree.read("calc.txt"), "value = 2\n");
+    assert_eq!(response.files_changed, ["calc.txt"]);
+    let requests = server.main_requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].body.get("tools").is_some());
+    assert!(requests[1].body.get("tools").is_none());
+    assert_eq!(agent.negotiated().1, ToolMode::Text);
+}
