@@ -1,6 +1,11 @@
 //! Builds the agent an [`orchestrator.toml`](crate::config) (or the CLI's
 //! `--agent` flag, applied with [`Config::apply_agent_spec`]) selects.
 //!
+//! `openai` builds the [`ToolAgent`]: the tool loop for the roles that
+//! change files, a plain completion for the roles that only answer; its
+//! transcripts go to `[agent.openai] transcript_dir`, else to
+//! `<cache>/transcripts` ([`orchestrator_core::state::cache_dir`]).
+//!
 //! The builtin agents are not built here: which builtin agent fits depends on
 //! the flow (review-fix applies suggestions, ci-autofix runs formatters and
 //! linter fixers, planex runs shell directives), so [`build_agent`] returns
@@ -14,7 +19,9 @@ use crate::agents::{Dialect, InstructionInput as ProcessInput, ProcessAgent};
 use crate::config::{
     AgentKind, CliAgentSection, CommandLine, Config, ConfigError, InstructionInput, OutputFormat,
 };
-use crate::openai::{OpenAiAgent, OpenAiConfig, OpenAiError};
+use crate::openai::{OpenAiConfig, OpenAiError};
+use crate::process::ProcessRunner;
+use crate::tool_agent::{ToolAgent, ToolAgentConfig};
 
 /// What the configuration selects.
 #[derive(Debug, Clone)]
@@ -46,7 +53,12 @@ pub fn build_agent(config: &Config) -> Result<AgentChoice, FactoryError> {
         AgentKind::Gemini => Arc::new(cli_preset(ProcessAgent::gemini(), section.gemini.as_ref())),
         AgentKind::Openai => {
             let openai = section.openai.clone().unwrap_or_default();
-            Arc::new(OpenAiAgent::new(OpenAiConfig::from_section(&openai)?)?)
+            let transcripts = orchestrator_core::state::cache_dir().join("transcripts");
+            Arc::new(ToolAgent::new(
+                OpenAiConfig::from_section(&openai)?,
+                ToolAgentConfig::from_section(&openai, Some(transcripts)),
+                Arc::new(ProcessRunner::default()),
+            )?)
         }
         AgentKind::Command => {
             let cmd = section.command.clone().unwrap_or_default();
@@ -130,6 +142,17 @@ mod tests {
                 AgentChoice::Agent(a) => assert_eq!(a.name(), name, "{spec}"),
                 AgentChoice::Builtin => panic!("{spec} built the builtin agent"),
             }
+        }
+    }
+
+    #[test]
+    fn openai_with_a_model_builds_the_tool_agent_for_that_model() {
+        match choose("openai:other-model") {
+            AgentChoice::Agent(a) => {
+                assert_eq!(a.name(), "openai");
+                assert!(format!("{a:?}").contains("other-model"), "{a:?}");
+            }
+            AgentChoice::Builtin => panic!("openai:other-model built the builtin agent"),
         }
     }
 

@@ -19,6 +19,12 @@
 //! - [`openai::OpenAiAgent`] talks to any OpenAI-compatible chat-completions
 //!   endpoint (OpenAI, Ollama, vLLM, llama.cpp server), with retries that
 //!   honour `Retry-After` inside the request's time limit.
+//! - [`tool_agent::ToolAgent`] is a coding agent over the same endpoints:
+//!   a chat-completions tool loop (read, list, search, edit, write, run the
+//!   allowed commands) confined to the working directory, with native
+//!   function calling or a text protocol and structured-answer formats
+//!   negotiated with the server, turn and wall-time budgets, a repeat guard
+//!   and per-attempt JSONL transcripts. `--agent openai` builds it.
 //! - [`config`] reads `orchestrator.toml` (versioned, unknown keys rejected
 //!   with their line) and parses the CLI's `--agent` flag.
 //!
@@ -51,7 +57,7 @@
 //! | `CommandTestRunner` | `test_runner` | `procs_conformance.rs` |
 //! | `ProcessRunner` | `command` | `procs_conformance.rs` |
 //! | `ProcessAgent` (generic, claude, codex, gemini) | `agent` | `procs_conformance.rs` |
-//! | `OpenAiAgent` | `agent` | `openai_conformance.rs` |
+//! | `OpenAiAgent`, `ToolAgent` | `agent` | `openai_conformance.rs` |
 //! | every wrapper, alone and stacked | `agent` | `wrappers_conformance.rs` |
 //! | the builtin agents (`CiFixAgent` with both tools) | `agent_contract` | `builtin_conformance.rs` |
 //! | `TerminalGate` | `gate` | `terminal_gate_conformance.rs` |
@@ -90,6 +96,7 @@ pub mod terminal_gate;
 pub mod test_runner;
 #[cfg(feature = "test-support")]
 pub mod test_support;
+pub mod tool_agent;
 pub mod wrappers;
 
 /// The README's example, compiled and run as a doctest.

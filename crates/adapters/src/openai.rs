@@ -107,6 +107,10 @@ pub struct OpenAiConfig {
     /// System prompt; [`DEFAULT_SYSTEM_PROMPT`] when `None`. The request's
     /// role is appended to it.
     pub system_prompt: Option<String>,
+    /// A reasoning model (gpt-5, the o-series): the token cap is sent as
+    /// `max_completion_tokens` instead of `max_tokens`, and no
+    /// `temperature` is sent (those models answer HTTP 400 to either).
+    pub reasoning_model: bool,
 }
 
 impl OpenAiConfig {
@@ -127,6 +131,7 @@ impl OpenAiConfig {
             max_backoff: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(120),
             system_prompt: None,
+            reasoning_model: false,
         }
     }
 
@@ -152,6 +157,7 @@ impl OpenAiConfig {
         config.temperature = section.temperature;
         config.max_tokens = section.max_tokens;
         config.system_prompt = section.system_prompt.clone();
+        config.reasoning_model = section.reasoning_model.unwrap_or(false);
         Ok(config)
     }
 
@@ -190,6 +196,24 @@ impl OpenAiConfig {
     pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
         self
+    }
+
+    /// Builder: treat the model as a reasoning model
+    /// ([`OpenAiConfig::reasoning_model`]).
+    pub fn with_reasoning_model(mut self, reasoning: bool) -> Self {
+        self.reasoning_model = reasoning;
+        self
+    }
+
+    /// The sampling and length fields every chat request carries:
+    /// `(temperature, max_tokens, max_completion_tokens)`, following
+    /// [`OpenAiConfig::reasoning_model`].
+    pub(crate) fn sampling(&self) -> (Option<f32>, Option<u32>, Option<u32>) {
+        if self.reasoning_model {
+            (None, None, self.max_tokens)
+        } else {
+            (self.temperature, self.max_tokens, None)
+        }
     }
 }
 
@@ -280,12 +304,18 @@ impl OpenAiAgent {
         self.api_key.is_some()
     }
 
+    /// The API key, for redacting it from transcripts.
+    pub(crate) fn api_key(&self) -> Option<&ApiKey> {
+        self.api_key.as_ref()
+    }
+
     /// The chat-completions URL requests go to.
     pub fn endpoint(&self) -> &str {
         self.endpoint.as_str()
     }
 
     fn body<'a>(&'a self, request: &'a AgentRequest) -> ChatRequest<'a> {
+        let (temperature, max_tokens, max_completion_tokens) = self.config.sampling();
         ChatRequest {
             model: &self.config.model,
             messages: vec![
@@ -298,8 +328,9 @@ impl OpenAiAgent {
                     content: user_message(request),
                 },
             ],
-            temperature: self.config.temperature,
-            max_tokens: self.config.max_tokens,
+            temperature,
+            max_tokens,
+            max_completion_tokens,
             response_format: request.schema.as_ref().map(|schema| ResponseFormat {
                 kind: "json_schema",
                 json_schema: JsonSchemaFormat {
@@ -312,35 +343,63 @@ impl OpenAiAgent {
         }
     }
 
-    /// Sends `body`, retrying transient failures, until `deadline`.
+    /// Sends `body`, retrying transient failures, until `deadline`, and
+    /// parses the completion. A server's refusal of the `response_format`
+    /// is not transient: it fails at once.
     async fn complete(
         &self,
         body: &ChatRequest<'_>,
         deadline: Option<Instant>,
     ) -> Result<Completion, AgentError> {
+        match self.send(body, deadline, &names_response_format).await {
+            Ok(text) => parse_completion(&text),
+            Err(SendError::Agent(error)) => Err(error),
+            Err(SendError::Refused { status, message }) => Err(AgentError::Failed {
+                message: format!("{} answered {status}: {message}", self.endpoint),
+                exit_code: None,
+            }),
+        }
+    }
+
+    /// Posts `body` to the chat-completions endpoint, retrying transient
+    /// failures (429, 5xx, connection errors, an attempt's timeout) with
+    /// backoff and `Retry-After` until `deadline`, and returns the body of
+    /// the successful answer. An error answer for which `refused(status,
+    /// body)` holds is neither retried nor classified: it comes back as
+    /// [`SendError::Refused`] for the caller to negotiate (another response
+    /// format, no native tools).
+    pub(crate) async fn send(
+        &self,
+        body: &(dyn ErasedBody + Sync),
+        deadline: Option<Instant>,
+        refused: &(dyn Fn(StatusCode, &str) -> bool + Sync),
+    ) -> Result<String, SendError> {
         let mut retry = 0u32;
         loop {
-            let (error, retry_after) = match self.attempt(body).await {
-                Ok(completion) => return Ok(completion),
-                Err(Attempt::Fatal(error)) => return Err(error),
+            let (error, retry_after) = match self.attempt(body, refused).await {
+                Ok(text) => return Ok(text),
+                Err(Attempt::Fatal(error)) => return Err(SendError::Agent(error)),
+                Err(Attempt::Refused { status, message }) => {
+                    return Err(SendError::Refused { status, message });
+                }
                 Err(Attempt::Transient { error, retry_after }) => (error, retry_after),
             };
             if retry >= self.config.max_retries {
-                return Err(with_note(
+                return Err(SendError::Agent(with_note(
                     error,
                     &format!("gave up after {} attempt(s)", retry + 1),
-                ));
+                )));
             }
             let wait = match retry_after {
                 Some(wait) if wait > self.config.max_retry_after => {
-                    return Err(with_note(
+                    return Err(SendError::Agent(with_note(
                         error,
                         &format!(
                             "server asked to wait {:.1}s, more than the {:.1}s allowed",
                             wait.as_secs_f64(),
                             self.config.max_retry_after.as_secs_f64()
                         ),
-                    ));
+                    )));
                 }
                 Some(wait) => wait,
                 None => backoff_delay(
@@ -353,13 +412,13 @@ impl OpenAiAgent {
             if let Some(deadline) = deadline
                 && Instant::now() + wait >= deadline
             {
-                return Err(with_note(
+                return Err(SendError::Agent(with_note(
                     error,
                     &format!(
                         "a retry in {:.1}s would overrun the time limit",
                         wait.as_secs_f64()
                     ),
-                ));
+                )));
             }
             tracing::warn!(
                 endpoint = %self.endpoint,
@@ -374,12 +433,23 @@ impl OpenAiAgent {
     }
 
     /// One HTTP attempt.
-    async fn attempt(&self, body: &ChatRequest<'_>) -> Result<Completion, Attempt> {
+    async fn attempt(
+        &self,
+        body: &(dyn ErasedBody + Sync),
+        refused: &(dyn Fn(StatusCode, &str) -> bool + Sync),
+    ) -> Result<String, Attempt> {
+        let json = body.to_json().map_err(|e| {
+            Attempt::Fatal(AgentError::Failed {
+                message: format!("failed to encode the chat request: {e}"),
+                exit_code: None,
+            })
+        })?;
         let mut builder = self
             .client
             .post(self.endpoint.clone())
             .timeout(self.config.request_timeout)
-            .json(body);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(json);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key.expose());
         }
@@ -391,7 +461,13 @@ impl OpenAiAgent {
             .await
             .map_err(|e| self.transport_error(&e))?;
         if status.is_success() {
-            return parse_completion(&text).map_err(Attempt::Fatal);
+            return Ok(text);
+        }
+        if refused(status, &text) {
+            return Err(Attempt::Refused {
+                status: status.as_u16(),
+                message: server_message(&text),
+            });
         }
         let error = AgentError::Failed {
             message: format!(
@@ -473,10 +549,52 @@ impl Agent for OpenAiAgent {
     }
 }
 
+/// A request body, encoded on demand (object-safe, so one `send` serves
+/// every body type).
+pub(crate) trait ErasedBody {
+    /// The body as JSON bytes.
+    fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+}
+
+impl<T: Serialize> ErasedBody for T {
+    fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(self)
+    }
+}
+
+/// Why [`OpenAiAgent::send`] failed.
+#[derive(Debug)]
+pub(crate) enum SendError {
+    /// The server refused the request in the way the caller's predicate
+    /// recognises; not retried.
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// Any other failure, already classified.
+    Agent(AgentError),
+}
+
+/// Whether an error answer refuses the `response_format`: a 400 or a 5xx
+/// whose body names it (llama-cpp-python answers 500 "Input should be
+/// 'text' or 'json_object'" to a `json_schema` format).
+pub(crate) fn names_response_format(status: StatusCode, body: &str) -> bool {
+    (status == StatusCode::BAD_REQUEST
+        || status == StatusCode::UNPROCESSABLE_ENTITY
+        || status.is_server_error())
+        && ["response_format", "json_schema", "json_object"]
+            .iter()
+            .any(|name| body.contains(name))
+}
+
 /// The outcome of a failed attempt.
 enum Attempt {
     /// Do not retry.
     Fatal(AgentError),
+    /// The caller's predicate recognised a refusal; do not retry.
+    Refused { status: u16, message: String },
     /// Retry, after `retry_after` when the server said so.
     Transient {
         error: AgentError,
@@ -500,6 +618,8 @@ struct ChatRequest<'a> {
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<ResponseFormat<'a>>,
     stream: bool,
@@ -596,7 +716,7 @@ fn system_message(prompt: Option<&str>, request: &AgentRequest) -> String {
     text
 }
 
-fn user_message(request: &AgentRequest) -> String {
+pub(crate) fn user_message(request: &AgentRequest) -> String {
     let mut text = request.instruction.clone();
     if !request.context.is_null() {
         let context = serde_json::to_string_pretty(&request.context)
@@ -676,7 +796,7 @@ fn parse_structured(completion: &Completion) -> Result<serde_json::Value, AgentE
 /// The most useful message in an error body: OpenAI's `error.message`, a
 /// bare `error` string, vLLM's `message`, FastAPI's `detail`, else the start
 /// of the body.
-fn server_message(body: &str) -> String {
+pub(crate) fn server_message(body: &str) -> String {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         let trimmed = body.trim();
         return if trimmed.is_empty() {
@@ -693,7 +813,7 @@ fn server_message(body: &str) -> String {
     snippet(body.trim())
 }
 
-fn error_text(value: &serde_json::Value) -> String {
+pub(crate) fn error_text(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Object(map) => match map.get("message") {

@@ -262,7 +262,7 @@ fn environment_overrides_the_file() {
     assert_eq!(
         err.to_string(),
         "invalid environment variable ORCHESTRATOR_AGENT: invalid agent \"gpt\": unknown agent \
-         `gpt`; expected one of builtin, claude, codex, gemini, openai, command:<cmd>"
+         `gpt`; expected one of builtin, claude, codex, gemini, openai, openai:<model>, command:<cmd>"
     );
 }
 
@@ -291,12 +291,16 @@ fn an_agent_spec_overrides_kind_and_command() {
 
 #[test]
 fn agent_specs_parse() {
-    let cases: [(&str, AgentSpec); 8] = [
+    let cases: [(&str, AgentSpec); 9] = [
         ("builtin", AgentSpec::Builtin),
         ("claude", AgentSpec::Claude),
         ("codex", AgentSpec::Codex),
         (" gemini ", AgentSpec::Gemini),
         ("openai", AgentSpec::OpenAi),
+        (
+            "openai:qwen2.5-coder:14b",
+            AgentSpec::OpenAiModel("qwen2.5-coder:14b".into()),
+        ),
         ("command:my-agent", AgentSpec::Command(argv(&["my-agent"]))),
         (
             "command:my-agent --json --prompt \"fix the bug\"",
@@ -321,6 +325,7 @@ fn bad_agent_specs_say_what_is_accepted() {
         "Claude",
         "command",
         "command:",
+        "openai:",
         "command:agent | tee",
         "command:agent 'unclosed",
     ]
@@ -335,6 +340,7 @@ fn agent_specs_display_as_they_parse() {
     for spec in [
         AgentSpec::Builtin,
         AgentSpec::OpenAi,
+        AgentSpec::OpenAiModel("llama3.1:8b".into()),
         AgentSpec::Command(argv(&["my agent", "it's", "", "--x=$y"])),
         AgentSpec::Command(CommandLine::Shell("a | b".into())),
     ] {
@@ -365,4 +371,16 @@ proptest! {
             prop_assert!(!words.is_empty());
         }
     }
+}
+
+#[test]
+fn openai_with_a_model_sets_the_model() {
+    let mut config =
+        Config::parse_str("version = 1\n[agent.openai]\nmodel = \"from-file\"\n").unwrap();
+    config.apply_agent_spec(&AgentSpec::parse("openai:from-flag").unwrap());
+    assert_eq!(config.agent.kind, AgentKind::Openai);
+    assert_eq!(
+        config.agent.openai.as_ref().unwrap().model.as_deref(),
+        Some("from-flag")
+    );
 }

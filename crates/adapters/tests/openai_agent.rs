@@ -477,3 +477,46 @@ async fn a_retry_after_beyond_the_allowed_wait_is_not_slept() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(requests(&server).await.len(), 1);
 }
+
+#[tokio::test]
+async fn a_server_error_refusing_the_response_format_is_not_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({"detail":
+            "1 validation error: response_format.type: Input should be 'text' or 'json_object'"})))
+        .mount(&server)
+        .await;
+    let agent = agent(config(&server).with_max_retries(3));
+    let err = agent
+        .run(request().with_schema(json!({"type": "object"})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AgentError::Failed { message, .. } if message.contains("json_object")),
+        "{err:?}"
+    );
+    assert_eq!(
+        requests(&server).await.len(),
+        1,
+        "a format refusal is not transient"
+    );
+}
+
+#[tokio::test]
+async fn a_reasoning_model_gets_max_completion_tokens_and_no_temperature() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("done"))
+        .mount(&server)
+        .await;
+    let mut config = config(&server).with_reasoning_model(true);
+    config.temperature = Some(0.2);
+    config.max_tokens = Some(256);
+    agent(config).run(request()).await.unwrap();
+    let body: Value = serde_json::from_slice(&requests(&server).await[0].body).unwrap();
+    assert_eq!(body["max_completion_tokens"], 256);
+    assert!(body.get("max_tokens").is_none(), "{body}");
+    assert!(body.get("temperature").is_none(), "{body}");
+}

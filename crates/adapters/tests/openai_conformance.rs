@@ -1,4 +1,5 @@
-//! `OpenAiAgent` passes the core `Agent` conformance suite against local
+//! `OpenAiAgent` and the tool agent (`ToolAgent`, here on the tool loop's
+//! role, `Execute`) pass the core `Agent` conformance suite against local
 //! wiremock servers.
 
 // Helpers outside #[test] functions unwrap too: this file is all test code.
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use orchestrator_adapters::openai::{OpenAiAgent, OpenAiConfig};
+use orchestrator_adapters::process::ProcessRunner;
+use orchestrator_adapters::tool_agent::{ToolAgent, ToolAgentConfig};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::conformance::agent::{AgentHarness, run_suite};
 use serde_json::json;
@@ -21,6 +24,10 @@ struct Harness {
     servers: Mutex<Vec<MockServer>>,
     /// `max_retries` of the failing agent (its server always answers 500).
     failing_retries: u32,
+    /// Build the tool agent instead of the plain one.
+    tools: bool,
+    /// The tool agent's working directory.
+    workdir: tempfile::TempDir,
 }
 
 impl Harness {
@@ -28,6 +35,15 @@ impl Harness {
         Self {
             servers: Mutex::new(Vec::new()),
             failing_retries,
+            tools: false,
+            workdir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn tool_agent(failing_retries: u32) -> Self {
+        Self {
+            tools: true,
+            ..Self::new(failing_retries)
         }
     }
 
@@ -42,9 +58,17 @@ impl Harness {
             .with_api_key_env(None)
             .with_max_retries(max_retries)
             .with_backoff(Duration::from_millis(10), Duration::from_millis(20));
-        let agent = OpenAiAgent::new(config).unwrap();
         self.servers.lock().unwrap().push(server);
-        Arc::new(agent)
+        if self.tools {
+            let agent = ToolAgent::new(
+                config,
+                ToolAgentConfig::default(),
+                Arc::new(ProcessRunner::default()),
+            )
+            .unwrap();
+            return Arc::new(agent);
+        }
+        Arc::new(OpenAiAgent::new(config).unwrap())
     }
 }
 
@@ -77,6 +101,9 @@ impl AgentHarness for Harness {
     }
 
     fn workdir(&self) -> PathBuf {
+        if self.tools {
+            return self.workdir.path().to_path_buf();
+        }
         std::env::temp_dir()
     }
 
@@ -93,4 +120,14 @@ async fn openai_agent_conforms_with_one_retry() {
 #[tokio::test]
 async fn openai_agent_conforms_without_retries() {
     run_suite(&Harness::new(0)).await;
+}
+
+#[tokio::test]
+async fn tool_agent_conforms_with_one_retry() {
+    run_suite(&Harness::tool_agent(1)).await;
+}
+
+#[tokio::test]
+async fn tool_agent_conforms_without_retries() {
+    run_suite(&Harness::tool_agent(0)).await;
 }

@@ -297,6 +297,9 @@ impl Config {
     /// other settings.
     pub fn apply_agent_spec(&mut self, spec: &AgentSpec) {
         self.agent.kind = spec.kind();
+        if let AgentSpec::OpenAiModel(model) = spec {
+            self.agent.openai.get_or_insert_default().model = Some(model.clone());
+        }
         if let AgentSpec::Command(line) = spec {
             let section = self.agent.command.get_or_insert_default();
             match line {
@@ -480,6 +483,44 @@ pub struct OpenAiSection {
     /// System prompt replacing the default one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// A reasoning model (gpt-5, o-series): `max_completion_tokens` instead
+    /// of `max_tokens`, and no `temperature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_model: Option<bool>,
+    /// Tool calls for the roles that change files: `"native"` (function
+    /// calling, falling back to the text protocol when the server refuses
+    /// it) or `"text"` (the text protocol from the start). Native when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolCallMode>,
+    /// Model turns allowed per attempt of a tool-using role (default 40).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Wall time allowed per attempt of a tool-using role, in seconds
+    /// (default: the flow's time limit only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_secs: Option<u64>,
+    /// Folder for the tool agent's transcripts (one JSONL file per attempt);
+    /// `<cache>/transcripts` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_dir: Option<PathBuf>,
+    /// Paths (relative to the working directory; a folder covers what is
+    /// under it) the tool agent must never write, besides `.git/` and the
+    /// engine's folders.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_paths: Vec<String>,
+}
+
+/// How the tool agent offers its tools to the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCallMode {
+    /// Native function calling (`tools`, `tool_choice`), negotiated down to
+    /// the text protocol when the server refuses it.
+    #[default]
+    Native,
+    /// The text protocol: one fenced action per reply.
+    Text,
 }
 
 /// How a command agent receives the instruction.
@@ -760,7 +801,7 @@ impl fmt::Display for CommandLine {
 
 /// The agent chosen on the command line (`--agent`) or in
 /// `ORCHESTRATOR_AGENT`: `builtin`, `claude`, `codex`, `gemini`, `openai`,
-/// or `command:<cmd>`.
+/// `openai:<model>`, or `command:<cmd>`.
 ///
 /// `<cmd>` is split into argv by [`split_command`] (quotes and backslashes
 /// as in a POSIX shell, no expansion, shell operators refused). For a real
@@ -777,12 +818,15 @@ pub enum AgentSpec {
     Gemini,
     /// An OpenAI-compatible endpoint.
     OpenAi,
+    /// An OpenAI-compatible endpoint with this model (`openai:MODEL`),
+    /// which replaces `[agent.openai] model`.
+    OpenAiModel(String),
     /// Any command.
     Command(CommandLine),
 }
 
 /// The forms `--agent` accepts, for error messages.
-const AGENT_FORMS: &str = "builtin, claude, codex, gemini, openai, command:<cmd>";
+const AGENT_FORMS: &str = "builtin, claude, codex, gemini, openai, openai:<model>, command:<cmd>";
 
 impl AgentSpec {
     /// Parses an `--agent` value.
@@ -802,6 +846,15 @@ impl AgentSpec {
             return split_command(command)
                 .map(|argv| AgentSpec::Command(CommandLine::Argv(argv)))
                 .map_err(|e| error(e.to_string()));
+        }
+        if let Some(model) = trimmed.strip_prefix("openai:") {
+            let model = model.trim();
+            if model.is_empty() {
+                return Err(error(
+                    "`openai:` needs a model after the colon, e.g. openai:qwen2.5-coder".into(),
+                ));
+            }
+            return Ok(AgentSpec::OpenAiModel(model.to_owned()));
         }
         Ok(match trimmed {
             "builtin" => AgentSpec::Builtin,
@@ -830,7 +883,7 @@ impl AgentSpec {
             AgentSpec::Claude => AgentKind::Claude,
             AgentSpec::Codex => AgentKind::Codex,
             AgentSpec::Gemini => AgentKind::Gemini,
-            AgentSpec::OpenAi => AgentKind::Openai,
+            AgentSpec::OpenAi | AgentSpec::OpenAiModel(_) => AgentKind::Openai,
             AgentSpec::Command(_) => AgentKind::Command,
         }
     }
@@ -859,6 +912,7 @@ impl fmt::Display for AgentSpec {
                     join_command(&["sh".into(), "-c".into(), script.clone()])
                 )
             }
+            AgentSpec::OpenAiModel(model) => write!(f, "openai:{model}"),
             other => f.write_str(other.kind().as_str()),
         }
     }

@@ -1,7 +1,8 @@
 //! Support for the real-CLI tests: where the pinned agent CLIs are, and a
 //! scripted model server on 127.0.0.1 that speaks the wire protocol each CLI
 //! uses (OpenAI Responses with SSE for codex, the Anthropic Messages API for
-//! claude, the Gemini API for gemini).
+//! claude, the Gemini API for gemini), and OpenAI chat completions for the
+//! builtin tool agent.
 //!
 //! A test scripts the model's turns ([`Turn`]); the server answers each main
 //! request with the next turn, rendered in the protocol's format, and records
@@ -27,6 +28,11 @@ pub enum Protocol {
     Anthropic,
     /// Gemini API, `:generateContent` and `:streamGenerateContent?alt=sse`.
     Gemini,
+    /// OpenAI chat completions, `POST /v1/chat/completions`, non-streaming
+    /// JSON: a tool call is an assistant message with `tool_calls`, a text
+    /// is its `content` (the builtin tool agent, any OpenAI-compatible
+    /// client).
+    OpenAiChat,
 }
 
 /// One scripted model turn.
@@ -92,12 +98,13 @@ pub struct Exchange {
 
 impl Exchange {
     /// The conversation so far: Responses `input`, Anthropic `messages`,
-    /// Gemini `contents`.
+    /// Gemini `contents`, chat completions `messages`.
     fn conversation(&self) -> &[Value] {
         let key = match self.protocol {
             Protocol::OpenAiResponses => "input",
             Protocol::Anthropic => "messages",
             Protocol::Gemini => "contents",
+            Protocol::OpenAiChat => "messages",
         };
         self.body
             .get(key)
@@ -115,9 +122,13 @@ impl Exchange {
     }
 
     /// The texts of a user prompt item, or `None` for any other item (the
-    /// model's turns, tool calls, and user items that carry tool results).
-    fn prompt_of(item: &Value) -> Option<Vec<String>> {
+    /// model's turns, tool calls, and user items that carry tool results,
+    /// including the tool agent's text-protocol results).
+    fn prompt_of(&self, item: &Value) -> Option<Vec<String>> {
         if item.get("role").and_then(Value::as_str) != Some("user") {
+            return None;
+        }
+        if self.protocol == Protocol::OpenAiChat && is_text_tool_result(item) {
             return None;
         }
         match item.get("content").or_else(|| item.get("parts")) {
@@ -150,7 +161,7 @@ impl Exchange {
     pub fn user_text(&self) -> String {
         self.conversation()
             .iter()
-            .filter_map(Self::prompt_of)
+            .filter_map(|item| self.prompt_of(item))
             .flatten()
             .collect::<Vec<_>>()
             .join("\n")
@@ -162,26 +173,34 @@ impl Exchange {
     pub fn prompts(&self) -> Vec<String> {
         self.conversation()
             .iter()
-            .filter_map(Self::prompt_of)
+            .filter_map(|item| self.prompt_of(item))
             .map(|texts| texts.join("\n"))
             .collect()
     }
 
     /// The results of the tool calls the model made since the last user
     /// prompt, as text, in order (Responses `function_call_output`,
-    /// Anthropic `tool_result`, Gemini `functionResponse`): their count is
-    /// the step the current turn is at. A resumed session's earlier turns
-    /// do not count.
+    /// Anthropic `tool_result`, Gemini `functionResponse`, chat `tool`
+    /// messages and text-protocol results): their count is the step the
+    /// current turn is at. A resumed session's earlier turns do not count.
     pub fn tool_results(&self) -> Vec<String> {
         let conversation = self.conversation();
         let start = conversation
             .iter()
-            .rposition(|item| Self::prompt_of(item).is_some())
+            .rposition(|item| self.prompt_of(item).is_some())
             .map_or(0, |i| i + 1);
         let mut out = Vec::new();
         for item in &conversation[start..] {
             if item.get("type").and_then(Value::as_str) == Some("function_call_output") {
                 out.push(text_of(item.get("output")));
+            }
+            if self.protocol == Protocol::OpenAiChat {
+                if item.get("role").and_then(Value::as_str) == Some("tool")
+                    || is_text_tool_result(item)
+                {
+                    out.push(text_of(item.get("content")));
+                }
+                continue;
             }
             for part in Self::parts(item) {
                 if part.get("type").and_then(Value::as_str) == Some("tool_result") {
@@ -193,6 +212,16 @@ impl Exchange {
         }
         out
     }
+}
+
+/// Whether a chat message is a tool result under the tool agent's text
+/// protocol (a user message starting `Result of ` or `Protocol error:`).
+fn is_text_tool_result(item: &Value) -> bool {
+    item.get("role").and_then(Value::as_str) == Some("user")
+        && item
+            .get("content")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("Result of ") || t.starts_with("Protocol error:"))
 }
 
 /// A JSON value as text: a string as itself, text blocks joined, anything
@@ -387,6 +416,7 @@ fn is_main(protocol: Protocol, path: &str, body: &Value) -> bool {
                 && body.get("stream") == Some(&Value::Bool(true))
         }
         Protocol::Gemini => path.contains(":streamGenerateContent"),
+        Protocol::OpenAiChat => path.starts_with("/v1/chat/completions"),
     }
 }
 
@@ -450,7 +480,7 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
     }
     if let Turn::Status(status, message) = turn {
         let body = match protocol {
-            Protocol::OpenAiResponses => json!({"error": {
+            Protocol::OpenAiResponses | Protocol::OpenAiChat => json!({"error": {
                 "message": message, "type": "invalid_request_error", "code": status_code_name(*status)}}),
             Protocol::Anthropic => json!({"type": "error", "error": {
                 "type": anthropic_error_type(*status), "message": message}}),
@@ -460,6 +490,23 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
         return ResponseTemplate::new(*status).set_body_json(body);
     }
     match protocol {
+        Protocol::OpenAiChat => {
+            let (message, finish) = match turn {
+                Turn::ToolCall { name, args } => (
+                    json!({"role": "assistant", "content": null, "tool_calls": [{
+                        "id": format!("call_{n}"), "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}}]}),
+                    "tool_calls",
+                ),
+                Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+            };
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "scripted",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}
+            }))
+        }
         Protocol::OpenAiResponses => {
             let id = format!("resp_{n}");
             let item = match turn {

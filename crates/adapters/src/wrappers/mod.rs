@@ -29,8 +29,8 @@ mod timeout;
 pub use budget::{Budget, BudgetLimits};
 pub use loop_guard::{LoopGuard, error_signature};
 pub use recording::{
-    Recording, Replay, TRANSCRIPT_VERSION, TranscriptEntry, TranscriptError, TranscriptOutcome,
-    read_transcript,
+    JsonlWriter, Recording, Replay, TRANSCRIPT_VERSION, TranscriptEntry, TranscriptError,
+    TranscriptOutcome, read_transcript,
 };
 pub use retry::{RetryPolicy, WithRetry};
 pub use timeout::WithTimeout;

@@ -89,30 +89,24 @@ pub enum TranscriptError {
     },
 }
 
-/// Records every call through `inner` (request and response or error) as a
-/// line of a JSONL transcript, and returns the inner result unchanged. A
-/// failure to write the transcript does not change the result: it is logged
-/// and kept for [`Recording::take_write_error`].
+/// An append-only JSONL file: each [`JsonlWriter::write`] adds one line and
+/// flushes it, so a transcript is readable up to the last finished line even
+/// when the process dies. A failed write is logged and kept for
+/// [`JsonlWriter::take_write_error`], never raised: a transcript must not
+/// change an agent's result. Shared by [`Recording`] and the tool agent's
+/// per-attempt transcripts.
 #[derive(Debug)]
-pub struct Recording<A> {
-    inner: A,
+pub struct JsonlWriter {
     path: PathBuf,
     file: tokio::sync::Mutex<tokio::fs::File>,
     write_error: Mutex<Option<String>>,
 }
 
-impl<A> Recording<A> {
-    /// Records into a new (or truncated) file at `path`.
-    pub async fn create(inner: A, path: impl Into<PathBuf>) -> Result<Self, TranscriptError> {
-        Self::open(inner, path.into(), false).await
-    }
-
-    /// Records at the end of the file at `path`, creating it if needed.
-    pub async fn append(inner: A, path: impl Into<PathBuf>) -> Result<Self, TranscriptError> {
-        Self::open(inner, path.into(), true).await
-    }
-
-    async fn open(inner: A, path: PathBuf, append: bool) -> Result<Self, TranscriptError> {
+impl JsonlWriter {
+    /// Opens `path`: truncated, or appended to when `append`; created if
+    /// needed.
+    pub async fn open(path: impl Into<PathBuf>, append: bool) -> Result<Self, TranscriptError> {
+        let path = path.into();
         let mut options = tokio::fs::OpenOptions::new();
         options.create(true);
         if append {
@@ -129,24 +123,48 @@ impl<A> Recording<A> {
                 source,
             })?;
         Ok(Self {
-            inner,
             path,
             file: tokio::sync::Mutex::new(file),
             write_error: Mutex::new(None),
         })
     }
 
-    /// The wrapped agent.
-    pub fn inner(&self) -> &A {
-        &self.inner
-    }
-
-    /// The transcript file.
+    /// The file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The first transcript write error since the last call, if any.
+    /// Appends `value` as one line, after passing its JSON text through
+    /// `redact` (the tool agent removes its API key there).
+    pub async fn write_redacted<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+        redact: impl Fn(String) -> String,
+    ) {
+        let written = match serde_json::to_string(value) {
+            Ok(line) => {
+                let mut line = redact(line).into_bytes();
+                line.push(b'\n');
+                self.write_line(&line).await.map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(message) = written {
+            let message = format!(
+                "failed to write transcript {}: {message}",
+                self.path.display()
+            );
+            tracing::warn!(%message);
+            self.errors().get_or_insert(message);
+        }
+    }
+
+    /// Appends `value` as one line.
+    pub async fn write<T: Serialize + ?Sized>(&self, value: &T) {
+        self.write_redacted(value, |line| line).await;
+    }
+
+    /// The first write error since the last call, if any.
     pub fn take_write_error(&self) -> Option<String> {
         self.errors().take()
     }
@@ -161,6 +179,49 @@ impl<A> Recording<A> {
         let mut file = self.file.lock().await;
         file.write_all(line).await?;
         file.flush().await
+    }
+}
+
+/// Records every call through `inner` (request and response or error) as a
+/// line of a JSONL transcript, and returns the inner result unchanged. A
+/// failure to write the transcript does not change the result: it is logged
+/// and kept for [`Recording::take_write_error`].
+#[derive(Debug)]
+pub struct Recording<A> {
+    inner: A,
+    writer: JsonlWriter,
+}
+
+impl<A> Recording<A> {
+    /// Records into a new (or truncated) file at `path`.
+    pub async fn create(inner: A, path: impl Into<PathBuf>) -> Result<Self, TranscriptError> {
+        Ok(Self {
+            inner,
+            writer: JsonlWriter::open(path, false).await?,
+        })
+    }
+
+    /// Records at the end of the file at `path`, creating it if needed.
+    pub async fn append(inner: A, path: impl Into<PathBuf>) -> Result<Self, TranscriptError> {
+        Ok(Self {
+            inner,
+            writer: JsonlWriter::open(path, true).await?,
+        })
+    }
+
+    /// The wrapped agent.
+    pub fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    /// The transcript file.
+    pub fn path(&self) -> &Path {
+        self.writer.path()
+    }
+
+    /// The first transcript write error since the last call, if any.
+    pub fn take_write_error(&self) -> Option<String> {
+        self.writer.take_write_error()
     }
 }
 
@@ -181,21 +242,7 @@ impl<A: Agent> Agent for Recording<A> {
                 Err(error) => TranscriptOutcome::Error(error.clone()),
             },
         };
-        let written = match serde_json::to_vec(&entry) {
-            Ok(mut line) => {
-                line.push(b'\n');
-                self.write_line(&line).await.map_err(|e| e.to_string())
-            }
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(message) = written {
-            let message = format!(
-                "failed to write transcript {}: {message}",
-                self.path.display()
-            );
-            tracing::warn!(%message);
-            self.errors().get_or_insert(message);
-        }
+        self.writer.write(&entry).await;
         result
     }
 }

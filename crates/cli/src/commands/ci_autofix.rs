@@ -154,7 +154,7 @@ pub struct FixArgs {
     /// agent (default: the branch's upstream).
     #[arg(long, value_name = "REF", requires = "local")]
     pub base: Option<String>,
-    /// The agent: builtin, claude, codex, gemini, openai or `command:<cmd>`
+    /// The agent: builtin, claude, codex, gemini, openai, `openai:<model>` or `command:<cmd>`
     /// (default: orchestrator.toml, else builtin — formatters and linter fixers).
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,

@@ -137,7 +137,7 @@ pub struct PlanexFlags {
     #[arg(long, global = true, value_enum, default_value_t = Schedule::Eager)]
     pub schedule: Schedule,
 
-    /// The agent: shell, builtin, claude, codex, gemini, openai or
+    /// The agent: shell, builtin, claude, codex, gemini, openai, `openai:<model>` or
     /// `command:<cmd>` (default: shell for `run`, else orchestrator.toml).
     #[arg(long, global = true, value_name = "SPEC")]
     pub agent: Option<String>,

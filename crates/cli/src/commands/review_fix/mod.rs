@@ -102,7 +102,7 @@ pub struct ReviewFixArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
     /// The agent: builtin (apply machine-applicable suggestions, no LLM),
-    /// claude, codex, gemini, openai, or `command:<cmd>`. Default: the
+    /// claude, codex, gemini, openai, `openai:<model>`, or `command:<cmd>`. Default: the
     /// `orchestrator.toml` / ORCHESTRATOR_AGENT choice, else builtin.
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
