@@ -628,8 +628,10 @@ async fn claude_at_its_turn_limit_is_a_budget_failure() {
     assert_eq!(main.len(), 2, "two turns, then claude stops: {main:#?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn gemini_at_its_session_turn_limit_is_a_budget_failure() {
+/// A gemini run whose model asks for the same file forever, with the
+/// user's `settings` (None: the sandbox's own): the budget failure it ends
+/// in, its message.
+async fn gemini_reading_forever(settings: Option<&str>) -> String {
     let sandbox = Sandbox::new();
     std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
     let server = ModelServer::always(
@@ -638,20 +640,41 @@ async fn gemini_at_its_session_turn_limit_is_a_budget_failure() {
     )
     .await;
     let agent = gemini(&server, &sandbox);
-    // The user's own setting: at most two turns per session.
-    std::fs::write(
-        sandbox.home.path().join(".gemini/settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"model":{"maxSessionTurns":2}}"#,
-    )
-    .unwrap();
+    if let Some(settings) = settings {
+        std::fs::write(sandbox.home.path().join(".gemini/settings.json"), settings).unwrap();
+    }
+    let started = Instant::now();
     let result = agent
         .run(request(&sandbox, Role::Fix, "Read hello.txt forever."))
         .await;
-    let main = server.main_requests();
+    elapsed(started, "gemini reading forever");
     match result {
-        Err(AgentError::Budget { message }) => assert!(message.contains("gemini"), "{message}"),
-        other => panic!("expected a budget failure, got {other:?}\nrequests: {main:#?}"),
+        Err(AgentError::Budget { message }) => {
+            assert!(message.contains("gemini"), "{message}");
+            message
+        }
+        other => panic!(
+            "expected a budget failure, got {other:?}\nrequests: {}",
+            server.main_requests().len()
+        ),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_at_its_session_turn_limit_is_a_budget_failure() {
+    // The user's own setting: at most two turns per session.
+    gemini_reading_forever(Some(
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"model":{"maxSessionTurns":2}}"#,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_stopping_a_loop_of_its_own_is_a_budget_failure() {
+    // Without a turn limit, gemini's own loop detection stops the run, and
+    // gemini exits 0 with a warning.
+    let message = gemini_reading_forever(None).await;
+    assert!(message.contains("Loop detected"), "{message}");
 }
 
 /// Two calls of `agent` in one working directory, the second resuming the
@@ -734,32 +757,4 @@ async fn codex_resumes_its_thread() {
 #[tokio::test(flavor = "multi_thread")]
 async fn gemini_resumes_its_session() {
     assert_resumes_its_session(Protocol::Gemini, gemini).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn gemini_stopping_a_loop_of_its_own_is_a_budget_failure() {
-    let sandbox = Sandbox::new();
-    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
-    // The model asks for the same file again and again: gemini's own loop
-    // detection stops the run, and gemini exits 0 with a warning.
-    let server = ModelServer::always(
-        Protocol::Gemini,
-        Turn::tool("read_file", json!({"file_path": "hello.txt"})),
-    )
-    .await;
-    let started = Instant::now();
-    let result = gemini(&server, &sandbox)
-        .run(request(&sandbox, Role::Fix, "Read hello.txt."))
-        .await;
-    elapsed(started, "gemini loop");
-    let main = server.main_requests();
-    match result {
-        Err(AgentError::Budget { message }) => {
-            assert!(message.contains("Loop detected"), "{message}");
-        }
-        other => panic!(
-            "expected a budget failure, got {other:?}\nrequests: {}",
-            main.len()
-        ),
-    }
 }

@@ -153,13 +153,12 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
         let path = confined(&self.repo, &input.path)?;
         let mut args: Vec<OsString> = vec!["waves".into(), path.into(), "--json".into()];
         if input.lenient {
             args.push("--lenient".into());
         }
-        self.flow(args, None, ct, progress).await
+        self.flow(args, None, Call { ct, meta, peer }).await
     }
 
     #[tool(
@@ -172,13 +171,12 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
         let path = confined(&self.repo, &input.path)?;
         let mut args: Vec<OsString> = vec!["batch".into(), path.into(), "--json".into()];
         if let Some(size) = input.batch_size {
             args.extend(["--batch-size".into(), size.to_string().into()]);
         }
-        self.flow(args, None, ct, progress).await
+        self.flow(args, None, Call { ct, meta, peer }).await
     }
 
     #[tool(
@@ -191,7 +189,6 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
         let mut args: Vec<OsString> = vec!["ci-autofix".into(), "classify".into()];
         let stdin = match (input.log, input.path) {
             (Some(log), None) => {
@@ -205,7 +202,7 @@ impl Orchestrator {
             _ => return Err("give exactly one of `log` (the text) and `path` (a file)".into()),
         };
         args.push("--json".into());
-        self.flow(args, stdin, ct, progress).await
+        self.flow(args, stdin, Call { ct, meta, peer }).await
     }
 
     #[tool(
@@ -218,31 +215,19 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
-        if !input.yes && !input.dry_run {
-            return Err(
-                "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan".into(),
-            );
-        }
         let path = confined(&self.repo, &input.path)?;
-        let mut args: Vec<OsString> = vec![
-            "review-fix".into(),
-            "--fix".into(),
-            path.into(),
-            "--repo".into(),
-            self.repo.clone().into(),
-            "--json".into(),
-        ];
+        let mut args = self.changing(
+            input.yes || input.dry_run,
+            "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan",
+            &["review-fix".into(), "--fix".into(), path.into()],
+        )?;
         push_opt(&mut args, "--agent", input.agent);
         push_opt(&mut args, "--test-cmd", input.test_cmd);
         push_opt(&mut args, "--verify", input.verify);
         if input.dry_run {
             args.push("--dry-run".into());
         }
-        if input.yes {
-            args.push("-y".into());
-        }
-        self.flow(args, None, ct, progress).await
+        self.flow(args, None, Call { ct, meta, peer }).await
     }
 
     #[tool(
@@ -255,23 +240,12 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
-        if !input.yes {
-            return Err(
-                "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan"
-                    .into(),
-            );
-        }
         let path = confined(&self.repo, &input.path)?;
-        let mut args: Vec<OsString> = vec![
-            "planex".into(),
-            "run".into(),
-            path.into(),
-            "--repo".into(),
-            self.repo.clone().into(),
-            "--json".into(),
-            "-y".into(),
-        ];
+        let mut args = self.changing(
+            input.yes,
+            "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan",
+            &["planex".into(), "run".into(), path.into()],
+        )?;
         push_opt(
             &mut args,
             "--concurrency",
@@ -279,7 +253,7 @@ impl Orchestrator {
         );
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
-        self.flow(args, None, ct, progress).await
+        self.flow(args, None, Call { ct, meta, peer }).await
     }
 
     #[tool(
@@ -292,24 +266,14 @@ impl Orchestrator {
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
-        let progress = Progress::new(meta.get_progress_token(), peer);
-        if !input.yes {
-            return Err(
-                "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them"
-                    .into(),
-            );
-        }
         if input.checks.iter().all(|c| c.trim().is_empty()) {
             return Err("`checks` names no command".into());
         }
-        let mut args: Vec<OsString> = vec![
-            "ci-autofix".into(),
-            "--local".into(),
-            "--repo".into(),
-            self.repo.clone().into(),
-            "--json".into(),
-            "-y".into(),
-        ];
+        let mut args = self.changing(
+            input.yes,
+            "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them",
+            &["ci-autofix".into(), "--local".into()],
+        )?;
         for check in input.checks.iter().filter(|c| !c.trim().is_empty()) {
             args.extend(["--check".into(), check.into()]);
         }
@@ -319,7 +283,7 @@ impl Orchestrator {
             "--max-iterations",
             input.max_iterations.map(|n| n.to_string()),
         );
-        self.flow(args, None, ct, progress).await
+        self.flow(args, None, Call { ct, meta, peer }).await
     }
 }
 
@@ -378,13 +342,36 @@ impl Orchestrator {
     /// Exit 2 (bad input, a busy repository, a dirty tree) is a refusal
     /// carrying the flow's own message; a cancelled call stops the child
     /// with its process group.
+    /// The arguments of a flow that changes the repository: `command`, then
+    /// `--repo`, `--json` and — only when the call approved it — `-y`;
+    /// without approval, the refusal `unapproved`.
+    fn changing(
+        &self,
+        approved: bool,
+        unapproved: &str,
+        command: &[OsString],
+    ) -> Result<Vec<OsString>, Refusal> {
+        if !approved {
+            return Err(unapproved.to_owned());
+        }
+        let mut args = command.to_vec();
+        args.extend([
+            "--repo".into(),
+            self.repo.clone().into(),
+            "--json".into(),
+            "-y".into(),
+        ]);
+        Ok(args)
+    }
+
     async fn flow(
         &self,
         args: Vec<OsString>,
         stdin: Option<Vec<u8>>,
-        ct: CancellationToken,
-        progress: Progress,
+        call: Call,
     ) -> Result<Json<ToolOutcome>, Refusal> {
+        let Call { ct, meta, peer } = call;
+        let progress = Progress::new(meta.get_progress_token(), peer);
         let mut spec = ProcessSpec::new(self.program.clone())
             .args(args)
             .cwd(&self.repo)
@@ -447,6 +434,14 @@ impl Orchestrator {
             log_tail: tail(stderr.trim(), LOG_TAIL).to_owned(),
         }))
     }
+}
+
+/// What a tool call brings besides its arguments: its cancellation, its
+/// `_meta` (the progress token) and the client to notify.
+struct Call {
+    ct: CancellationToken,
+    meta: RequestMetaObject,
+    peer: Peer<RoleServer>,
 }
 
 /// Where a call's progress goes: MCP progress notifications when the
