@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use orchestrator_core::rows::{RowStatus, read_tasks_csv};
+use orchestrator_planex::rows::{RowStatus, read_tasks_csv};
 use orchestrator_planex::session::list_sessions;
 
 /// A temporary git repository (canonical path).

@@ -11,7 +11,7 @@
 //!  inputs (findings, task CSVs, CI logs)          ── parsed by the feature crates
 //!     │
 //!     ▼
-//!  domain types: Finding, ExploreRow/TaskRow      ── finding, rows
+//!  domain types: Finding, TextEdit, Suggestion    ── finding, edit
 //!     │
 //!     ▼
 //!  algorithms: batching · waves · scheduler ·     ── pure functions from data to data
@@ -63,12 +63,9 @@ pub mod command;
 pub mod edit;
 pub mod event;
 pub mod finding;
-pub mod formats;
 pub mod gate;
 pub mod limits;
 pub mod retry;
-pub mod review_cycle;
-pub mod rows;
 pub mod scheduler;
 pub mod schema;
 pub mod state;

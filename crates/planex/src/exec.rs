@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS, TaskRow};
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role};
 use orchestrator_core::event::{Event, EventSink, JobStatus};
@@ -27,7 +28,6 @@ use orchestrator_core::gate::Gate;
 use orchestrator_core::retry::{
     HistoryEntry, Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
 };
-use orchestrator_core::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS, TaskRow};
 use orchestrator_core::scheduler::{
     CancelHandle, JobId, JobOutcome, JobSpec, SKIP_REASON, Scheduler, SchedulerConfig,
 };

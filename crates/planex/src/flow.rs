@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use jiff::Timestamp;
 use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
-use orchestrator_core::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use orchestrator_core::scheduler::{CancelHandle, Scheduler};
 use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files_in};
 use serde_json::Value;
@@ -461,7 +461,7 @@ impl Planex {
     /// Phase 5: results.csv, context.md, the summary.
     fn aggregate(&self, run: &mut Run) -> Result<Summary, PlanexError> {
         let tasks = run.state.task_rows();
-        orchestrator_core::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
+        crate::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
         let completed_at = session_timestamp(Timestamp::now());
         let meta = run.session.meta();
         let markdown = render_context_md(
@@ -646,7 +646,7 @@ impl Planex {
     async fn plan_angles(
         &self,
         session: &Session,
-    ) -> Result<Vec<orchestrator_core::rows::ExploreRow>, PlanexError> {
+    ) -> Result<Vec<crate::rows::ExploreRow>, PlanexError> {
         let requirement = &session.meta().requirement;
         let context = PlanexContext::PlanAngles {
             version: CONTEXT_VERSION,

@@ -92,6 +92,7 @@ pub mod journal;
 mod plan;
 pub mod protocol;
 pub mod report;
+pub mod rows;
 mod scopes;
 pub mod session;
 mod shell;

@@ -1,7 +1,7 @@
 //! Plans: reading the planner's answers into rows, and validating a task
 //! list (from the planner or a tasks.csv) before anything runs.
 
-use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use orchestrator_core::waves::{
     WaveError, WaveOptions, WaveTask, compute_waves, is_exploration_id,
 };

@@ -13,7 +13,7 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use serde::{Deserialize, Serialize};
 
 use crate::scopes::ScopeWait;

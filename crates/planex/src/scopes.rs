@@ -15,7 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use orchestrator_core::rows::TaskRow;
+use crate::rows::TaskRow;
 use orchestrator_core::scheduler::scope::ScopePrefix;
 use orchestrator_core::scheduler::sim::simulate;
 use orchestrator_core::scheduler::{JobId, JobOutcome, Mode, Scheduler};

@@ -30,12 +30,12 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
-use jiff::tz::{Offset, TimeZone};
-use orchestrator_core::rows::{
+use crate::rows::{
     ExploreRow, RowStatus, TaskRow, read_explore_csv, read_tasks_csv, write_explore_csv,
     write_tasks_csv,
 };
+use jiff::Timestamp;
+use jiff::tz::{Offset, TimeZone};
 use orchestrator_core::state::{SessionLock, StateError, read_json_if_exists, write_json_atomic};
 use serde::{Deserialize, Serialize};
 

@@ -115,9 +115,9 @@ pub fn read_findings(input: &Path) -> Result<ReadInput, ReviewFixError> {
 pub fn parse_findings(
     text: &str,
     path: &Path,
-    sources: Option<&dyn orchestrator_core::formats::SourceReader>,
+    sources: Option<&dyn orchestrator_findings::formats::SourceReader>,
 ) -> Result<ReadInput, ReviewFixError> {
-    use orchestrator_core::formats::{self, ParseOptions};
+    use orchestrator_findings::formats::{self, ParseOptions};
     let name = path.display().to_string();
     let outcome =
         formats::detect_and_parse_with(text, &name, &ParseOptions { sources }).map_err(|e| {

@@ -30,7 +30,7 @@ use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{CsvRecord, CsvTable, StateError, read_csv};
+use orchestrator_core::state::{CsvRecord, CsvTable, StateError, read_csv};
 
 /// Columns of `explore.csv`, in the seed's order.
 pub const EXPLORE_COLUMNS: [&str; 10] = [
@@ -434,7 +434,7 @@ impl fmt::Display for DiscoveryType {
 /// One line of `discoveries.ndjson`:
 /// `{"ts":"<ISO8601>","worker":"E1","type":"code_pattern","data":{…}}`.
 ///
-/// Read it with [`NdjsonBoard`](crate::state::NdjsonBoard); a line with an
+/// Read it with [`NdjsonBoard`](orchestrator_core::state::NdjsonBoard); a line with an
 /// unknown `type` is skipped and reported like any malformed line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Discovery {
