@@ -38,6 +38,16 @@
 //!   `test-support` feature) that fakes and real adapters both pass.
 //! - The [`vcs::Vcs`] API has no way to force-push, amend or reset.
 //!
+//! ## Features
+//!
+//! - `runtime` (default): what needs tokio — the scheduler's driver
+//!   (`scheduler::run`, `CancelHandle`), the agent ask helper (`ask`) with its
+//!   time limit, and an `EventSink` for tokio channels. With
+//!   `default-features = false` the crate is the types, traits and pure
+//!   algorithms, and `cargo tree -e normal` shows no tokio.
+//! - `test-support`: the fakes (`fakes`) and conformance suites
+//!   (`conformance`); implies `runtime`.
+//!
 //! ## Embedding
 //!
 //! ```
