@@ -67,6 +67,8 @@
 //! ```
 
 pub mod agent;
+#[cfg(feature = "runtime")]
+pub mod ask;
 pub mod batching;
 pub mod cadence;
 pub mod command;

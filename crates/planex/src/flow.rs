@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use jiff::Timestamp;
-use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, Role};
+use orchestrator_core::ask::{AskFailure, AskPolicy, NextAttempt, ask};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
 use orchestrator_core::scheduler::{CancelHandle, Scheduler};
@@ -26,6 +26,7 @@ use crate::report::{
     ReportHeader, Summary, render_context_md, render_execution_plan, render_explore_plan,
     synthesize,
 };
+use crate::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use crate::scopes::scope_waits;
 use crate::session::{
     ApprovedBy, ResumePhase, Session, SessionSource, SessionState, SessionStatus, session_timestamp,
@@ -740,58 +741,42 @@ impl Planex {
     ) -> Result<T, PlanexError> {
         let limit = self.options.planner_time_limit;
         let context = serde_json::to_value(&context).unwrap_or(Value::Null);
-        let mut feedback: Option<String> = None;
-        let mut last_error: Option<AgentError> = None;
-        let mut last_problems: Vec<String> = Vec::new();
-        for _ in 0..PLANNER_ATTEMPTS {
-            let text = match &feedback {
-                Some(f) => format!(
-                    "{instruction}\n\nYour previous answer was rejected: {f}\nAnswer again with corrected JSON."
-                ),
-                None => instruction.clone(),
-            };
-            let request = AgentRequest::new(id, Role::Plan, text, self.repo.clone())
-                .with_schema(schema.clone())
-                .with_time_limit(limit)
-                .with_context(context.clone());
-            let answer =
-                match tokio::time::timeout(limit, self.agents.planner.run_validated(request)).await
-                {
-                    Err(_) => Err(AgentError::Timeout {
-                        seconds: limit.as_secs_f64(),
-                    }),
-                    Ok(r) => r,
-                };
-            match answer {
-                Ok(response) => {
-                    let value = response.structured.unwrap_or(Value::Null);
-                    match parse(&value) {
-                        Ok(t) => return Ok(t),
-                        Err(problems) => {
-                            feedback = Some(problems.join("; "));
-                            last_problems = problems;
-                            last_error = None;
-                        }
-                    }
+        let request = AgentRequest::new(id, Role::Plan, instruction, self.repo.clone())
+            .with_schema(schema)
+            .with_time_limit(limit)
+            .with_context(context);
+        let policy = AskPolicy::new(limit, PLANNER_ATTEMPTS);
+        let answer = ask(
+            self.agents.planner.as_ref(),
+            request,
+            &policy,
+            |response| parse(&response.structured.unwrap_or(Value::Null)),
+            |_, failure| match failure {
+                AskFailure::Rejected(problems) => NextAttempt::WithFeedback(problems.join("; ")),
+                AskFailure::Agent(
+                    e @ (AgentError::SchemaViolation { .. } | AgentError::Garbage { .. }),
+                ) => NextAttempt::WithFeedback(e.to_string()),
+                AskFailure::TimedOut { .. }
+                | AskFailure::Agent(AgentError::Timeout { .. } | AgentError::Failed { .. }) => {
+                    NextAttempt::Again
                 }
-                Err(e @ (AgentError::SchemaViolation { .. } | AgentError::Garbage { .. })) => {
-                    feedback = Some(e.to_string());
-                    last_error = Some(e);
-                }
-                Err(e @ (AgentError::Timeout { .. } | AgentError::Failed { .. })) => {
-                    feedback = None;
-                    last_error = Some(e);
-                }
-                Err(e) => return Err(PlanexError::Planner { step, source: e }),
-            }
-        }
-        match last_error {
-            Some(source) => Err(PlanexError::Planner { step, source }),
-            None => Err(PlanexError::InvalidPlan {
+                AskFailure::Agent(_) => NextAttempt::Stop,
+            },
+        )
+        .await;
+        answer.map_err(|failure| match failure {
+            AskFailure::Rejected(problems) => PlanexError::InvalidPlan {
                 source_name: "planner answer".to_owned(),
-                problems: last_problems,
-            }),
-        }
+                problems,
+            },
+            AskFailure::TimedOut { limit } => PlanexError::Planner {
+                step,
+                source: AgentError::Timeout {
+                    seconds: limit.as_secs_f64(),
+                },
+            },
+            AskFailure::Agent(source) => PlanexError::Planner { step, source },
+        })
     }
 
     fn env(&self, agent: Arc<dyn Agent>) -> JobEnv {

@@ -1,7 +1,6 @@
 //! Plans: reading the planner's answers into rows, and validating a task
 //! list (from the planner or a tasks.csv) before anything runs.
 
-use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use orchestrator_core::waves::{
     WaveError, WaveOptions, WaveTask, compute_waves, is_exploration_id,
 };
@@ -9,6 +8,7 @@ use serde_json::Value;
 
 use crate::error::PlanexError;
 use crate::protocol::{list_field, str_field};
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 
 /// What [`validate_tasks`] found besides errors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

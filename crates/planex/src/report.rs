@@ -13,9 +13,9 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use serde::{Deserialize, Serialize};
 
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use crate::scopes::ScopeWait;
 
 /// What `prev_context` says when no source has findings.

@@ -15,7 +15,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::rows::TaskRow;
 use orchestrator_core::scheduler::scope::ScopePrefix;
 use orchestrator_core::scheduler::sim::simulate;
 use orchestrator_core::scheduler::{JobId, JobOutcome, Mode, Scheduler};
@@ -23,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::PlanexOptions;
 use crate::exec::{scheduler_config, task_specs_of};
+use crate::rows::TaskRow;
 
 /// A task that waits for another because their write scopes overlap.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,10 +30,6 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::rows::{
-    ExploreRow, RowStatus, TaskRow, read_explore_csv, read_tasks_csv, write_explore_csv,
-    write_tasks_csv,
-};
 use jiff::Timestamp;
 use jiff::tz::{Offset, TimeZone};
 use orchestrator_core::state::{SessionLock, StateError, read_json_if_exists, write_json_atomic};
@@ -42,6 +38,10 @@ use serde::{Deserialize, Serialize};
 use crate::GatePoint;
 use crate::error::PlanexError;
 use crate::journal::{Journal, JournalEntry, PausedTask, read_journal};
+use crate::rows::{
+    ExploreRow, RowStatus, TaskRow, read_explore_csv, read_tasks_csv, write_explore_csv,
+    write_tasks_csv,
+};
 
 /// Sessions live in this folder under the repository.
 pub const SESSIONS_DIR: &str = ".workflow/.lite-plan";

@@ -19,7 +19,7 @@
 //!  plan::aggregate (G1..Gn, shared stages, no shared files) ── fix-plan.json
 //!        │
 //!        ▼
-//!  exec::run_stages: per stage, groups in worktrees (parallel) or the main
+//!  stages::run_stages: per stage, groups in worktrees (parallel) or the main
 //!  tree (serial); per finding analyse → fix → tests → restore/retry → commit;
 //!  worktree commits landed by cherry-pick        ── fix-progress-N.json
 //!    --verify batch|auto: fixes committed untested in worktrees, then
@@ -59,7 +59,9 @@ pub mod plan;
 pub mod relint;
 mod report;
 pub mod session;
+mod stages;
 pub mod summary;
+mod sync;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -88,6 +90,7 @@ use open::*;
 pub use orchestrator_core::verify::VerifyMode;
 pub use plan::PlannerMode;
 pub use report::*;
+use sync::lock;
 
 /// The flow name in events.
 pub const FLOW: &str = "review-fix";
@@ -390,12 +393,9 @@ pub(crate) async fn run_locked(
         handle.update(|_| {});
         progress.insert(g.group_id.clone(), handle);
     }
-    exec::run_stages(Arc::clone(&shared), &progress).await;
+    stages::run_stages(Arc::clone(&shared), &progress).await;
     emit_phase(sink.as_ref(), "execution", false);
-    let active = match shared.active.lock() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
-    };
+    let active = lock(&shared.active).clone();
     let all: Vec<FixProgress> = plan
         .groups
         .iter()

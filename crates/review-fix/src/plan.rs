@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orchestrator_core::agent::{Agent, AgentExt, AgentRequest, Role};
+use orchestrator_core::agent::{Agent, AgentRequest, Role};
+use orchestrator_core::ask::{AskFailure, AskPolicy, NextAttempt, ask};
 use orchestrator_core::batching::Batch;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::finding::Finding;
@@ -624,55 +625,58 @@ async fn plan_one(
         id: job.clone(),
         title: Some(format!("plan batch {}", batch.batch_id)),
     });
-    let mut last_error = String::new();
-    for attempt in 1..=2u32 {
-        let mut req = request.clone();
-        if attempt == 2 {
-            req.instruction = format!(
-                "{}\n\nYour previous answer was rejected: {last_error}\nAnswer again with a corrected plan.",
-                req.instruction
-            );
+    // A grace over the agent's own limit, for agents that do not honour it.
+    let policy = AskPolicy::new(time_limit, 2)
+        .with_grace(Duration::from_secs(5))
+        .with_retry_note("Answer again with a corrected plan.");
+    let failure_text = |failure: &AskFailure| match failure {
+        AskFailure::TimedOut { limit } => format!(
+            "the planning agent did not answer within {}s",
+            limit.as_secs()
+        ),
+        AskFailure::Agent(e) => e.to_string(),
+        AskFailure::Rejected(problems) => problems.join("; "),
+    };
+    let answer = ask(
+        agent,
+        request,
+        &policy,
+        |resp| match resp.structured {
+            Some(v) => validate_partial_plan(&v, batch),
+            None => Err(vec!["the answer holds no JSON plan".to_owned()]),
+        },
+        |attempt, failure| {
+            let error = failure_text(failure);
+            sink.emit(&Event::AttemptFailed {
+                id: job.clone(),
+                round: 1,
+                attempt,
+                error: error.clone(),
+            });
+            NextAttempt::WithFeedback(error)
+        },
+    )
+    .await;
+    match answer {
+        Ok(mut plan) => {
+            plan.metadata.planner = Some(agent.name().to_owned());
+            sink.emit(&Event::JobFinished {
+                id: job,
+                status: orchestrator_core::JobStatus::Completed,
+                detail: None,
+            });
+            Ok(plan)
         }
-        // A grace over the agent's own limit, for agents that do not honour it.
-        let limit = time_limit + Duration::from_secs(5);
-        let result = match tokio::time::timeout(limit, agent.run_validated(req)).await {
-            Err(_) => Err(format!(
-                "the planning agent did not answer within {}s",
-                time_limit.as_secs()
-            )),
-            Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(resp)) => match resp.structured {
-                Some(v) => validate_partial_plan(&v, batch).map_err(|p| p.join("; ")),
-                None => Err("the answer holds no JSON plan".to_owned()),
-            },
-        };
-        match result {
-            Ok(mut plan) => {
-                plan.metadata.planner = Some(agent.name().to_owned());
-                sink.emit(&Event::JobFinished {
-                    id: job,
-                    status: orchestrator_core::JobStatus::Completed,
-                    detail: None,
-                });
-                return Ok(plan);
-            }
-            Err(e) => {
-                sink.emit(&Event::AttemptFailed {
-                    id: job.clone(),
-                    round: 1,
-                    attempt,
-                    error: e.clone(),
-                });
-                last_error = e;
-            }
+        Err(failure) => {
+            let last_error = failure_text(&failure);
+            sink.emit(&Event::JobFinished {
+                id: job,
+                status: orchestrator_core::JobStatus::Failed,
+                detail: Some(last_error.clone()),
+            });
+            Err(last_error)
         }
     }
-    sink.emit(&Event::JobFinished {
-        id: job,
-        status: orchestrator_core::JobStatus::Failed,
-        detail: Some(last_error.clone()),
-    });
-    Err(last_error)
 }
 
 #[cfg(test)]
