@@ -38,6 +38,7 @@
 //!   that was dirty or untracked there is never written or committed.
 //! - No code path can force-push or amend (a test scans the sources).
 pub mod classify;
+mod context;
 pub mod fix_loop;
 mod fix_tree;
 pub mod handoff;

@@ -106,8 +106,9 @@ pub use error::PlanexError;
 pub use flow::{Agents, Planex, approve_plan};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
+pub use report::ScopeWait;
 pub use report::Summary;
-pub use scopes::{ScopeWait, scope_waits};
+pub use scopes::scope_waits;
 pub use session::{SessionInfo, list_sessions};
 pub use shell::{EXIT_STATUS_CRITERION, PREV_CONTEXT_ENV, ShellTaskAgent};
 
