@@ -19,6 +19,7 @@ use crate::state::{MOAI_DIR, StateFileError, Target};
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AutofixConfig {
     /// What the loop works on.
     pub target: Target,
@@ -36,6 +37,52 @@ pub struct AutofixConfig {
     pub protected_paths: Vec<String>,
     /// A fixed clock for reproducible files (tests); `None` is the real clock.
     pub now: Option<Timestamp>,
+}
+
+/// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
+/// outside this crate: start from `Default`/`new` and chain them.
+impl AutofixConfig {
+    /// Sets [`AutofixConfig::target`].
+    pub fn with_target(mut self, target: Target) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Sets [`AutofixConfig::max_iterations`].
+    pub fn with_max_iterations(mut self, max_iterations: u32) -> Self {
+        self.max_iterations = max_iterations;
+        self
+    }
+
+    /// Sets [`AutofixConfig::allow_dirty`].
+    pub fn with_allow_dirty(mut self, allow_dirty: bool) -> Self {
+        self.allow_dirty = allow_dirty;
+        self
+    }
+
+    /// Sets [`AutofixConfig::remote`].
+    pub fn with_remote(mut self, remote: String) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// Sets [`AutofixConfig::initial_failures`].
+    pub fn with_initial_failures(mut self, initial_failures: Option<Vec<FailedCheck>>) -> Self {
+        self.initial_failures = initial_failures;
+        self
+    }
+
+    /// Sets [`AutofixConfig::protected_paths`].
+    pub fn with_protected_paths(mut self, protected_paths: Vec<String>) -> Self {
+        self.protected_paths = protected_paths;
+        self
+    }
+
+    /// Sets [`AutofixConfig::now`].
+    pub fn with_now(mut self, now: Option<Timestamp>) -> Self {
+        self.now = now;
+        self
+    }
 }
 
 impl AutofixConfig {

@@ -56,6 +56,7 @@ pub struct ReviewCycleExport {
 
 /// Why a review-cycle export could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReviewCycleError {
     /// The text is not valid JSON.
     #[error(

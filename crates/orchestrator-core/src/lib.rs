@@ -30,6 +30,19 @@
 //! `orchestrator-ci-autofix`) compose these pieces into flows; the `orchestrator`
 //! binary only parses arguments and picks adapters.
 //!
+//! ## Public API
+//!
+//! - Domain types: [`finding`] ([`Finding`], [`TextEdit`], [`Suggestion`])
+//!   and the edit layer [`edit`].
+//! - Traits, each with a blanket `…Ext` or helpers and a conformance suite:
+//!   [`agent`], [`vcs`], [`test_runner`], [`gate`], [`command`], [`event`].
+//! - Algorithms, pure: [`batching`], [`waves`], [`scheduler`] (with
+//!   [`scheduler::sim`]), [`cadence`], [`retry`], [`verify`], [`schema`].
+//! - Asking an agent for JSON: `ask` (feature `runtime`).
+//! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
+//!   worktree folders), [`limits`], [`text`].
+//! - Behind `test-support`: `fakes` and `conformance`.
+//!
 //! ## Invariants
 //! - No process, no socket: I/O reaches the algorithms only through traits.
 //!   The only I/O here is the state helpers' file writes (atomic, fsynced).

@@ -234,6 +234,7 @@ pub type JobResult = JobOutcome;
 
 /// Why a scheduler could not be built.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchedulerError {
     /// The dependency graph is invalid (cycle, unknown or duplicate id).
     #[error("invalid job graph: {0}")]

@@ -78,7 +78,7 @@ impl Agents {
 /// use orchestrator_core::gate::AutoYes;
 /// use orchestrator_planex::{Agents, Planex, PlanexOptions};
 ///
-/// let options = PlanexOptions { auto_yes: true, ..PlanexOptions::default() };
+/// let options = PlanexOptions::default().with_auto_yes(true);
 /// let planex = Planex::new(".", Agents::all(agent), Arc::new(AutoYes), Arc::new(NullSink), options);
 /// let outcome = planex.plan("Add a health-check endpoint").await?;
 /// println!("{}", outcome.summary);

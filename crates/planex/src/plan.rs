@@ -141,7 +141,8 @@ fn describe_wave_error(e: &WaveError, source: &RowSource<'_>) -> String {
             "{}: task {task:?} takes context from {source_id:?}, which is neither an exploration id (E*) nor a known task",
             source.locate(*row)
         ),
-        WaveError::Cycle { .. } => e.to_string(),
+        // A cycle, or a kind added later: the error's own message.
+        _ => e.to_string(),
     }
 }
 

@@ -24,15 +24,14 @@ use serde_json::json;
 const REQUIREMENT: &str = "Add token auth to the API";
 
 fn options(auto_yes: bool) -> PlanexOptions {
-    PlanexOptions {
-        auto_yes,
-        concurrency: 4,
-        schedule: Mode::Eager,
-        planner_time_limit: Duration::from_secs(10),
-        explore_time_limit: Duration::from_secs(10),
-        task_time_limit: Duration::from_secs(10),
-        execution: ExecutionPolicy::agent(),
-    }
+    PlanexOptions::default()
+        .with_auto_yes(auto_yes)
+        .with_concurrency(4)
+        .with_schedule(Mode::Eager)
+        .with_planner_time_limit(Duration::from_secs(10))
+        .with_explore_time_limit(Duration::from_secs(10))
+        .with_task_time_limit(Duration::from_secs(10))
+        .with_execution(ExecutionPolicy::agent())
 }
 
 fn planex(

@@ -35,6 +35,22 @@
 //! [`Services`] (agent, VCS, test runner factory, gate, event sink) in, a
 //! [`RunReport`] whose [`Outcome`] maps to the exit code out.
 //!
+//! ## Public API
+//!
+//! - Running: [`run`], [`relint::run_with_relint`] (passes until nothing new),
+//!   [`lock_repository`]; [`ReviewFixConfig`] (`#[non_exhaustive]`: build it
+//!   from `Default` with its `with_…` setters), [`Services`], [`RunReport`],
+//!   [`Outcome`], [`ReviewFixError`].
+//! - Reading inputs: [`input`] (`read_findings`, `load_inputs`,
+//!   [`infer_test_command`]).
+//! - Planning: [`plan`] (the partial-plan schema, `plan_batches`,
+//!   `aggregate`, the deterministic fallback).
+//! - The session files, versioned and documented in `FORMATS.md`: [`files`]
+//!   (their types), [`session`] (their paths), [`ledger`]
+//!   (`edit-history.json`), [`summary`] (`fix-summary.md`).
+//! - Everything else (`exec`, `landing`, `stages`, `open`, `complete`) is
+//!   internal.
+//!
 //! ## Invariants
 //! - Commits land only on the checked-out branch of the repository, one per
 //!   fixed finding, each with exactly the fix's write-set.

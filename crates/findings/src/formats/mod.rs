@@ -175,6 +175,7 @@ impl ParseOutcome {
 
 /// Why an input could not be read at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The input is empty or only whitespace.
     #[error("failed to read findings from {source_name}: the input is empty")]

@@ -50,6 +50,7 @@ pub const ANCHOR_WINDOW_LINES: u32 = 60;
 
 /// Why edits could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EditError {
     /// The text the edit replaces is no longer near its recorded place.
     #[error(
