@@ -43,10 +43,7 @@ pub fn draw_breaks(n: usize, p: f64, trial: u32) -> Vec<bool> {
 /// Test runs `mode` needs for one simulated sequence (`breaks[i]`: fix `i`
 /// breaks the tests).
 pub fn runs_for(mode: VerifyMode, breaks: &[bool]) -> u32 {
-    let config = VerifyConfig {
-        flaky_reruns: 0,
-        ..VerifyConfig::new(mode)
-    };
+    let config = VerifyConfig::new(mode).with_flaky_reruns(0);
     let positions: Vec<usize> = (0..breaks.len()).collect();
     // The landed fixes all pass, so only the candidates decide a run.
     let report = verify_with(positions, config, |_, tree| {

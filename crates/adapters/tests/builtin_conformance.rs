@@ -25,7 +25,7 @@ use orchestrator_core::agent::{Agent, AgentRequest, Role};
 use orchestrator_core::command::{CommandError, CommandOutput, CommandRunner, CommandSpec};
 use orchestrator_core::conformance::agent_contract::{Case, ContractHarness, SlowCase, run_suite};
 use orchestrator_core::finding::Finding;
-use orchestrator_core::formats;
+use orchestrator_findings::formats;
 use serde_json::json;
 
 /// A generous limit for the real tools in the successful requests (a cold

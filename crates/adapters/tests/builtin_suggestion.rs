@@ -12,7 +12,7 @@ use builtin_support::{cargo, fix_request, fixture_crate, fixtures, format_sample
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, Role};
 use orchestrator_core::finding::{Finding, Suggestion, TextEdit};
-use orchestrator_core::formats::{self, ParseOptions};
+use orchestrator_findings::formats::{self, ParseOptions};
 
 fn clippy_findings() -> Vec<Finding> {
     let text = std::fs::read_to_string(fixtures().join("clippy.json")).unwrap();

@@ -25,7 +25,7 @@
 //! `fix_tree` module).
 //!
 //! Each iteration fetches the failed logs (a failure is an error) and the PR
-//! diff ([`CiProvider::diff`]; a failure is only a warning: an
+//! diff ([`CiProvider::diff`](crate::provider::CiProvider::diff); a failure is only a warning: an
 //! [`Event::Warning`] and a `warnings` line in the audit log). The agent's
 //! instruction carries the log tails and the first [`DIFF_CAP`] bytes of the
 //! PR diff (in local mode the working change), cut at a line end — the
@@ -39,23 +39,25 @@
 //! (`fix(ci): auto-fix <class> failure (iter <N>)`); pushes never force —
 //! the [`Vcs`] API has no way to.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 use orchestrator_core::agent::{Agent, AgentRequest, Role};
 use orchestrator_core::cadence::{Action, Cadence, Classification};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question};
-use orchestrator_core::vcs::{PushOutcome, Vcs, VcsError};
+use orchestrator_core::vcs::{PushOutcome, Vcs};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
 use crate::fix_tree::{self, Made};
-use crate::handoff::FailedCheck;
-use crate::provider::{CheckRun, CiProvider, ProviderError};
+use crate::provider::CheckRun;
 use crate::report::{
     EscalationInput, append_audit, audit_header, audit_log_path, audit_section, escalation_report,
 };
-use crate::state::{AutofixState, HistoryEntry, MOAI_DIR, StateFile, StateFileError, Target};
+use crate::state::{AutofixState, HistoryEntry, MOAI_DIR, StateFile, Target};
+
+pub use crate::context::{AutofixConfig, AutofixContext, AutofixError, is_protected};
+
+mod prompt;
+pub use prompt::*;
 
 const FLOW: &str = "ci-autofix";
 
@@ -79,59 +81,6 @@ struct Earlier {
     patch: String,
     /// `still failing: a, b`.
     checks_after: String,
-}
-
-/// Settings of one run.
-#[derive(Debug, Clone)]
-pub struct AutofixConfig {
-    /// What the loop works on.
-    pub target: Target,
-    /// Iterations before the mandatory escalation (3).
-    pub max_iterations: u32,
-    /// Accept a dirty tree (its dirty files are never touched).
-    pub allow_dirty: bool,
-    /// Remote to push to.
-    pub remote: String,
-    /// Failed checks already known (from a watcher handoff); `None` runs or
-    /// waits for the checks first.
-    pub initial_failures: Option<Vec<FailedCheck>>,
-    /// Extra protected paths (exact repository-relative paths, e.g. the
-    /// required-checks config).
-    pub protected_paths: Vec<String>,
-    /// A fixed clock for reproducible files (tests); `None` is the real clock.
-    pub now: Option<Timestamp>,
-}
-
-impl AutofixConfig {
-    /// Defaults for `target`: 3 iterations, clean tree required, remote `origin`.
-    pub fn new(target: Target) -> Self {
-        Self {
-            target,
-            max_iterations: orchestrator_core::cadence::DEFAULT_MAX_ITERATIONS,
-            allow_dirty: false,
-            remote: "origin".into(),
-            initial_failures: None,
-            protected_paths: Vec::new(),
-            now: None,
-        }
-    }
-}
-
-/// Everything the loop talks to.
-#[derive(Debug, Clone)]
-pub struct AutofixContext {
-    /// The repository.
-    pub vcs: Arc<dyn Vcs>,
-    /// Proposes patches (edits the tree) and diagnoses.
-    pub agent: Arc<dyn Agent>,
-    /// Confirmations and escalations.
-    pub gate: Arc<dyn Gate>,
-    /// The CI.
-    pub provider: Arc<dyn CiProvider>,
-    /// Progress events.
-    pub sink: Arc<dyn EventSink>,
-    /// Settings.
-    pub config: AutofixConfig,
 }
 
 /// How a run ended.
@@ -170,72 +119,6 @@ impl AutofixOutcome {
             AutofixOutcome::Escalated { .. } => 3,
         }
     }
-}
-
-/// Why a run could not proceed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AutofixError {
-    /// The tree has uncommitted changes and `allow_dirty` is off.
-    #[error("working tree is dirty ({}); commit or stash them, or pass --allow-dirty", paths.join(", "))]
-    DirtyTree {
-        /// The dirty paths.
-        paths: Vec<String>,
-    },
-    /// The state file or its lock.
-    #[error(transparent)]
-    State(Box<StateFileError>),
-    /// A git operation.
-    #[error("git: {0}")]
-    Vcs(#[from] VcsError),
-    /// Fetching checks or logs.
-    #[error("ci: {0}")]
-    Provider(#[from] ProviderError),
-    /// The gate failed.
-    #[error("gate: {0}")]
-    Gate(#[from] orchestrator_core::gate::GateError),
-    /// A file operation while moving a fix out of its temporary worktree.
-    #[error("failed to {what} {}: {source}", path.display())]
-    Io {
-        /// What was being done ("read", "write", …).
-        what: String,
-        /// The file or directory.
-        path: std::path::PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl From<StateFileError> for AutofixError {
-    fn from(e: StateFileError) -> Self {
-        AutofixError::State(Box::new(e))
-    }
-}
-
-impl From<orchestrator_core::state::StateError> for AutofixError {
-    fn from(e: orchestrator_core::state::StateError) -> Self {
-        AutofixError::State(Box::new(StateFileError::from(e)))
-    }
-}
-
-/// Whether a repository-relative path must never be changed by an automatic
-/// fix: `.env*` files, anything named like credentials, keys or secrets
-/// (`*credentials*`, `*_key.json`, `*secret*`), CI workflow files
-/// (`.github/workflows/*`), the engine's own `.moai/` folder, and `extra`
-/// (e.g. the required-checks configuration).
-pub fn is_protected(path: &str, extra: &[String]) -> bool {
-    let p = path.trim_start_matches("./");
-    let lower = p.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    name.starts_with(".env")
-        || lower.contains("credentials")
-        || name.ends_with("_key.json")
-        || lower.contains("secret")
-        || lower.starts_with(".github/workflows/")
-        || lower.starts_with(".moai/")
-        || lower.starts_with(&format!("{MOAI_DIR}/"))
-        || extra.iter().any(|e| e.trim_start_matches("./") == p)
 }
 
 /// The commit message of a fix: `fix(ci): auto-fix <class> failure (iter <N>)`.
@@ -643,111 +526,6 @@ async fn escalate(
         report: md,
         choice,
     })
-}
-
-/// Machine-readable context of a fix request, for builtin agents: the
-/// classification and the combined failing log (`{"classification",
-/// "sub_class", "log"}`).
-fn fix_context(
-    report: &ClassificationReport,
-    logs: &[crate::provider::CheckLog],
-) -> serde_json::Value {
-    let log: Vec<&str> = logs.iter().map(|l| l.log.as_str()).collect();
-    serde_json::json!({
-        "classification": report.classification.as_str(),
-        "sub_class": report.classification.sub_class_str(),
-        "log": log.join("\n"),
-    })
-}
-
-/// The agent's instruction: the seed's "CI Auto-Fix Context", with the
-/// failed logs' tails and the head of the PR diff.
-fn instruction(
-    target: &Target,
-    report: &ClassificationReport,
-    logs: &[crate::provider::CheckLog],
-    pr_diff: &str,
-    earlier: &[Earlier],
-    patch: bool,
-) -> String {
-    let mut s = format!(
-        "## CI Auto-Fix Context\n\nTarget: {}\n\n**Classification Result:**\n- classification: {}\n- sub_class: {}\n\n**Evidence:**\n",
-        target.label(),
-        report.classification.as_str(),
-        report.classification.sub_class_str()
-    );
-    for e in report.deciding_evidence().iter().take(20) {
-        s.push_str(&format!("- line {} ({}): {}\n", e.line, e.rule, e.text));
-    }
-    s.push_str("\n**Failed CI logs (tails):**\n");
-    for l in logs {
-        let tail: String = {
-            let lines: Vec<&str> = l.log.lines().collect();
-            lines[lines.len().saturating_sub(80)..].join("\n")
-        };
-        let fence = fence_for(&tail);
-        s.push_str(&format!("\n### {}\n{fence}\n{}\n{fence}\n", l.name, tail));
-    }
-    if !pr_diff.trim().is_empty() {
-        let shown = cap_diff(pr_diff, DIFF_CAP);
-        let fence = fence_for(&shown);
-        s.push_str(&format!(
-            "\n**PR diff (the change under test):**\n{fence}diff\n{}\n{fence}\n",
-            shown.trim_end_matches('\n')
-        ));
-    }
-    if !earlier.is_empty() {
-        s.push_str(
-            "\n**Earlier iterations of this run** (each patch is committed; the checks did not pass after it):\n",
-        );
-        for e in earlier {
-            let shown = cap_text(&e.patch, EARLIER_PATCH_CAP, "patch");
-            let fence = fence_for(&shown);
-            s.push_str(&format!(
-                "\n### Iteration {} ({}), commit {}\nChecks after it: {}\n{fence}diff\n{}\n{fence}\n",
-                e.iteration,
-                e.classification,
-                e.commit,
-                e.checks_after,
-                shown.trim_end_matches('\n')
-            ));
-        }
-    }
-    if patch {
-        s.push_str("\n**Mode:** fix the failure by editing files in the working directory, or answer with a unified diff in a ```diff block (`--- a/<path>` / `+++ b/<path>` headers with paths relative to the repository root, `@@` hunks whose context matches the files exactly). Do not touch .env files, credentials, secrets, keys or CI workflow files. Do not commit.\n");
-    } else {
-        s.push_str("\n**Mode:** return a diagnosis only (markdown). Do NOT change any file.\n");
-    }
-    s
-}
-
-/// A backtick fence longer than any run of backticks in `text`.
-fn fence_for(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    "`".repeat((longest + 1).max(3))
-}
-
-/// The first `cap` bytes of `diff`, cut at a line end, with a note of what
-/// was left out.
-pub fn cap_diff(diff: &str, cap: usize) -> String {
-    cap_text(diff, cap, "PR diff")
-}
-
-/// [`cap_diff`] with `what` (`PR diff`, `patch`) in the note.
-fn cap_text(diff: &str, cap: usize, what: &str) -> String {
-    if diff.len() <= cap {
-        return diff.to_owned();
-    }
-    let mut end = cap;
-    while !diff.is_char_boundary(end) {
-        end -= 1;
-    }
-    let end = diff[..end].rfind('\n').map_or(end, |i| i + 1);
-    format!(
-        "{}[… {what} truncated: the first {end} of {} bytes are shown]\n",
-        &diff[..end],
-        diff.len()
-    )
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ use orchestrator_core::agent::AgentRequest;
 use orchestrator_core::event::Event;
 use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs};
 
-use crate::fix_loop::{AutofixContext, AutofixError, is_protected};
+use crate::context::{AutofixContext, AutofixError, is_protected};
 use crate::patch;
 
 /// How many dirty paths a message names before it says "and N more".

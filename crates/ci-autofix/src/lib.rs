@@ -30,6 +30,20 @@
 //!   report (append-only audit log, escalation report)
 //! ```
 //!
+//! ## Public API
+//!
+//! - Running: [`run_autofix`] with an [`AutofixContext`] (agent, VCS, gate,
+//!   [`CiProvider`], sink) and an [`AutofixConfig`] (`#[non_exhaustive]`:
+//!   [`AutofixConfig::new`] and its `with_…` setters), ending in an
+//!   [`AutofixOutcome`] or an [`AutofixError`].
+//! - Choosing what to fix: [`plan_run`] ([`RunPlan`], [`RunSource`]), the
+//!   watcher [`Handoff`], [`watch`].
+//! - The CI: [`GithubProvider`] and [`LocalProvider`] over a core
+//!   `CommandRunner`.
+//! - The parts, usable alone: [`classify`](mod@classify) (log → class with evidence),
+//!   [`patch`] (unified diffs: extract, parse, apply strictly),
+//!   [`state`] and [`report`] (the files under `.moai/`).
+//!
 //! ## Invariants
 //! - No process is spawned here: `gh` and check commands go through
 //!   `orchestrator_core::command::CommandRunner`.
@@ -38,6 +52,7 @@
 //!   that was dirty or untracked there is never written or committed.
 //! - No code path can force-push or amend (a test scans the sources).
 pub mod classify;
+mod context;
 pub mod fix_loop;
 mod fix_tree;
 pub mod handoff;

@@ -8,6 +8,14 @@
 //!
 //! Data flow: `argv → Cli (clap) → command function → library call → output
 //! (text or JSON on stdout, diagnostics on stderr) → exit code`.
+//!
+//! ## Public API
+//!
+//! [`run`] (what `main` calls) with a parsed [`Cli`], returning an [`Exit`];
+//! [`commands`] holds one module per subcommand (its arguments and wiring),
+//! [`render`] the shared output helpers and [`setup`] tracing, reporters and
+//! adapter choice. It is a library only so that its tests and the man page
+//! can reach the parser; nothing here is meant for embedders.
 
 pub mod commands;
 pub mod render;

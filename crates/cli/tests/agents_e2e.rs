@@ -412,7 +412,7 @@ fn planex_executes_tasks_that_write_files_in_scope() {
     );
     let sessions = orchestrator_planex::session::list_sessions(&sandbox.repo).unwrap();
     let results =
-        orchestrator_core::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
+        orchestrator_planex::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
     let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["T1", "T2", "T3"]);
     assert_eq!(sandbox.read("bye.txt"), "bye\n");

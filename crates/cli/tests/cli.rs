@@ -95,16 +95,10 @@ fn batch_reads_every_format_review_fix_reads() {
     for (file, format) in [
         ("examples/data/review-findings.json", "review-cycle export"),
         ("examples/quickstart/clippy.json", "cargo"),
+        ("crates/findings/tests/data/formats/sample.sarif", "sarif"),
+        ("crates/findings/tests/data/formats/sample.rdjson", "rdjson"),
         (
-            "crates/orchestrator-core/tests/data/formats/sample.sarif",
-            "sarif",
-        ),
-        (
-            "crates/orchestrator-core/tests/data/formats/sample.rdjson",
-            "rdjson",
-        ),
-        (
-            "crates/orchestrator-core/tests/data/formats/sample.rdjsonl",
+            "crates/findings/tests/data/formats/sample.rdjsonl",
             "rdjsonl",
         ),
     ] {

@@ -326,10 +326,11 @@ fn two_planex_continues_of_one_stopped_session() {
             serde_json::from_slice(&std::fs::read(sessions[0].join("session.json")).unwrap())
                 .unwrap();
         assert_eq!(meta["status"], "finished", "{case}: {meta:#}");
-        let rows = orchestrator_core::rows::read_tasks_csv(sessions[0].join("tasks.csv")).unwrap();
+        let rows =
+            orchestrator_planex::rows::read_tasks_csv(sessions[0].join("tasks.csv")).unwrap();
         assert!(
             rows.iter()
-                .all(|r| r.status == orchestrator_core::rows::RowStatus::Completed),
+                .all(|r| r.status == orchestrator_planex::rows::RowStatus::Completed),
             "{case}: {rows:?}"
         );
         assert!(assert_state_files_parse(&sb.repo) >= 5, "{case}");

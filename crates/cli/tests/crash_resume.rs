@@ -86,9 +86,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use orchestrator_core::rows::{RowStatus, read_tasks_csv};
 use orchestrator_core::state::{CsvTable, LockHolder, SessionLock};
 use orchestrator_planex::journal::JournalLine;
+use orchestrator_planex::rows::{RowStatus, read_tasks_csv};
 use orchestrator_planex::session::{ResumePhase, Session, SessionStatus, list_sessions};
 use orchestrator_review_fix::session::unfinished_sessions;
 use orchestrator_review_fix::{

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use orchestrator_core::rows::{RowStatus, TaskRow, read_tasks_csv};
+use orchestrator_planex::rows::{RowStatus, TaskRow, read_tasks_csv};
 use orchestrator_planex::session::{ResumePhase, Session, list_sessions};
 
 const HEADER: &str = "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave";

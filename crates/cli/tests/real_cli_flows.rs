@@ -572,7 +572,7 @@ fn planex_with(cli_kind: Cli) {
     let sessions = orchestrator_planex::session::list_sessions(&sandbox.repo).unwrap();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     let results =
-        orchestrator_core::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
+        orchestrator_planex::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
     let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["T1", "T2", "T3"]);
     // T2's granted directive ran inside the CLI and its output came back.

@@ -202,6 +202,8 @@ impl EventSink for CollectingSink {
     }
 }
 
+/// Feature `runtime`: events into a tokio channel.
+#[cfg(feature = "runtime")]
 impl EventSink for tokio::sync::mpsc::UnboundedSender<Event> {
     fn emit(&self, event: &Event) {
         // A closed receiver means nobody listens any more; that is not an error.

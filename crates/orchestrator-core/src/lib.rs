@@ -11,7 +11,7 @@
 //!  inputs (findings, task CSVs, CI logs)          ── parsed by the feature crates
 //!     │
 //!     ▼
-//!  domain types: Finding, ExploreRow/TaskRow      ── finding, rows
+//!  domain types: Finding, TextEdit, Suggestion    ── finding, edit
 //!     │
 //!     ▼
 //!  algorithms: batching · waves · scheduler ·     ── pure functions from data to data
@@ -30,6 +30,19 @@
 //! `orchestrator-ci-autofix`) compose these pieces into flows; the `orchestrator`
 //! binary only parses arguments and picks adapters.
 //!
+//! ## Public API
+//!
+//! - Domain types: [`finding`] ([`Finding`], [`TextEdit`], [`Suggestion`])
+//!   and the edit layer [`edit`].
+//! - Traits, each with a blanket `…Ext` or helpers and a conformance suite:
+//!   [`agent`], [`vcs`], [`test_runner`], [`gate`], [`command`], [`event`].
+//! - Algorithms, pure: [`batching`], [`waves`], [`scheduler`] (with
+//!   [`scheduler::sim`]), [`cadence`], [`retry`], [`verify`], [`schema`].
+//! - Asking an agent for JSON: `ask` (feature `runtime`).
+//! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
+//!   worktree folders), [`limits`], [`text`].
+//! - Behind `test-support`: `fakes` and `conformance`.
+//!
 //! ## Invariants
 //! - No process, no socket: I/O reaches the algorithms only through traits.
 //!   The only I/O here is the state helpers' file writes (atomic, fsynced).
@@ -37,6 +50,16 @@
 //!   `Arc`/`Box`, and has a conformance suite (`conformance`, behind the
 //!   `test-support` feature) that fakes and real adapters both pass.
 //! - The [`vcs::Vcs`] API has no way to force-push, amend or reset.
+//!
+//! ## Features
+//!
+//! - `runtime` (default): what needs tokio — the scheduler's driver
+//!   (`scheduler::run`, `CancelHandle`), the agent ask helper (`ask`) with its
+//!   time limit, and an `EventSink` for tokio channels. With
+//!   `default-features = false` the crate is the types, traits and pure
+//!   algorithms, and `cargo tree -e normal` shows no tokio.
+//! - `test-support`: the fakes (`fakes`) and conformance suites
+//!   (`conformance`); implies `runtime`.
 //!
 //! ## Embedding
 //!
@@ -57,18 +80,17 @@
 //! ```
 
 pub mod agent;
+#[cfg(feature = "runtime")]
+pub mod ask;
 pub mod batching;
 pub mod cadence;
 pub mod command;
 pub mod edit;
 pub mod event;
 pub mod finding;
-pub mod formats;
 pub mod gate;
 pub mod limits;
 pub mod retry;
-pub mod review_cycle;
-pub mod rows;
 pub mod scheduler;
 pub mod schema;
 pub mod state;

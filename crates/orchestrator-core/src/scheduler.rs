@@ -9,7 +9,7 @@
 //!   and [`Scheduler::on_finished`] ("this job ended like this"). It records an
 //!   [`Event`](crate::event::Event) for every transition. It knows nothing of
 //!   time or tasks.
-//! - Drivers feed it: [`run`] runs jobs as tokio tasks (bounded concurrency,
+//! - Drivers feed it: [`run`] (feature `runtime`) runs jobs as tokio tasks (bounded concurrency,
 //!   per-job timeouts, cancellation, events to an
 //!   [`EventSink`](crate::event::EventSink)); [`sim::simulate`] runs it on a
 //!   virtual clock without sleeping, for tests and for the makespan figures in
@@ -42,11 +42,13 @@ use thiserror::Error;
 use crate::event::JobStatus;
 use crate::waves::WaveError;
 
+#[cfg(feature = "runtime")]
 mod driver;
 mod policy;
 pub mod scope;
 pub mod sim;
 
+#[cfg(feature = "runtime")]
 pub use driver::{CANCEL_REASON, CancelHandle, RunReport, run};
 pub use policy::{JobState, Scheduler};
 
@@ -232,6 +234,7 @@ pub type JobResult = JobOutcome;
 
 /// Why a scheduler could not be built.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchedulerError {
     /// The dependency graph is invalid (cycle, unknown or duplicate id).
     #[error("invalid job graph: {0}")]

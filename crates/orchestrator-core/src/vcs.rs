@@ -180,6 +180,11 @@ pub enum VcsError {
 /// - `commit` commits exactly the given paths, with the message passed as data
 ///   (quotes, `$(…)`, newlines and unicode survive unchanged);
 /// - `push` never forces.
+///
+/// Required: the methods every flow needs (status, checkpoints, commits,
+/// history). Optional, with a default that reports "not supported": `diff`,
+/// `worktree_add`/`worktree_remove` and `push`, so a new optional method
+/// can be added without breaking an implementation outside this crate.
 #[async_trait]
 pub trait Vcs: Send + Sync + fmt::Debug {
     /// Root of the working tree.
@@ -219,16 +224,28 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// with three lines of context. Empty when the trees are equal. For
     /// showing a change (to an agent, in a report), not for applying it:
     /// binary files may be summarized.
-    async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError>;
+    ///
+    /// Default: unsupported (an error); flows show no diff then (ci-autofix
+    /// warns and goes on).
+    async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError> {
+        let _ = (from, to);
+        Err(unsupported("diff"))
+    }
 
     /// Creates a worktree at `path` on a new branch `branch` starting at
     /// `base`, and returns a `Vcs` for it.
+    ///
+    /// Default: unsupported (an error); review-fix then runs the groups one
+    /// after another in the main tree, ci-autofix refuses a dirty tree.
     async fn worktree_add(
         &self,
         path: &Path,
         branch: &str,
         base: &CommitId,
-    ) -> Result<Arc<dyn Vcs>, VcsError>;
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        let _ = (path, branch, base);
+        Err(unsupported("worktree_add"))
+    }
 
     /// Removes a worktree created by [`Vcs::worktree_add`] and deletes its
     /// branch. Refuses when the worktree has uncommitted changes. When the
@@ -241,18 +258,36 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// worktree's branch is scratch: its commits were landed by cherry-pick
     /// or are redone), unless it is checked out somewhere. Pass only the
     /// branch [`Vcs::worktree_add`] made for `path`.
-    async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError>;
+    ///
+    /// Default: unsupported (an error), which is right for a `Vcs` that
+    /// keeps the default `worktree_add`: it never made a worktree.
+    async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+        let _ = (path, branch);
+        Err(unsupported("worktree_remove"))
+    }
 
     /// Applies `commit` onto the current branch as a new commit.
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
 
     /// Pushes `branch` to `remote` as a fast-forward. There is no way to force.
-    async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError>;
+    ///
+    /// Default: unsupported (an error); only ci-autofix's PR mode pushes.
+    async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
+        let _ = (remote, branch);
+        Err(unsupported("push"))
+    }
 
     /// Makes sure `pattern` (an engine-owned folder such as `.review/`) is
     /// ignored locally (`.git/info/exclude` for git), so it never counts as
     /// dirty and is never committed.
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError>;
+}
+
+/// The error of an optional [`Vcs`] method an implementation left out.
+fn unsupported(operation: &str) -> VcsError {
+    VcsError::Other(format!(
+        "{operation} is not supported by this version control"
+    ))
 }
 
 macro_rules! forward_vcs {

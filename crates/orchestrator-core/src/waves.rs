@@ -79,6 +79,7 @@ pub struct WaveOptions {
 
 /// Why the waves could not be computed.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WaveError {
     /// Two rows share an id.
     #[error("duplicate task id {id:?} in row {row} (first seen in row {first_row})")]

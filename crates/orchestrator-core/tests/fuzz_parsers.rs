@@ -3,9 +3,9 @@
 //! fail with an error that names the input (and the place, where the format
 //! has one).
 //!
-//! Parsers covered: `review_cycle`, `formats::detect_and_parse` (cargo JSON,
-//! SARIF, rdjson, rdjsonl), `state::CsvTable::parse` with
-//! `TaskRow::from_table` / `ExploreRow::from_table`, `state::read_ndjson`,
+//! Parsers covered: `state::CsvTable::parse` (on pathological inputs; the
+//! typed task rows are fuzzed in `orchestrator-planex`, the findings
+//! readers in `orchestrator-findings`), `state::read_ndjson`,
 //! `state::read_json`, `agent::extract_json`, `schema::validate`, and the
 //! retry exit-criteria readers (`parse_report`, `validate_exit_criteria`,
 //! `permission_question`).
@@ -13,157 +13,23 @@
 
 mod fuzz_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use fuzz_support::{
-    PARSE_BUDGET, bounded, cases, hostile_bytes, hostile_text, json_value, mutated, mutated_text,
+    PARSE_BUDGET, bounded, config, hostile_bytes, hostile_text, json_value, mutated,
+    pathological_texts,
 };
 use orchestrator_core::agent::extract_json;
-use orchestrator_core::formats::{self, FormatError};
 use orchestrator_core::retry::criteria::{
     parse_report, permission_question, validate_exit_criteria,
 };
-use orchestrator_core::review_cycle::parse_review_cycle_export;
-use orchestrator_core::rows::{ExploreRow, TaskRow};
 use orchestrator_core::schema;
 use orchestrator_core::state::{self, CsvTable, StateError};
 use proptest::prelude::*;
 
-fn data(rel: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-const SOURCE: &str = "fuzz/input.json";
-
-/// Checks the contract every findings reader shares: an error names the
-/// input; a success has non-blank, unique ids.
-fn check_findings_result(result: Result<formats::ParseOutcome, FormatError>) {
-    match result {
-        Ok(outcome) => {
-            let mut ids = std::collections::HashSet::new();
-            for f in &outcome.findings {
-                assert!(!f.id.0.trim().is_empty(), "blank finding id");
-                assert!(ids.insert(f.id.clone()), "duplicate finding id {}", f.id);
-            }
-        }
-        Err(e) => {
-            let msg = e.to_string();
-            assert!(msg.contains(SOURCE), "error does not name the input: {msg}");
-        }
-    }
-}
-
-fn config(default_cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(default_cases),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
     #![proptest_config(config(96))]
-
-    #[test]
-    fn review_cycle_export_mutations_never_panic(
-        text in mutated_text(&data("tests/data/batching/fix-export-1706184622000.json"), 6)
-    ) {
-        let result = bounded(PARSE_BUDGET, "parse_review_cycle_export", || {
-            parse_review_cycle_export(&text, SOURCE)
-        });
-        match result {
-            Ok(findings) => {
-                let mut ids = std::collections::HashSet::new();
-                for f in &findings {
-                    prop_assert!(!f.id.0.trim().is_empty());
-                    prop_assert!(ids.insert(f.id.clone()), "duplicate id {}", f.id);
-                }
-            }
-            Err(e) => prop_assert!(e.to_string().contains(SOURCE), "{e}"),
-        }
-    }
-
-    #[test]
-    fn review_cycle_export_of_arbitrary_json_never_panics(value in json_value(4)) {
-        let wrapped = serde_json::json!({ "findings": [value.clone()] }).to_string();
-        for text in [value.to_string(), wrapped] {
-            let result = bounded(PARSE_BUDGET, "parse_review_cycle_export", || {
-                parse_review_cycle_export(&text, SOURCE)
-            });
-            if let Err(e) = result {
-                prop_assert!(e.to_string().contains(SOURCE), "{e}");
-            }
-        }
-    }
-
-    #[test]
-    fn findings_formats_of_arbitrary_text_never_panic(text in hostile_text(64)) {
-        check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-            formats::detect_and_parse(&text, SOURCE)
-        }));
-    }
-
-    #[test]
-    fn cargo_json_mutations_never_panic(
-        text in mutated_text(&data("tests/data/formats/clippy.json"), 8)
-    ) {
-        check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-            formats::detect_and_parse(&text, SOURCE)
-        }));
-    }
-
-    #[test]
-    fn sarif_mutations_never_panic(
-        text in mutated_text(&data("tests/data/formats/sample.sarif"), 6)
-    ) {
-        check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-            formats::detect_and_parse(&text, SOURCE)
-        }));
-    }
-
-    #[test]
-    fn rdjson_mutations_never_panic(
-        text in mutated_text(&data("tests/data/formats/sample.rdjson"), 6)
-    ) {
-        check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-            formats::detect_and_parse(&text, SOURCE)
-        }));
-    }
-
-    #[test]
-    fn rdjsonl_mutations_never_panic(
-        text in mutated_text(&data("tests/data/formats/sample.rdjsonl"), 6)
-    ) {
-        check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-            formats::detect_and_parse(&text, SOURCE)
-        }));
-    }
-
-    #[test]
-    fn findings_formats_of_arbitrary_json_never_panic(value in json_value(4)) {
-        let sarif = serde_json::json!({"version": "2.1.0", "runs": [value.clone()]}).to_string();
-        let rdjson = serde_json::json!({"diagnostics": [value.clone()]}).to_string();
-        let rdjsonl = format!("{}\n{}", serde_json::json!({"message": "m", "location": value.clone()}), value);
-        for text in [value.to_string(), sarif, rdjson, rdjsonl] {
-            check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
-                formats::detect_and_parse(&text, SOURCE)
-            }));
-        }
-    }
-
-    #[test]
-    fn csv_tables_of_arbitrary_bytes_never_panic(bytes in hostile_bytes(600)) {
-        check_csv(&bytes)?;
-    }
-
-    #[test]
-    fn tasks_csv_mutations_never_panic(
-        bytes in mutated(data("tests/data/tasks.csv").into_bytes(), 6)
-    ) {
-        check_csv(&bytes)?;
-    }
 
     #[test]
     fn ndjson_of_arbitrary_bytes_never_panics(
@@ -267,53 +133,11 @@ const NDJSON_SAMPLE: &str = concat!(
     "\n",
 );
 
-/// CSV contract: an error names the file (and a line for CSV syntax
-/// errors); typed rows fail only with an error that names file and line.
-fn check_csv(bytes: &[u8]) -> Result<(), TestCaseError> {
-    let path = PathBuf::from("fuzz/tasks.csv");
-    let table = match bounded(PARSE_BUDGET, "CsvTable::parse", || {
-        CsvTable::parse(&path, bytes)
-    }) {
-        Ok(table) => table,
-        Err(e) => {
-            let msg = e.to_string();
-            prop_assert!(msg.contains("fuzz/tasks.csv"), "{msg}");
-            prop_assert!(msg.contains("line") || msg.contains("header"), "{msg}");
-            return Ok(());
-        }
-    };
-    for row in &table.rows {
-        prop_assert_eq!(row.fields.len(), table.headers.len());
-    }
-    if let Err(e) = TaskRow::from_table(&path, &table) {
-        prop_assert!(e.to_string().contains("fuzz/tasks.csv"), "{e}");
-    }
-    if let Err(e) = ExploreRow::from_table(&path, &table) {
-        prop_assert!(e.to_string().contains("fuzz/tasks.csv"), "{e}");
-    }
-    Ok(())
-}
-
 /// Inputs built to make a naive scanner quadratic or recursive: they must
 /// still be answered within the budget.
 #[test]
 fn pathological_inputs_end_in_bounded_time() {
-    let n = 50_000;
-    let cases: Vec<(&str, String)> = vec![
-        ("open braces", "{".repeat(n)),
-        ("open brackets", "[".repeat(n)),
-        (
-            "braces in a string",
-            format!("{{\"a\": \"{}", "{".repeat(n)),
-        ),
-        ("unclosed objects", "{\"a\":".repeat(n / 5)),
-        ("fences", "```\n".repeat(n / 4)),
-        ("quotes", "\"".repeat(n)),
-        (
-            "nested arrays",
-            format!("{}{}", "[".repeat(n), "]".repeat(n)),
-        ),
-    ];
+    let cases = pathological_texts();
     let budget = Duration::from_secs(5);
     for (name, text) in &cases {
         bounded(budget, &format!("extract_json on {name}"), || {
@@ -322,15 +146,6 @@ fn pathological_inputs_end_in_bounded_time() {
         bounded(budget, &format!("parse_report on {name}"), || {
             parse_report(text, None)
         });
-        check_findings_result(bounded(
-            budget,
-            &format!("detect_and_parse on {name}"),
-            || formats::detect_and_parse(text, SOURCE),
-        ));
-        bounded(budget, &format!("review cycle on {name}"), || {
-            parse_review_cycle_export(text, SOURCE)
-        })
-        .expect_err("not an export");
         let path = PathBuf::from("fuzz/tasks.csv");
         let _ = bounded(budget, &format!("CsvTable::parse on {name}"), || {
             CsvTable::parse(&path, text.as_bytes())

@@ -22,14 +22,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{
-    Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role, SessionCarry,
+    Agent, AgentError, AgentRequest, AgentResponse, Role, SessionCarry,
 };
+use orchestrator_core::ask::run_within;
 use orchestrator_core::event::{Event, EventSink, JobStatus};
 use orchestrator_core::gate::Gate;
 use orchestrator_core::retry::{
     HistoryEntry, Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
 };
-use orchestrator_core::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS, TaskRow};
 use orchestrator_core::scheduler::{
     CancelHandle, JobId, JobOutcome, JobSpec, SKIP_REASON, Scheduler, SchedulerConfig,
 };
@@ -45,6 +45,7 @@ use crate::protocol::{
     split_criteria, status_field, str_field, task_report_schema, truncate_chars,
 };
 use crate::report::build_prev_context;
+use crate::rows::{EXPLORE_COLUMNS, RowStatus, TASK_COLUMNS, TaskRow};
 use crate::session::{Session, SessionState};
 use crate::{CriteriaSource, PlanexOptions};
 
@@ -481,13 +482,7 @@ async fn run_explore(
     limit: Duration,
 ) -> ExploreResult {
     let id = request.id.clone();
-    let answer = match tokio::time::timeout(limit, agent.run_validated(request)).await {
-        Err(_) => Err(AgentError::Timeout {
-            seconds: limit.as_secs_f64(),
-        }),
-        Ok(result) => result,
-    };
-    match answer {
+    match run_within(agent.as_ref(), request, limit).await {
         Err(e) => failed_explore(&id, &e.to_string()),
         Ok(response) => {
             let value = response.structured.unwrap_or(Value::Null);
@@ -860,15 +855,7 @@ impl Agent for ReportingAgent {
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
         request.time_limit = Some(self.limit);
-        let response =
-            match tokio::time::timeout(self.limit, self.inner.run_validated(request)).await {
-                Err(_) => {
-                    return Err(AgentError::Timeout {
-                        seconds: self.limit.as_secs_f64(),
-                    });
-                }
-                Ok(result) => result?,
-            };
+        let response = run_within(self.inner.as_ref(), request, self.limit).await?;
         let value = response.structured.clone().unwrap_or(Value::Null);
         let status = status_field(&value);
         let error = str_field(&value, "error");

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use orchestrator_core::agent::{Agent, AgentError, AgentExt, AgentRequest, Role};
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, Role};
+use orchestrator_core::ask::{AskFailure, AskPolicy, NextAttempt, ask};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
-use orchestrator_core::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use orchestrator_core::scheduler::{CancelHandle, Scheduler};
 use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files_in};
 use serde_json::Value;
@@ -26,6 +26,7 @@ use crate::report::{
     ReportHeader, Summary, render_context_md, render_execution_plan, render_explore_plan,
     synthesize,
 };
+use crate::rows::{Discovery, RowStatus, TaskRow, write_explore_csv};
 use crate::scopes::scope_waits;
 use crate::session::{
     ApprovedBy, ResumePhase, Session, SessionSource, SessionState, SessionStatus, session_timestamp,
@@ -34,6 +35,13 @@ use crate::{
     Approved, EXECUTE_GATE_ID, EXPLORE_GATE_ID, FLOW, GatePoint, Outcome, OutcomeStatus,
     PlanexOptions, Stop,
 };
+
+mod support;
+use support::*;
+
+mod gates;
+
+mod planner;
 
 /// How many times the planner is asked before its answer counts as unusable.
 const PLANNER_ATTEMPTS: u32 = 2;
@@ -70,7 +78,7 @@ impl Agents {
 /// use orchestrator_core::gate::AutoYes;
 /// use orchestrator_planex::{Agents, Planex, PlanexOptions};
 ///
-/// let options = PlanexOptions { auto_yes: true, ..PlanexOptions::default() };
+/// let options = PlanexOptions::default().with_auto_yes(true);
 /// let planex = Planex::new(".", Agents::all(agent), Arc::new(AutoYes), Arc::new(NullSink), options);
 /// let outcome = planex.plan("Add a health-check endpoint").await?;
 /// println!("{}", outcome.summary);
@@ -461,7 +469,7 @@ impl Planex {
     /// Phase 5: results.csv, context.md, the summary.
     fn aggregate(&self, run: &mut Run) -> Result<Summary, PlanexError> {
         let tasks = run.state.task_rows();
-        orchestrator_core::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
+        crate::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
         let completed_at = session_timestamp(Timestamp::now());
         let meta = run.session.meta();
         let markdown = render_context_md(
@@ -526,339 +534,4 @@ impl Planex {
             output = future => Some(output),
         }
     }
-
-    /// [`Self::confirm`], interruptible; an approval is recorded in
-    /// `session.json` before the run goes on, so that a crash after it
-    /// never asks again and a crash before it never skips the question.
-    async fn gate(&self, point: GatePoint, run: &mut Run) -> Result<Option<Stop>, PlanexError> {
-        let stop = self
-            .interruptible(self.confirm(point, run))
-            .await
-            .unwrap_or(Some(Stop::Interrupted));
-        match &stop {
-            None => {
-                let by = if self.options.auto_yes {
-                    ApprovedBy::AutoYes
-                } else {
-                    ApprovedBy::Gate
-                };
-                run.session.approve(point, by, Timestamp::now())?;
-            }
-            Some(Stop::Modify { .. }) => run.session.revoke(point)?,
-            Some(_) => {}
-        }
-        Ok(stop)
-    }
-
-    /// Asks the gate at `point` again when its plan was never approved.
-    async fn ensure_approved(
-        &self,
-        point: GatePoint,
-        run: &mut Run,
-    ) -> Result<Option<Stop>, PlanexError> {
-        if run.session.approval(point).is_some() {
-            return Ok(None);
-        }
-        self.gate(point, run).await
-    }
-
-    /// Asks the gate at `point`; `None` means go on.
-    async fn confirm(&self, point: GatePoint, run: &Run) -> Option<Stop> {
-        if self.options.auto_yes {
-            return None;
-        }
-        let (question, file) = match point {
-            GatePoint::ExplorePlan => {
-                let file = run.session.explore_csv();
-                let q = Question::new(
-                    EXPLORE_GATE_ID,
-                    "Approve exploration angles?",
-                    vec![
-                        GateOption::new("Approve", "Proceed with wave exploration"),
-                        GateOption::new(
-                            "Modify",
-                            format!("Edit {} manually, then --continue", file.display()),
-                        ),
-                        GateOption::new("Cancel", "Abort"),
-                    ],
-                )
-                .with_details(render_explore_plan(run.state.explore_rows()));
-                (q, file)
-            }
-            GatePoint::ExecutionPlan => {
-                let file = run.session.tasks_csv();
-                let tasks = run.state.task_rows();
-                let waves = tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0);
-                let q = Question::new(
-                    EXECUTE_GATE_ID,
-                    format!("Proceed with {} tasks across {waves} waves?", tasks.len()),
-                    vec![
-                        GateOption::new("Execute", "Proceed with wave execution"),
-                        GateOption::new(
-                            "Modify",
-                            format!("Edit {} then --continue", file.display()),
-                        ),
-                        GateOption::new("Cancel", "Abort"),
-                    ],
-                )
-                .with_details(render_execution_plan(
-                    run.state.explore_rows(),
-                    tasks,
-                    &scope_waits(tasks, &self.options),
-                ));
-                (q, file)
-            }
-        };
-        self.sink.emit(&Event::GateAsked {
-            question: question.id.clone(),
-            prompt: question.prompt.clone(),
-        });
-        let answer = match self
-            .gate
-            .ask(&question)
-            .await
-            .and_then(|a| check_answer(&question, a))
-        {
-            Ok(a) => a,
-            Err(e) => {
-                self.sink.emit(&Event::Warning {
-                    message: e.to_string(),
-                });
-                Answer::Deferred
-            }
-        };
-        self.sink.emit(&Event::GateAnswered {
-            question: question.id.clone(),
-            choice: answer
-                .index()
-                .and_then(|i| question.label(i))
-                .map(str::to_owned),
-        });
-        match answer {
-            Answer::Chosen { index: 0, .. } => None,
-            Answer::Chosen { index: 1, .. } => Some(Stop::Modify { gate: point, file }),
-            Answer::Chosen { .. } => Some(Stop::Cancelled { gate: point }),
-            Answer::Deferred => Some(Stop::Deferred { gate: point }),
-        }
-    }
-
-    /// Phase 1: the planner's angles.
-    async fn plan_angles(
-        &self,
-        session: &Session,
-    ) -> Result<Vec<orchestrator_core::rows::ExploreRow>, PlanexError> {
-        let requirement = &session.meta().requirement;
-        let context = PlanexContext::PlanAngles {
-            version: CONTEXT_VERSION,
-            requirement: requirement.clone(),
-        };
-        self.ask_planner(
-            PLAN_ANGLES_ID,
-            "selecting exploration angles",
-            plan_angles_instruction(requirement),
-            angles_schema(),
-            context,
-            |value| {
-                let rows = angles_from_answer(value);
-                if rows.is_empty() {
-                    Err(vec!["the answer has no exploration angles".to_owned()])
-                } else {
-                    Ok(rows)
-                }
-            },
-        )
-        .await
-        .map_err(|e| match e {
-            PlanexError::InvalidPlan { problems, .. } => PlanexError::InvalidExplorePlan {
-                source_name: "planner answer".to_owned(),
-                problems,
-            },
-            other => other,
-        })
-    }
-
-    /// Phase 3: synthesis and the planner's tasks, validated, with waves.
-    async fn plan_tasks(&self, run: &mut Run) -> Result<Vec<TaskRow>, PlanexError> {
-        let synthesis = synthesize(run.state.explore_rows());
-        let without_exploration = synthesis.completed == 0;
-        if without_exploration {
-            self.warn(
-                &mut run.warnings,
-                "every exploration failed; planning from the requirement alone".to_owned(),
-            );
-        }
-        let requirement = run.session.meta().requirement.clone();
-        let context = PlanexContext::PlanTasks {
-            version: CONTEXT_VERSION,
-            requirement: requirement.clone(),
-            findings: synthesis.findings.clone(),
-            shared_files: synthesis.shared_files.clone(),
-            without_exploration,
-        };
-        let instruction = plan_tasks_instruction(
-            &requirement,
-            &synthesis.findings,
-            &synthesis.shared_files_text(),
-            without_exploration,
-        );
-        let explore = run.state.explore.clone();
-        self.ask_planner(
-            PLAN_TASKS_ID,
-            "planning tasks",
-            instruction,
-            tasks_schema(),
-            context,
-            |value| {
-                let mut rows = tasks_from_answer(value);
-                match validate_tasks_from(
-                    &mut rows,
-                    explore.as_deref(),
-                    RowSource {
-                        name: "planner answer",
-                        lines: None,
-                    },
-                ) {
-                    Ok(_) => Ok(rows),
-                    Err(PlanexError::InvalidPlan { problems, .. }) => Err(problems),
-                    Err(other) => Err(vec![other.to_string()]),
-                }
-            },
-        )
-        .await
-    }
-
-    /// Asks the planner, feeding back a schema violation or an invalid plan
-    /// once before giving up.
-    async fn ask_planner<T>(
-        &self,
-        id: &str,
-        step: &'static str,
-        instruction: String,
-        schema: Value,
-        context: PlanexContext,
-        parse: impl Fn(&Value) -> Result<T, Vec<String>>,
-    ) -> Result<T, PlanexError> {
-        let limit = self.options.planner_time_limit;
-        let context = serde_json::to_value(&context).unwrap_or(Value::Null);
-        let mut feedback: Option<String> = None;
-        let mut last_error: Option<AgentError> = None;
-        let mut last_problems: Vec<String> = Vec::new();
-        for _ in 0..PLANNER_ATTEMPTS {
-            let text = match &feedback {
-                Some(f) => format!(
-                    "{instruction}\n\nYour previous answer was rejected: {f}\nAnswer again with corrected JSON."
-                ),
-                None => instruction.clone(),
-            };
-            let request = AgentRequest::new(id, Role::Plan, text, self.repo.clone())
-                .with_schema(schema.clone())
-                .with_time_limit(limit)
-                .with_context(context.clone());
-            let answer =
-                match tokio::time::timeout(limit, self.agents.planner.run_validated(request)).await
-                {
-                    Err(_) => Err(AgentError::Timeout {
-                        seconds: limit.as_secs_f64(),
-                    }),
-                    Ok(r) => r,
-                };
-            match answer {
-                Ok(response) => {
-                    let value = response.structured.unwrap_or(Value::Null);
-                    match parse(&value) {
-                        Ok(t) => return Ok(t),
-                        Err(problems) => {
-                            feedback = Some(problems.join("; "));
-                            last_problems = problems;
-                            last_error = None;
-                        }
-                    }
-                }
-                Err(e @ (AgentError::SchemaViolation { .. } | AgentError::Garbage { .. })) => {
-                    feedback = Some(e.to_string());
-                    last_error = Some(e);
-                }
-                Err(e @ (AgentError::Timeout { .. } | AgentError::Failed { .. })) => {
-                    feedback = None;
-                    last_error = Some(e);
-                }
-                Err(e) => return Err(PlanexError::Planner { step, source: e }),
-            }
-        }
-        match last_error {
-            Some(source) => Err(PlanexError::Planner { step, source }),
-            None => Err(PlanexError::InvalidPlan {
-                source_name: "planner answer".to_owned(),
-                problems: last_problems,
-            }),
-        }
-    }
-
-    fn env(&self, agent: Arc<dyn Agent>) -> JobEnv {
-        JobEnv {
-            agent,
-            gate: self.gate.clone(),
-            sink: self.sink.clone(),
-            workdir: self.repo.clone(),
-            options: self.options.clone(),
-        }
-    }
-
-    /// Warns about malformed lines of the discovery board.
-    fn check_discoveries(&self, session: &Session, warnings: &mut Vec<String>) {
-        match read_ndjson::<Discovery>(session.discoveries()) {
-            Ok(read) => {
-                if let Some(w) = read.warning() {
-                    self.warn(warnings, w);
-                }
-            }
-            Err(e) => self.warn(warnings, e.to_string()),
-        }
-    }
-
-    fn warn(&self, warnings: &mut Vec<String>, message: String) {
-        self.sink.emit(&Event::Warning {
-            message: message.clone(),
-        });
-        warnings.push(message);
-    }
-
-    fn phase_started(&self, phase: &str) {
-        self.sink.emit(&Event::PhaseStarted {
-            flow: FLOW.to_owned(),
-            phase: phase.to_owned(),
-        });
-    }
-
-    fn phase_finished(&self, phase: &str) {
-        self.sink.emit(&Event::PhaseFinished {
-            flow: FLOW.to_owned(),
-            phase: phase.to_owned(),
-        });
-    }
-}
-
-/// Reads a tasks.csv with the line of each row.
-fn read_tasks_with_lines(path: &Path) -> Result<(Vec<TaskRow>, Vec<u64>), PlanexError> {
-    let table: CsvTable = read_csv(path)?;
-    let rows = TaskRow::from_table(path, &table)?;
-    let lines = table.rows.iter().map(|r| r.line).collect();
-    Ok((rows, lines))
-}
-
-/// Removes the temporary wave CSVs an interrupted run left behind.
-fn remove_wave_files(session: &Session) -> Result<(), PlanexError> {
-    let dir = session.dir();
-    let entries = std::fs::read_dir(dir).map_err(|e| PlanexError::io("list", dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| PlanexError::io("list", dir, e))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if (name.starts_with("explore-wave-") || name.starts_with("task-wave-"))
-            && name.ends_with(".csv")
-        {
-            session.remove_file(&entry.path())?;
-        }
-    }
-    Ok(())
 }

@@ -29,8 +29,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::rows::RowStatus;
 use orchestrator_core::retry::MilestoneState;
-use orchestrator_core::rows::RowStatus;
 use orchestrator_core::state::{NdjsonBoard, StateError, read_ndjson, write_atomic};
 use serde::{Deserialize, Serialize};
 

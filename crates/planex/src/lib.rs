@@ -47,10 +47,16 @@
 //! skipped, 3 stopped at a gate or for a human) or a [`PlanexError`] (exit
 //! code 2). [`Outcome::summary`] is what the terminal prints.
 //!
+//! Also public: [`PlanexOptions`] (`#[non_exhaustive]`: `Default` and its
+//! `with_…` setters), [`rows`] (the seed's CSV rows and the discovery
+//! board), [`session`] (session folders and their files), [`journal`],
+//! [`protocol`] (what agents are asked and answer), [`report`] (the texts
+//! built from rows), [`validate_tasks`], [`scope_waits`].
+//!
 //! ## Wiring it up (what the CLI does)
 //!
 //! ```text
-//! let options = PlanexOptions { auto_yes, concurrency, schedule, execution, .. };
+//! let options = PlanexOptions::default().with_auto_yes(auto_yes).with_concurrency(n) /* … */;
 //! // `--agent shell`: ExecutionPolicy::shell() and
 //! //   Agents { executor: Arc::new(ShellTaskAgent::new(process_runner)), .. }
 //! // `--max-rounds N`: options.execution.max_rounds = N
@@ -92,6 +98,7 @@ pub mod journal;
 mod plan;
 pub mod protocol;
 pub mod report;
+pub mod rows;
 mod scopes;
 pub mod session;
 mod shell;
@@ -105,8 +112,9 @@ pub use error::PlanexError;
 pub use flow::{Agents, Planex, approve_plan};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
+pub use report::ScopeWait;
 pub use report::Summary;
-pub use scopes::{ScopeWait, scope_waits};
+pub use scopes::scope_waits;
 pub use session::{SessionInfo, list_sessions};
 pub use shell::{EXIT_STATUS_CRITERION, PREV_CONTEXT_ENV, ShellTaskAgent};
 
@@ -171,6 +179,7 @@ impl Default for ExecutionPolicy {
 
 /// Settings of a run (the CLI flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanexOptions {
     /// `-y`: skip the gates; an escalated task is marked failed instead of
     /// pausing the session.
@@ -187,6 +196,52 @@ pub struct PlanexOptions {
     pub task_time_limit: Duration,
     /// Retry rounds and criteria.
     pub execution: ExecutionPolicy,
+}
+
+/// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
+/// outside this crate: start from `Default`/`new` and chain them.
+impl PlanexOptions {
+    /// Sets [`PlanexOptions::auto_yes`].
+    pub fn with_auto_yes(mut self, auto_yes: bool) -> Self {
+        self.auto_yes = auto_yes;
+        self
+    }
+
+    /// Sets [`PlanexOptions::concurrency`].
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Sets [`PlanexOptions::schedule`].
+    pub fn with_schedule(mut self, schedule: Mode) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Sets [`PlanexOptions::planner_time_limit`].
+    pub fn with_planner_time_limit(mut self, planner_time_limit: Duration) -> Self {
+        self.planner_time_limit = planner_time_limit;
+        self
+    }
+
+    /// Sets [`PlanexOptions::explore_time_limit`].
+    pub fn with_explore_time_limit(mut self, explore_time_limit: Duration) -> Self {
+        self.explore_time_limit = explore_time_limit;
+        self
+    }
+
+    /// Sets [`PlanexOptions::task_time_limit`].
+    pub fn with_task_time_limit(mut self, task_time_limit: Duration) -> Self {
+        self.task_time_limit = task_time_limit;
+        self
+    }
+
+    /// Sets [`PlanexOptions::execution`].
+    pub fn with_execution(mut self, execution: ExecutionPolicy) -> Self {
+        self.execution = execution;
+        self
+    }
 }
 
 impl Default for PlanexOptions {

@@ -1,7 +1,6 @@
 //! Plans: reading the planner's answers into rows, and validating a task
 //! list (from the planner or a tasks.csv) before anything runs.
 
-use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
 use orchestrator_core::waves::{
     WaveError, WaveOptions, WaveTask, compute_waves, is_exploration_id,
 };
@@ -9,6 +8,7 @@ use serde_json::Value;
 
 use crate::error::PlanexError;
 use crate::protocol::{list_field, str_field};
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 
 /// What [`validate_tasks`] found besides errors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -141,7 +141,8 @@ fn describe_wave_error(e: &WaveError, source: &RowSource<'_>) -> String {
             "{}: task {task:?} takes context from {source_id:?}, which is neither an exploration id (E*) nor a known task",
             source.locate(*row)
         ),
-        WaveError::Cycle { .. } => e.to_string(),
+        // A cycle, or a kind added later: the error's own message.
+        _ => e.to_string(),
     }
 }
 

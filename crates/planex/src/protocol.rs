@@ -14,7 +14,7 @@
 //!
 //! [`AgentRequest::context`]: orchestrator_core::agent::AgentRequest::context
 
-use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -13,10 +13,40 @@ use std::fmt;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use orchestrator_core::rows::{ExploreRow, RowStatus, TaskRow};
 use serde::{Deserialize, Serialize};
 
-use crate::scopes::ScopeWait;
+use crate::rows::{ExploreRow, RowStatus, TaskRow};
+
+/// A task that waits for another because their write scopes overlap
+/// (computed by [`crate::scope_waits`]; shown in the plans and summaries
+/// built here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeWait {
+    /// The task that waits.
+    pub task: String,
+    /// The task it waits for.
+    pub waits_for: String,
+    /// The waiting task's glob that overlaps.
+    pub scope: String,
+    /// The other task's glob it overlaps (often the same).
+    pub other_scope: String,
+}
+
+impl fmt::Display for ScopeWait {
+    /// `T2 waits for T3: overlapping scope out/**`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} waits for {}: ", self.task, self.waits_for)?;
+        if self.scope == self.other_scope {
+            write!(f, "overlapping scope {}", self.scope)
+        } else {
+            write!(
+                f,
+                "overlapping scopes {} and {}",
+                self.scope, self.other_scope
+            )
+        }
+    }
+}
 
 /// What `prev_context` says when no source has findings.
 pub const NO_PREVIOUS_CONTEXT: &str = "No previous context available";

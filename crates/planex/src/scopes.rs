@@ -12,46 +12,16 @@
 //! Real tasks take different times, so in eager mode who waits for whom can
 //! differ from the prediction; that the tasks serialize does not.
 
-use std::fmt;
 use std::time::Duration;
 
-use orchestrator_core::rows::TaskRow;
 use orchestrator_core::scheduler::scope::ScopePrefix;
 use orchestrator_core::scheduler::sim::simulate;
 use orchestrator_core::scheduler::{JobId, JobOutcome, Mode, Scheduler};
-use serde::{Deserialize, Serialize};
 
 use crate::PlanexOptions;
 use crate::exec::{scheduler_config, task_specs_of};
-
-/// A task that waits for another because their write scopes overlap.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScopeWait {
-    /// The task that waits.
-    pub task: String,
-    /// The task it waits for.
-    pub waits_for: String,
-    /// The waiting task's glob that overlaps.
-    pub scope: String,
-    /// The other task's glob it overlaps (often the same).
-    pub other_scope: String,
-}
-
-impl fmt::Display for ScopeWait {
-    /// `T2 waits for T3: overlapping scope out/**`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} waits for {}: ", self.task, self.waits_for)?;
-        if self.scope == self.other_scope {
-            write!(f, "overlapping scope {}", self.scope)
-        } else {
-            write!(
-                f,
-                "overlapping scopes {} and {}",
-                self.scope, self.other_scope
-            )
-        }
-    }
-}
+use crate::report::ScopeWait;
+use crate::rows::TaskRow;
 
 /// The globs of a row's `scope` (`;`-separated, blanks dropped), each with
 /// its literal prefix.

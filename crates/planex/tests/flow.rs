@@ -12,8 +12,8 @@ use orchestrator_core::command::CommandOutput;
 use orchestrator_core::event::{CollectingSink, Event, EventSink, JobStatus};
 use orchestrator_core::fakes::{FakeAgent, Reply, ScriptedCommands, ScriptedGate};
 use orchestrator_core::gate::{Answer, AutoYes, Gate};
-use orchestrator_core::rows::{RowStatus, TaskRow, read_explore_csv, read_tasks_csv};
 use orchestrator_planex::protocol::PlanexContext;
+use orchestrator_planex::rows::{RowStatus, TaskRow, read_explore_csv, read_tasks_csv};
 use orchestrator_planex::session::{SessionStatus, list_sessions};
 use orchestrator_planex::{
     Agents, Approved, CancelHandle, EXECUTE_GATE_ID, EXPLORE_GATE_ID, ExecutionPolicy, GatePoint,
@@ -24,15 +24,14 @@ use serde_json::json;
 const REQUIREMENT: &str = "Add token auth to the API";
 
 fn options(auto_yes: bool) -> PlanexOptions {
-    PlanexOptions {
-        auto_yes,
-        concurrency: 4,
-        schedule: Mode::Eager,
-        planner_time_limit: Duration::from_secs(10),
-        explore_time_limit: Duration::from_secs(10),
-        task_time_limit: Duration::from_secs(10),
-        execution: ExecutionPolicy::agent(),
-    }
+    PlanexOptions::default()
+        .with_auto_yes(auto_yes)
+        .with_concurrency(4)
+        .with_schedule(Mode::Eager)
+        .with_planner_time_limit(Duration::from_secs(10))
+        .with_explore_time_limit(Duration::from_secs(10))
+        .with_task_time_limit(Duration::from_secs(10))
+        .with_execution(ExecutionPolicy::agent())
 }
 
 fn planex(
@@ -517,7 +516,7 @@ async fn gates_approve_modify_cancel() {
     // The person edits E2's focus.
     let mut rows = read_explore_csv(dir.join("explore.csv")).unwrap();
     rows[1].focus = "fixtures only, \"quoted\", ünïcode".to_owned();
-    orchestrator_core::rows::write_explore_csv(dir.join("explore.csv"), &rows).unwrap();
+    orchestrator_planex::rows::write_explore_csv(dir.join("explore.csv"), &rows).unwrap();
     // Modify is not an approval: the edited plan is shown at its gate again.
     let gate = ScriptedGate::new(vec![Answer::chose(0), Answer::chose(0)]);
     let (p, _) = planex(repo.path(), agent.clone(), gate.clone(), options(false));

@@ -1,25 +1,27 @@
 //! Fuzzing of planex's readers: `validate_tasks` on random task lists
 //! (duplicate ids, unknown and cyclic dependencies, odd ids), the journal
 //! reader on mutations of a real journal and on arbitrary bytes, and
-//! `protocol::split_criteria` on arbitrary text. No panic, bounded time, and
-//! every rejected plan names the row and the id.
+//! `protocol::split_criteria` on arbitrary text, and the typed task and
+//! exploration rows (`TaskRow::from_table`, `ExploreRow::from_table`) on
+//! arbitrary bytes and mutations of a real `tasks.csv`. No panic, bounded
+//! time, and every rejected plan names the row and the id.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fuzz_support;
 
-use fuzz_support::{PARSE_BUDGET, bounded, cases, hostile_bytes, hostile_text, mutated};
-use orchestrator_core::rows::{RowStatus, TaskRow};
+use std::path::{Path, PathBuf};
+
+use fuzz_support::{PARSE_BUDGET, bounded, config, hostile_bytes, hostile_text, mutated};
+use orchestrator_core::state::CsvTable;
 use orchestrator_planex::journal::{Journal, JournalEntry, TaskResult, read_journal};
 use orchestrator_planex::protocol::split_criteria;
+use orchestrator_planex::rows::{ExploreRow, RowStatus, TaskRow};
 use orchestrator_planex::validate_tasks;
 use proptest::prelude::*;
 
-fn config(default_cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(default_cases),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+fn data(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// An id from a small pool so that duplicates, known and unknown references
@@ -126,4 +128,47 @@ proptest! {
             prop_assert!(!c.trim().is_empty());
         }
     }
+}
+
+proptest! {
+    #![proptest_config(config(96))]
+
+    #[test]
+    fn csv_tables_of_arbitrary_bytes_never_panic(bytes in hostile_bytes(600)) {
+        check_csv(&bytes)?;
+    }
+
+    #[test]
+    fn tasks_csv_mutations_never_panic(
+        bytes in mutated(data("tests/data/tasks.csv").into_bytes(), 6)
+    ) {
+        check_csv(&bytes)?;
+    }
+}
+
+/// CSV contract: an error names the file (and a line for CSV syntax
+/// errors); typed rows fail only with an error that names file and line.
+fn check_csv(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let path = PathBuf::from("fuzz/tasks.csv");
+    let table = match bounded(PARSE_BUDGET, "CsvTable::parse", || {
+        CsvTable::parse(&path, bytes)
+    }) {
+        Ok(table) => table,
+        Err(e) => {
+            let msg = e.to_string();
+            prop_assert!(msg.contains("fuzz/tasks.csv"), "{msg}");
+            prop_assert!(msg.contains("line") || msg.contains("header"), "{msg}");
+            return Ok(());
+        }
+    };
+    for row in &table.rows {
+        prop_assert_eq!(row.fields.len(), table.headers.len());
+    }
+    if let Err(e) = TaskRow::from_table(&path, &table) {
+        prop_assert!(e.to_string().contains("fuzz/tasks.csv"), "{e}");
+    }
+    if let Err(e) = ExploreRow::from_table(&path, &table) {
+        prop_assert!(e.to_string().contains("fuzz/tasks.csv"), "{e}");
+    }
+    Ok(())
 }

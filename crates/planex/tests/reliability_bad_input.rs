@@ -51,15 +51,14 @@ async fn bad_task_files_are_refused_with_file_and_line_before_any_session_exists
             Agents::all(agent.clone()),
             Arc::new(AutoYes),
             Arc::new(CollectingSink::new()),
-            PlanexOptions {
-                auto_yes: true,
-                concurrency: 2,
-                schedule: Mode::Eager,
-                planner_time_limit: Duration::from_secs(5),
-                explore_time_limit: Duration::from_secs(5),
-                task_time_limit: Duration::from_secs(5),
-                execution: ExecutionPolicy::agent(),
-            },
+            PlanexOptions::default()
+                .with_auto_yes(true)
+                .with_concurrency(2)
+                .with_schedule(Mode::Eager)
+                .with_planner_time_limit(Duration::from_secs(5))
+                .with_explore_time_limit(Duration::from_secs(5))
+                .with_task_time_limit(Duration::from_secs(5))
+                .with_execution(ExecutionPolicy::agent()),
         );
         let before = repo.snapshot();
         let result = tokio::time::timeout(Duration::from_secs(10), planex.run_tasks_file(&input))

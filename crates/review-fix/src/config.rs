@@ -25,6 +25,7 @@ impl Isolation {
 
 /// The options of a run (the CLI's flags).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ReviewFixConfig {
     /// Findings files or review directories (`--fix`); may be empty with `resume`.
     pub inputs: Vec<PathBuf>,
@@ -70,6 +71,118 @@ pub struct ReviewFixConfig {
     /// [`TestRunnerFactory`] runs), so that a resume can use the same one;
     /// the library itself only writes it down.
     pub test_command: Option<Vec<String>>,
+}
+
+/// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
+/// outside this crate: start from `Default`/`new` and chain them.
+impl ReviewFixConfig {
+    /// Sets [`ReviewFixConfig::inputs`].
+    pub fn with_inputs(mut self, inputs: Vec<PathBuf>) -> Self {
+        self.inputs = inputs;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::max_iterations`].
+    pub fn with_max_iterations(mut self, max_iterations: u32) -> Self {
+        self.max_iterations = max_iterations;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::batch_size`].
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::max_parallel`].
+    pub fn with_max_parallel(mut self, max_parallel: usize) -> Self {
+        self.max_parallel = max_parallel;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::max_parallel_groups`].
+    pub fn with_max_parallel_groups(mut self, max_parallel_groups: usize) -> Self {
+        self.max_parallel_groups = max_parallel_groups;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::isolation`].
+    pub fn with_isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::allow_dirty`].
+    pub fn with_allow_dirty(mut self, allow_dirty: bool) -> Self {
+        self.allow_dirty = allow_dirty;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::dry_run`].
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::resume`].
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::planner`].
+    pub fn with_planner(mut self, planner: PlannerMode) -> Self {
+        self.planner = planner;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::planning_time_limit`].
+    pub fn with_planning_time_limit(mut self, planning_time_limit: Duration) -> Self {
+        self.planning_time_limit = planning_time_limit;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::group_time_limit`].
+    pub fn with_group_time_limit(mut self, group_time_limit: Duration) -> Self {
+        self.group_time_limit = group_time_limit;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::fix_time_limit`].
+    pub fn with_fix_time_limit(mut self, fix_time_limit: Option<Duration>) -> Self {
+        self.fix_time_limit = fix_time_limit;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::test_time_limit`].
+    pub fn with_test_time_limit(mut self, test_time_limit: Option<Duration>) -> Self {
+        self.test_time_limit = test_time_limit;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::verify`].
+    pub fn with_verify(mut self, verify: VerifyMode) -> Self {
+        self.verify = verify;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::flaky_reruns`].
+    pub fn with_flaky_reruns(mut self, flaky_reruns: u32) -> Self {
+        self.flaky_reruns = flaky_reruns;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::skip`].
+    pub fn with_skip(mut self, skip: relint::KeyCounts) -> Self {
+        self.skip = skip;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::test_command`].
+    pub fn with_test_command(mut self, test_command: Option<Vec<String>>) -> Self {
+        self.test_command = test_command;
+        self
+    }
 }
 
 impl Default for ReviewFixConfig {

@@ -23,7 +23,7 @@ pub struct LoadedInputs {
     pub findings: Vec<Finding>,
     /// Findings (or entries) left out, with the reason.
     pub rejected: Vec<RejectedFinding>,
-    /// The re-lint key ([`crate::relint::relint_key`]) of each rejected
+    /// The re-lint key ([`relint_key`]) of each rejected
     /// finding, by finding id, so that a later pass can leave out what an
     /// earlier one rejected.
     pub rejected_keys: HashMap<String, String>,
@@ -115,9 +115,9 @@ pub fn read_findings(input: &Path) -> Result<ReadInput, ReviewFixError> {
 pub fn parse_findings(
     text: &str,
     path: &Path,
-    sources: Option<&dyn orchestrator_core::formats::SourceReader>,
+    sources: Option<&dyn orchestrator_findings::formats::SourceReader>,
 ) -> Result<ReadInput, ReviewFixError> {
-    use orchestrator_core::formats::{self, ParseOptions};
+    use orchestrator_findings::formats::{self, ParseOptions};
     let name = path.display().to_string();
     let outcome =
         formats::detect_and_parse_with(text, &name, &ParseOptions { sources }).map_err(|e| {
@@ -279,7 +279,7 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
     let (kept, dropped) = dedup_by_fingerprint(all);
     out.duplicates.extend(dropped);
     for f in kept {
-        let key = crate::relint::relint_key(&f);
+        let key = relint_key(&f);
         match check_finding(repo, f) {
             Ok(f) => out.findings.push(f),
             Err(r) => {
@@ -351,6 +351,33 @@ pub fn infer_test_command(repo: &Path) -> Option<InferredTestCommand> {
         return Some(make(&["go", "test", "./..."], "go.mod found"));
     }
     None
+}
+
+/// The key that matches a finding across re-lint passes: its file, rule,
+/// title and the edits of its suggestions (original and replacement text) —
+/// everything that identifies it except positions, which earlier fixes
+/// shift.
+pub fn relint_key(f: &Finding) -> String {
+    let mut key = String::new();
+    for part in [
+        f.file.as_deref().unwrap_or(""),
+        f.category.as_deref().unwrap_or(""),
+        f.title.trim(),
+    ] {
+        key.push_str(part);
+        key.push('\u{1f}');
+    }
+    for s in &f.suggestions {
+        for e in &s.edits {
+            key.push_str(&e.file);
+            key.push('\u{1e}');
+            key.push_str(&e.original);
+            key.push('\u{1e}');
+            key.push_str(&e.replacement);
+            key.push('\u{1f}');
+        }
+    }
+    key
 }
 
 #[cfg(test)]

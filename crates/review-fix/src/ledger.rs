@@ -30,6 +30,7 @@ use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ReviewFixError;
+use crate::sync::lock;
 
 /// `edit-history.json`.
 pub const LEDGER_FILE: &str = "edit-history.json";
@@ -131,10 +132,7 @@ impl Ledger {
         &self,
         f: impl FnOnce(&mut (LedgerFile, HashMap<(String, String), usize>)) -> R,
     ) -> R {
-        match self.inner.lock() {
-            Ok(mut g) => f(&mut g),
-            Err(p) => f(&mut p.into_inner()),
-        }
+        f(&mut lock(&self.inner))
     }
 
     /// The history of each of `files` as they are now under `root`: `None`

@@ -19,7 +19,7 @@
 //!  plan::aggregate (G1..Gn, shared stages, no shared files) ── fix-plan.json
 //!        │
 //!        ▼
-//!  exec::run_stages: per stage, groups in worktrees (parallel) or the main
+//!  stages::run_stages: per stage, groups in worktrees (parallel) or the main
 //!  tree (serial); per finding analyse → fix → tests → restore/retry → commit;
 //!  worktree commits landed by cherry-pick        ── fix-progress-N.json
 //!    --verify batch|auto: fixes committed untested in worktrees, then
@@ -34,6 +34,22 @@
 //! The entry point is [`run`]: a [`ReviewFixConfig`] (the CLI's flags) and
 //! [`Services`] (agent, VCS, test runner factory, gate, event sink) in, a
 //! [`RunReport`] whose [`Outcome`] maps to the exit code out.
+//!
+//! ## Public API
+//!
+//! - Running: [`run`], [`relint::run_with_relint`] (passes until nothing new),
+//!   [`lock_repository`]; [`ReviewFixConfig`] (`#[non_exhaustive]`: build it
+//!   from `Default` with its `with_…` setters), [`Services`], [`RunReport`],
+//!   [`Outcome`], [`ReviewFixError`].
+//! - Reading inputs: [`input`] (`read_findings`, `load_inputs`,
+//!   [`infer_test_command`]).
+//! - Planning: [`plan`] (the partial-plan schema, `plan_batches`,
+//!   `aggregate`, the deterministic fallback).
+//! - The session files, versioned and documented in `FORMATS.md`: [`files`]
+//!   (their types), [`session`] (their paths), [`ledger`]
+//!   (`edit-history.json`), [`summary`] (`fix-summary.md`).
+//! - Everything else (`exec`, `landing`, `stages`, `open`, `complete`) is
+//!   internal.
 //!
 //! ## Invariants
 //! - Commits land only on the checked-out branch of the repository, one per
@@ -59,7 +75,9 @@ pub mod plan;
 pub mod relint;
 mod report;
 pub mod session;
+mod stages;
 pub mod summary;
+mod sync;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -88,6 +106,7 @@ use open::*;
 pub use orchestrator_core::verify::VerifyMode;
 pub use plan::PlannerMode;
 pub use report::*;
+use sync::lock;
 
 /// The flow name in events.
 pub const FLOW: &str = "review-fix";
@@ -390,12 +409,9 @@ pub(crate) async fn run_locked(
         handle.update(|_| {});
         progress.insert(g.group_id.clone(), handle);
     }
-    exec::run_stages(Arc::clone(&shared), &progress).await;
+    stages::run_stages(Arc::clone(&shared), &progress).await;
     emit_phase(sink.as_ref(), "execution", false);
-    let active = match shared.active.lock() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
-    };
+    let active = lock(&shared.active).clone();
     let all: Vec<FixProgress> = plan
         .groups
         .iter()

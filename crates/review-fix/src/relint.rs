@@ -49,6 +49,10 @@ use crate::error::ReviewFixError;
 use crate::session::{SessionPaths, fixes_root};
 use crate::{FLOW, FindingsFile, Outcome, ReviewFixConfig, RunReport, Services, input};
 
+/// The key that matches a finding across re-lint passes (it lives with the
+/// input readers, which skip findings by it).
+pub use crate::input::relint_key;
+
 /// Bytes of findings-command output accepted (a large crate's clippy JSON
 /// stream is a few MiB; output beyond this is an error, never a partial
 /// parse).
@@ -198,33 +202,6 @@ impl PassesReport {
     pub fn test_runs(&self) -> u32 {
         self.passes.iter().map(|p| p.verification.test_runs).sum()
     }
-}
-
-/// The key that matches a finding across re-lint passes: its file, rule,
-/// title and the edits of its suggestions (original and replacement text) —
-/// everything that identifies it except positions, which earlier fixes
-/// shift.
-pub fn relint_key(f: &Finding) -> String {
-    let mut key = String::new();
-    for part in [
-        f.file.as_deref().unwrap_or(""),
-        f.category.as_deref().unwrap_or(""),
-        f.title.trim(),
-    ] {
-        key.push_str(part);
-        key.push('\u{1f}');
-    }
-    for s in &f.suggestions {
-        for e in &s.edits {
-            key.push_str(&e.file);
-            key.push('\u{1e}');
-            key.push_str(&e.original);
-            key.push('\u{1e}');
-            key.push_str(&e.replacement);
-            key.push('\u{1f}');
-        }
-    }
-    key
 }
 
 /// Runs a session, then re-lints and runs further sessions as the module

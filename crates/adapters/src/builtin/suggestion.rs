@@ -4,7 +4,7 @@
 //!
 //! `AgentRequest::context` is `{"finding": <Finding as JSON>}` — the
 //! serialised [`orchestrator_core::Finding`], as the readers in
-//! [`orchestrator_core::formats`] produce it — and optionally
+//! `orchestrator-findings` produce it — and optionally
 //! `"edit_history": {"<file>": <EditHistory> | null}`: per file, the edits
 //! already applied to it since the findings were produced
 //! ([`orchestrator_core::edit::EditHistory`], baseline byte offsets), or

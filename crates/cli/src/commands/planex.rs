@@ -339,13 +339,11 @@ fn prepare(
     if let Some(rounds) = flags.max_rounds {
         execution.max_rounds = rounds;
     }
-    let options = PlanexOptions {
-        auto_yes: flags.yes,
-        concurrency: flags.concurrency.max(1) as usize,
-        schedule: flags.schedule.into(),
-        execution,
-        ..PlanexOptions::default()
-    };
+    let options = PlanexOptions::default()
+        .with_auto_yes(flags.yes)
+        .with_concurrency(flags.concurrency.max(1) as usize)
+        .with_schedule(flags.schedule.into())
+        .with_execution(execution);
     let (sink, human) = setup::reporter(flags.json);
     let planex = Planex::new(repo, agents, setup::gate(flags.yes), sink, options);
     Ok((planex, action, human))

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use orchestrator_core::rows::read_tasks_csv;
 use orchestrator_core::waves::{WaveOptions, WaveTask, Waves, compute_waves};
+use orchestrator_planex::rows::read_tasks_csv;
 
 use super::{Exit, out};
 use crate::WavesArgs;

@@ -76,6 +76,7 @@ impl Default for BatchConfig {
 
 /// A [`BatchConfig`] value that makes no sense.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BatchConfigError {
     /// The batch size is zero.
     #[error("invalid batch size 0: a batch holds at least one finding")]

@@ -5,9 +5,6 @@ use proptest::prelude::*;
 use super::similarity::STOP_WORDS;
 use super::*;
 use crate::finding::Severity;
-use crate::review_cycle::parse_review_cycle_export;
-
-const FIXTURE: &str = include_str!("../../tests/data/batching/fix-export-1706184622000.json");
 
 fn finding(id: &str, file: Option<&str>, dim: Option<&str>, sev: Severity, text: &str) -> Finding {
     let mut f = Finding::new(id, format!("title of {id}"), sev).with_description(text);
@@ -235,57 +232,6 @@ fn packing_opens_a_batch_only_when_clusters_do_not_fit() {
     let clusters = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
     let batches = pack::pack_group(&clusters, |_| false, 5);
     assert_eq!(batches, vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]]);
-}
-
-/// The shape the CLI prints: `{"batches": [...]}`, fields in struct order.
-#[derive(serde::Serialize)]
-struct Printed {
-    batches: Vec<Batch>,
-}
-
-fn fixture_findings() -> Vec<Finding> {
-    parse_review_cycle_export(FIXTURE, "fix-export-1706184622000.json").unwrap()
-}
-
-#[test]
-fn fixture_batches_default_config() {
-    let batches = batch_findings(&fixture_findings(), &BatchConfig::default());
-    insta::assert_json_snapshot!(Printed { batches });
-}
-
-#[test]
-fn fixture_batches_of_three() {
-    let config = BatchConfig {
-        batch_size: 3,
-        ..BatchConfig::default()
-    };
-    let batches = batch_findings(&fixture_findings(), &config);
-    insta::assert_json_snapshot!(Printed { batches });
-}
-
-#[test]
-fn fixture_sql_injection_findings_form_one_cluster() {
-    let findings = fixture_findings();
-    let groups = cluster_findings(&findings, DEFAULT_SIMILARITY_THRESHOLD);
-    let security = groups
-        .iter()
-        .find(|g| g.key.file == "src/auth/login.ts" && g.key.dimension == "security")
-        .unwrap();
-    let named: Vec<Vec<&str>> = security
-        .clusters
-        .iter()
-        .map(|c| c.iter().map(|&i| findings[i].id.as_str()).collect())
-        .collect();
-    assert_eq!(
-        named,
-        vec![
-            vec!["SEC-001", "SEC-002", "SEC-005"],
-            vec!["SEC-003"],
-            vec!["SEC-004"],
-            vec!["SEC-006"],
-            vec!["SEC-007"],
-        ]
-    );
 }
 
 // ---- property tests ----

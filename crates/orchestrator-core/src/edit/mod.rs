@@ -30,8 +30,10 @@
 //! `original` is empty but whose region is not ([`is_unanchored`]) is refused
 //! with [`EditError::Unanchored`]: the producer did not say what text it
 //! replaces (SARIF and rdjson often do not), so it cannot be re-anchored;
-//! the readers in [`crate::formats`] fill `original` from the files when
-//! given a [`crate::formats::SourceReader`] at parse time.
+//! the findings readers (`orchestrator-findings`) fill `original` from the
+//! files when given a source reader at parse time. The region helpers at the
+//! end ([`RawRegion`], [`ColumnUnit`], [`line_column`]) are what those readers
+//! resolve a producer's positions with.
 
 pub mod history;
 
@@ -48,6 +50,7 @@ pub const ANCHOR_WINDOW_LINES: u32 = 60;
 
 /// Why edits could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EditError {
     /// The text the edit replaces is no longer near its recorded place.
     #[error(
@@ -350,7 +353,7 @@ fn line_of(starts: &[usize], offset: usize) -> u32 {
 
 /// The content of 1-based `line` without its line terminator (`\n` or
 /// `\r\n`), with the byte offset where it starts.
-pub(crate) fn line_text(text: &str, line: u32) -> Option<(usize, &str)> {
+pub fn line_text(text: &str, line: u32) -> Option<(usize, &str)> {
     let starts = line_starts(text);
     let idx = (line as usize).checked_sub(1)?;
     let start = *starts.get(idx)?;
@@ -361,7 +364,7 @@ pub(crate) fn line_text(text: &str, line: u32) -> Option<(usize, &str)> {
 
 /// How a producer counts columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColumnUnit {
+pub enum ColumnUnit {
     /// Unicode scalar values (rustc, [`TextEdit`]).
     Chars,
     /// UTF-8 bytes (reviewdog).
@@ -372,7 +375,7 @@ pub(crate) enum ColumnUnit {
 
 /// Byte offset of 1-based `column` (in `unit`) on 1-based `line`. A column
 /// one past the end of the line is the line end; further out is `None`.
-pub(crate) fn column_offset(text: &str, line: u32, column: u32, unit: ColumnUnit) -> Option<usize> {
+pub fn column_offset(text: &str, line: u32, column: u32, unit: ColumnUnit) -> Option<usize> {
     let (start, content) = line_text(text, line)?;
     let wanted = (column as usize).checked_sub(1)?;
     let mut count = 0usize;
@@ -398,7 +401,7 @@ fn char_position(text: &str, line: u32, column: u32) -> Option<usize> {
 }
 
 /// The 1-based line and character column of byte `offset`.
-pub(crate) fn line_column(text: &str, offset: usize) -> (u32, u32) {
+pub fn line_column(text: &str, offset: usize) -> (u32, u32) {
     let starts = line_starts(text);
     let line = line_of(&starts, offset);
     let start = starts[line as usize - 1];
@@ -408,7 +411,7 @@ pub(crate) fn line_column(text: &str, offset: usize) -> (u32, u32) {
 
 /// The end of a region the producer described.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RegionEnd {
+pub enum RegionEnd {
     /// A position (exclusive).
     At {
         /// 1-based line.
@@ -429,7 +432,7 @@ pub(crate) enum RegionEnd {
 /// A region as a producer (SARIF, rdjson) describes it, before it is
 /// resolved against the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RawRegion {
+pub struct RawRegion {
     /// 1-based start line.
     pub start_line: u32,
     /// 1-based start column, in `unit`.

@@ -44,6 +44,7 @@ pub use ndjson::{NdjsonBoard, NdjsonRead, SkipReason, SkippedLine, read_ndjson};
 /// Every variant names the file (or directory) involved; parse errors also
 /// name the line (1-based) and, for JSON, the column.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// An I/O operation on a state file failed.
     #[error("failed to {action} {}: {source}", path.display())]

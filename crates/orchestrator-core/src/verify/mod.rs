@@ -208,6 +208,7 @@ impl FromStr for VerifyMode {
 /// Settings of a [`Verifier`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
+#[non_exhaustive]
 pub struct VerifyConfig {
     /// The mode.
     pub mode: VerifyMode,
@@ -224,6 +225,52 @@ pub struct VerifyConfig {
     pub to_each_rate: f64,
     /// `Auto` goes back to batching once the estimate falls below this rate.
     pub to_batch_rate: f64,
+}
+
+/// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
+/// outside this crate: start from `Default`/`new` and chain them.
+impl VerifyConfig {
+    /// Sets [`VerifyConfig::mode`].
+    pub fn with_mode(mut self, mode: VerifyMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`VerifyConfig::flaky_reruns`].
+    pub fn with_flaky_reruns(mut self, flaky_reruns: u32) -> Self {
+        self.flaky_reruns = flaky_reruns;
+        self
+    }
+
+    /// Sets [`VerifyConfig::max_batch`].
+    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
+
+    /// Sets [`VerifyConfig::prior_failures`].
+    pub fn with_prior_failures(mut self, prior_failures: f64) -> Self {
+        self.prior_failures = prior_failures;
+        self
+    }
+
+    /// Sets [`VerifyConfig::prior_passes`].
+    pub fn with_prior_passes(mut self, prior_passes: f64) -> Self {
+        self.prior_passes = prior_passes;
+        self
+    }
+
+    /// Sets [`VerifyConfig::to_each_rate`].
+    pub fn with_to_each_rate(mut self, to_each_rate: f64) -> Self {
+        self.to_each_rate = to_each_rate;
+        self
+    }
+
+    /// Sets [`VerifyConfig::to_batch_rate`].
+    pub fn with_to_batch_rate(mut self, to_batch_rate: f64) -> Self {
+        self.to_batch_rate = to_batch_rate;
+        self
+    }
 }
 
 impl Default for VerifyConfig {

@@ -228,3 +228,33 @@ pub fn cases(default: u32) -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A proptest configuration with [`cases`] cases and no failure files.
+pub fn config(default_cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(default_cases),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Inputs built to make a naive scanner quadratic or recursive, by name:
+/// every parser must still answer them within its budget.
+pub fn pathological_texts() -> Vec<(&'static str, String)> {
+    let n = 50_000;
+    vec![
+        ("open braces", "{".repeat(n)),
+        ("open brackets", "[".repeat(n)),
+        (
+            "braces in a string",
+            format!("{{\"a\": \"{}", "{".repeat(n)),
+        ),
+        ("unclosed objects", "{\"a\":".repeat(n / 5)),
+        ("fences", "```\n".repeat(n / 4)),
+        ("quotes", "\"".repeat(n)),
+        (
+            "nested arrays",
+            format!("{}{}", "[".repeat(n), "]".repeat(n)),
+        ),
+    ]
+}

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 pub fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bad-input")
@@ -139,4 +139,92 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What a reader made of a corpus file.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The whole file was refused with this message.
+    Error(String),
+    /// The file was read: entries kept, and one message per rejected entry
+    /// or skipped line.
+    Read { kept: usize, rejected: Vec<String> },
+}
+
+/// Runs `read` on a copy of `file` inside a fresh repository, with the
+/// budget, no-panic and nothing-written checks.
+pub fn run_case(file: &str, read: impl FnOnce(&Path) -> Outcome) -> Outcome {
+    let repo = Repo::new();
+    let input = repo.input(file);
+    let before = repo.snapshot();
+    let started = Instant::now();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&input)))
+        .unwrap_or_else(|_| panic!("{file}: the reader panicked"));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{file}: took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        repo.snapshot(),
+        before,
+        "{file}: the reader wrote something"
+    );
+    outcome
+}
+
+/// The expected outcome of each case: an error with these fragments, or a
+/// read keeping `kept` entries and rejecting one entry per fragment list.
+pub enum Expect {
+    Error(&'static [&'static str]),
+    Read {
+        kept: usize,
+        rejected: &'static [&'static [&'static str]],
+    },
+}
+
+pub type Reader = fn(&Path) -> Outcome;
+
+pub fn check(file: &str, outcome: &Outcome, expect: &Expect) {
+    match (outcome, expect) {
+        (Outcome::Error(msg), Expect::Error(fragments)) => {
+            assert!(
+                msg.contains(file),
+                "{file}: the message does not name the file: {msg}"
+            );
+            for f in *fragments {
+                assert!(msg.contains(f), "{file}: {f:?} missing from: {msg}");
+            }
+        }
+        (
+            Outcome::Read { kept, rejected },
+            Expect::Read {
+                kept: want,
+                rejected: want_rejected,
+            },
+        ) => {
+            assert_eq!(kept, want, "{file}: entries kept ({rejected:?})");
+            assert_eq!(rejected.len(), want_rejected.len(), "{file}: {rejected:?}");
+            for (msg, fragments) in rejected.iter().zip(want_rejected.iter()) {
+                assert!(
+                    msg.contains(file),
+                    "{file}: the rejection does not name the file: {msg}"
+                );
+                for f in *fragments {
+                    assert!(msg.contains(f), "{file}: {f:?} missing from: {msg}");
+                }
+            }
+        }
+        (other, _) => panic!("{file}: unexpected outcome {other:?}"),
+    }
+}
+
+/// Runs every case (a corpus file, its reader, what to expect) after
+/// checking that they are exactly the files the README assigns to `test`.
+pub fn check_corpus(test: &str, cases: &[(&str, Reader, Expect)]) {
+    assert_covers_readme_rows(test, cases.iter().map(|(f, _, _)| *f));
+    for (file, reader, expect) in cases {
+        let outcome = run_case(file, reader);
+        check(file, &outcome, expect);
+    }
 }

@@ -16,7 +16,7 @@
 //! stage's commits. With `batch`/`auto` a worktree tree has `defer` set: a
 //! fix still has to apply and its write-set is still checked, but it is
 //! committed untested, and `crate::landing` verifies the stage's commits
-//! at landing.
+//! at landing; `crate::stages`, above both, decides which a stage gets.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -38,23 +38,24 @@ use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner};
 use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
 
 use crate::files::{
-    ActiveSession, CurrentFinding, ExecutionMode, FixPlan, FixProgress, FixResult, FlowControl,
-    FlowStep, InFlight, KnownFailure, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
+    ActiveSession, CurrentFinding, FixPlan, FixProgress, FixResult, FlowControl, FlowStep,
+    InFlight, KnownFailure, PlanGroup, ProgressError, ProgressFinding, ProgressStatus,
     ProgressSummary, ProgressVerification, VerificationStats, WorktreeRecord, now,
 };
 use crate::session::SessionPaths;
-use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use crate::sync::lock;
+use crate::{ReviewFixConfig, TestRunnerFactory, TreeEnv};
 use orchestrator_core::verify::VerifyMode;
 
+mod groups;
 mod progress;
 mod recover;
-mod stages;
 mod step;
 mod testing;
 
+pub(crate) use groups::*;
 pub(crate) use progress::*;
 pub(crate) use recover::*;
-pub(crate) use stages::*;
 pub(crate) use step::*;
 pub(crate) use testing::*;
 
@@ -132,10 +133,7 @@ impl Shared {
     /// Changes the active-session file and writes it.
     pub(crate) fn update_active(&self, f: impl FnOnce(&mut ActiveSession)) {
         let result = {
-            let mut active = match self.active.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut active = lock(&self.active);
             f(&mut active);
             active.last_update = now();
             write_json_atomic(self.paths.active(), &*active)
@@ -152,49 +150,31 @@ impl Shared {
 
     /// The run number of the session (1, then +1 per resume).
     pub(crate) fn run_number(&self) -> u32 {
-        match self.active.lock() {
-            Ok(g) => g.run,
-            Err(p) => p.into_inner().run,
-        }
+        lock(&self.active).run
     }
 
     /// Fixes decided by batch verification so far: (dropped, landed).
     pub(crate) fn decided(&self) -> (u32, u32) {
-        match self.decided.lock() {
-            Ok(g) => *g,
-            Err(p) => *p.into_inner(),
-        }
+        *lock(&self.decided)
     }
 
     pub(crate) fn add_decided(&self, dropped: u32, landed: u32) {
-        let mut g = match self.decided.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut g = lock(&self.decided);
         g.0 += dropped;
         g.1 += landed;
     }
 
     /// The digest of an untested fix committed in a worktree.
     pub(crate) fn digest_of(&self, finding: &str) -> Option<String> {
-        match self.digests.lock() {
-            Ok(g) => g.get(finding).cloned(),
-            Err(p) => p.into_inner().get(finding).cloned(),
-        }
+        lock(&self.digests).get(finding).cloned()
     }
 
     pub(crate) fn with_stats<R>(&self, f: impl FnOnce(&mut VerificationStats) -> R) -> R {
-        match self.stats.lock() {
-            Ok(mut g) => f(&mut g),
-            Err(p) => f(&mut p.into_inner()),
-        }
+        f(&mut lock(&self.stats))
     }
 
     fn dirty_before(&self) -> BTreeSet<String> {
-        match self.active.lock() {
-            Ok(g) => g.dirty_before.iter().cloned().collect(),
-            Err(p) => p.into_inner().dirty_before.iter().cloned().collect(),
-        }
+        lock(&self.active).dirty_before.iter().cloned().collect()
     }
 }
 

@@ -21,19 +21,13 @@ impl Progress {
     }
 
     pub(crate) fn snapshot(&self) -> FixProgress {
-        match self.state.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        lock(&self.state).clone()
     }
 
     /// Applies `f`, recounts, stamps `last_update` and writes the file.
     pub(crate) fn update(&self, f: impl FnOnce(&mut FixProgress)) {
         let result = {
-            let mut st = match self.state.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut st = lock(&self.state);
             f(&mut st);
             st.recount();
             st.last_update = now();

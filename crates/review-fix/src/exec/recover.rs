@@ -6,12 +6,9 @@ use super::*;
 /// On resume: restore in-flight fixes of the main tree and remove the
 /// worktrees an interrupted run left.
 pub(crate) async fn recover(shared: &Shared) {
-    let (in_flight, worktrees) = match shared.active.lock() {
-        Ok(g) => (g.in_flight.clone(), g.worktrees.clone()),
-        Err(p) => {
-            let g = p.into_inner();
-            (g.in_flight.clone(), g.worktrees.clone())
-        }
+    let (in_flight, worktrees) = {
+        let active = lock(&shared.active);
+        (active.in_flight.clone(), active.worktrees.clone())
     };
     let root = shared.vcs.root().to_path_buf();
     let head = shared.vcs.head().await.ok();

@@ -199,12 +199,10 @@ async fn run_scenario(
 }
 
 fn config(input: PathBuf, mode: VerifyMode) -> ReviewFixConfig {
-    ReviewFixConfig {
-        inputs: vec![input],
-        planner: PlannerMode::Deterministic,
-        verify: mode,
-        ..ReviewFixConfig::default()
-    }
+    ReviewFixConfig::default()
+        .with_inputs(vec![input])
+        .with_planner(PlannerMode::Deterministic)
+        .with_verify(mode)
 }
 
 /// Runs the scenario in every mode with deterministic tests; asserts the

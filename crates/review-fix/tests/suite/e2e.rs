@@ -132,15 +132,13 @@ async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) ->
 }
 
 fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
-    ReviewFixConfig {
-        inputs,
-        planner: PlannerMode::Agent,
-        allow_dirty: true,
+    ReviewFixConfig::default()
+        .with_inputs(inputs)
+        .with_planner(PlannerMode::Agent)
+        .with_allow_dirty(true)
         // These tests pin one-by-one verification; batch verification has
         // its own tests (`batch.rs`).
-        verify: VerifyMode::Each,
-        ..ReviewFixConfig::default()
-    }
+        .with_verify(VerifyMode::Each)
 }
 
 /// (message, tree) of every commit since `base`.

@@ -106,14 +106,12 @@ fn edit(file: &str, content: &str) -> Reply {
 }
 
 fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
-    ReviewFixConfig {
-        inputs,
-        planner: PlannerMode::Deterministic,
+    ReviewFixConfig::default()
+        .with_inputs(inputs)
+        .with_planner(PlannerMode::Deterministic)
         // These tests pin one-by-one verification; batch verification has
         // its own tests (`batch.rs`).
-        verify: VerifyMode::Each,
-        ..ReviewFixConfig::default()
-    }
+        .with_verify(VerifyMode::Each)
 }
 
 fn read_progress(session: &Path, n: usize) -> FixProgress {
@@ -595,10 +593,7 @@ async fn a_resume_keeps_the_sessions_isolation_and_says_so() {
 #[tokio::test]
 async fn resume_with_nothing_to_resume_is_a_usage_error() {
     let fx = Fixture::new(FILES);
-    let cfg = ReviewFixConfig {
-        resume: true,
-        ..ReviewFixConfig::default()
-    };
+    let cfg = ReviewFixConfig::default().with_resume(true);
     let err = run(
         cfg,
         fx.services(Arc::new(FakeAgent::new("x")), Arc::new(AutoYes)),

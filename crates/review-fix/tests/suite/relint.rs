@@ -61,13 +61,11 @@ async fn services(repo: &Path, test: &str) -> Services {
 }
 
 fn config(input: std::path::PathBuf) -> ReviewFixConfig {
-    ReviewFixConfig {
-        inputs: vec![input],
-        planner: PlannerMode::Deterministic,
-        isolation: Isolation::Serial,
-        max_iterations: 1,
-        ..ReviewFixConfig::default()
-    }
+    ReviewFixConfig::default()
+        .with_inputs(vec![input])
+        .with_planner(PlannerMode::Deterministic)
+        .with_isolation(Isolation::Serial)
+        .with_max_iterations(1)
 }
 
 fn relint(max_passes: u32) -> Relint {

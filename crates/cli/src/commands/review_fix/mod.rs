@@ -181,35 +181,37 @@ pub fn flow_config(
     let defaults = ReviewFixConfig::default();
     let section = &config.review_fix;
     let usize_of = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
-    ReviewFixConfig {
-        inputs,
-        max_iterations: args
-            .max_iterations
-            .or(section.max_iterations.map(|n| n.get()))
-            .unwrap_or(defaults.max_iterations),
-        batch_size: args
-            .batch_size
-            .map(usize_of)
-            .or(section.batch_size.map(|n| n.get()))
-            .unwrap_or(defaults.batch_size),
-        max_parallel: args
-            .max_parallel
-            .map(usize_of)
-            .or(section.max_parallel.map(|n| n.get()))
-            .unwrap_or(defaults.max_parallel),
-        max_parallel_groups: args
-            .max_parallel_groups
-            .map(usize_of)
-            .unwrap_or(defaults.max_parallel_groups),
-        isolation: args.isolation.into(),
-        verify: args.verify.into(),
-        flaky_reruns: args.flaky_reruns,
-        allow_dirty: args.allow_dirty,
-        dry_run: args.dry_run,
-        resume: args.resume,
-        planner,
-        ..defaults
-    }
+    ReviewFixConfig::default()
+        .with_inputs(inputs)
+        .with_max_iterations(
+            args.max_iterations
+                .or(section.max_iterations.map(|n| n.get()))
+                .unwrap_or(defaults.max_iterations),
+        )
+        .with_batch_size(
+            args.batch_size
+                .map(usize_of)
+                .or(section.batch_size.map(|n| n.get()))
+                .unwrap_or(defaults.batch_size),
+        )
+        .with_max_parallel(
+            args.max_parallel
+                .map(usize_of)
+                .or(section.max_parallel.map(|n| n.get()))
+                .unwrap_or(defaults.max_parallel),
+        )
+        .with_max_parallel_groups(
+            args.max_parallel_groups
+                .map(usize_of)
+                .unwrap_or(defaults.max_parallel_groups),
+        )
+        .with_isolation(args.isolation.into())
+        .with_verify(args.verify.into())
+        .with_flaky_reruns(args.flaky_reruns)
+        .with_allow_dirty(args.allow_dirty)
+        .with_dry_run(args.dry_run)
+        .with_resume(args.resume)
+        .with_planner(planner)
 }
 
 /// The default number of passes with a re-lint command.

@@ -1,5 +1,6 @@
-//! Stages in order: groups in the main tree or in worktrees outside the
-//! repository, then landing by cherry-pick.
+//! Groups in the main tree or in worktrees outside the repository, and a
+//! stage's verified fixes landed by cherry-pick. The order of stages, and
+//! which landing a stage gets, is `crate::stages`'.
 
 use super::*;
 
@@ -67,10 +68,7 @@ pub(crate) async fn run_group(
 
 /// Commits on the checked-out branch since the session's base, by message.
 pub(crate) async fn landed_commits(shared: &Shared) -> HashMap<String, CommitId> {
-    let base = match shared.active.lock() {
-        Ok(g) => g.base_head.clone(),
-        Err(p) => p.into_inner().base_head.clone(),
-    };
+    let base = lock(&shared.active).base_head.clone();
     match shared.vcs.log_since(&CommitId(base)).await {
         Ok(log) => log
             .into_iter()
@@ -118,10 +116,7 @@ pub(super) async fn time_out_group(
     limit: Duration,
 ) {
     let root = shared.vcs.root().to_path_buf();
-    let in_flight: Vec<InFlight> = match shared.active.lock() {
-        Ok(g) => g.in_flight.clone(),
-        Err(p) => p.into_inner().in_flight.clone(),
-    };
+    let in_flight: Vec<InFlight> = lock(&shared.active).in_flight.clone();
     for f in in_flight.iter().filter(|f| f.group_id == group.group_id) {
         if f.tree == root
             && let Err(e) = shared.vcs.restore(&f.checkpoint).await
@@ -165,136 +160,11 @@ pub(crate) struct WorktreeRun {
     linked: Vec<PathBuf>,
 }
 
-/// Runs every stage of the plan in order.
-pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, Progress>) {
-    // A batch verification an interrupted run left: finish it first (every
-    // earlier stage is done, since stages run in order).
-    if let Some(state) = crate::landing::load_state(&shared) {
-        crate::landing::verify_stage(&shared, state, progress, &[]).await;
-    }
-    for stage in shared.plan.timeline.clone() {
-        let done = match shared.active.lock() {
-            Ok(g) => g.stages_completed.contains(&stage.stage),
-            Err(p) => p.into_inner().stages_completed.contains(&stage.stage),
-        };
-        let groups: Vec<PlanGroup> = stage
-            .groups
-            .iter()
-            .filter_map(|g| shared.plan.group(g).cloned())
-            .collect();
-        let open: Vec<PlanGroup> = groups
-            .into_iter()
-            .filter(|g| {
-                progress.get(&g.group_id).is_some_and(|p| {
-                    p.snapshot()
-                        .findings
-                        .iter()
-                        .any(|f| f.status != ProgressStatus::Completed)
-                })
-            })
-            .collect();
-        if done && open.is_empty() {
-            continue;
-        }
-        shared.sink.emit(&Event::WaveStarted {
-            wave: stage.stage,
-            jobs: stage.groups.clone(),
-        });
-        let landed = landed_commits(&shared).await;
-        let parallel = stage.execution_mode == ExecutionMode::Parallel
-            && shared.config.isolation == Isolation::Worktree
-            && open.len() > 1;
-        if shared.batch {
-            if parallel {
-                run_batch_stage(&shared, stage.stage, &open, progress, &landed).await;
-            } else {
-                // Groups that share files: one after another, each on the
-                // tip the previous one's verified fixes reached.
-                for group in &open {
-                    run_batch_stage(
-                        &shared,
-                        stage.stage,
-                        std::slice::from_ref(group),
-                        progress,
-                        &landed,
-                    )
-                    .await;
-                }
-            }
-        } else if parallel {
-            run_parallel_stage(&shared, stage.stage, &open, progress, &landed).await;
-        } else {
-            for group in &open {
-                if let Some(p) = progress.get(&group.group_id) {
-                    run_group_in_main(&shared, group, p, &landed).await;
-                }
-            }
-        }
-        shared.update_active(|a| {
-            if !a.stages_completed.contains(&stage.stage) {
-                a.stages_completed.push(stage.stage);
-            }
-        });
-    }
-}
-
-/// Batch verification: the groups commit their fixes untested in worktrees
-/// (concurrently), then the stage's commits are verified at landing.
-pub(super) async fn run_batch_stage(
-    shared: &Arc<Shared>,
-    stage: u32,
-    groups: &[PlanGroup],
-    progress: &HashMap<String, Progress>,
-    landed: &HashMap<String, CommitId>,
-) {
-    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
-        return;
-    };
-    crate::landing::land_batch(shared, stage, runs, &base, progress).await;
-}
-
-/// A parallel stage verified one fix at a time: each group in its own
-/// worktree and branch (at most `max_parallel_groups` at once), every fix
-/// tested there, then landed in stage order.
-///
-/// Each group's fixes passed on its own tree, but two groups' fixes were
-/// never tested together: when more than one group made commits, the
-/// combination is verified at landing like a batch stage (tested at the
-/// tip, bisected on failure, a dropped fix made again on the tip through
-/// the retry loop), so that only tested trees land.
-pub(super) async fn run_parallel_stage(
-    shared: &Arc<Shared>,
-    stage: u32,
-    groups: &[PlanGroup],
-    progress: &HashMap<String, Progress>,
-    landed: &HashMap<String, CommitId>,
-) {
-    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
-        return;
-    };
-    let mut committing = 0;
-    for run in &runs {
-        if let Some(wt) = &run.vcs
-            && !shared
-                .worktree_commits(&run.group, wt.as_ref(), &base)
-                .await
-                .is_empty()
-        {
-            committing += 1;
-        }
-    }
-    if committing > 1 {
-        crate::landing::land_batch(shared, stage, runs, &base, progress).await;
-    } else {
-        land_stage(shared, runs, &base, progress).await;
-    }
-}
-
 /// Runs each group in its own worktree and branch from HEAD (at most
 /// `max_parallel_groups` at once); the runs come back in group order. When
 /// HEAD cannot be read the groups run in the main tree and `None` is
 /// returned.
-pub(super) async fn run_in_worktrees(
+pub(crate) async fn run_in_worktrees(
     shared: &Arc<Shared>,
     groups: &[PlanGroup],
     progress: &HashMap<String, Progress>,
@@ -331,15 +201,9 @@ pub(super) async fn run_in_worktrees(
         let landed = Arc::clone(&landed);
         set.spawn(async move {
             let _permit = semaphore.acquire_owned().await.ok();
-            let slot = match slots.lock() {
-                Ok(mut s) => s.pop().unwrap_or(0),
-                Err(p) => p.into_inner().pop().unwrap_or(0),
-            };
+            let slot = lock(&slots).pop().unwrap_or(0);
             let run = run_in_worktree(&shared, &group, &p, &base, slot, &landed).await;
-            match slots.lock() {
-                Ok(mut s) => s.push(slot),
-                Err(p) => p.into_inner().push(slot),
-            }
+            lock(&slots).push(slot);
             (index, run)
         });
     }
@@ -363,10 +227,7 @@ pub(super) async fn run_in_worktree(
     slot: usize,
     landed: &HashMap<String, CommitId>,
 ) -> WorktreeRun {
-    let run = match shared.active.lock() {
-        Ok(g) => g.run,
-        Err(p) => p.into_inner().run,
-    };
+    let run = lock(&shared.active).run;
     let mut path = shared.paths.worktree(run, &group.group_id);
     let mut n = 1;
     while path.exists() {

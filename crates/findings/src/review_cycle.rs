@@ -24,7 +24,7 @@
 //!   unknown severity is an error naming the finding's index and the field.
 //! - Optional text fields may be missing or `null`; blank strings are treated
 //!   as missing. A field of the wrong JSON type is an error.
-//! - Every text field has a size limit ([`crate::limits`]): `id`, `title`,
+//! - Every text field has a size limit ([`orchestrator_core::limits`]): `id`, `title`,
 //!   `dimension`, `category` and `file` at most [`MAX_NAME_BYTES`] (4 KiB),
 //!   `description`, `snippet` and each recommendation at most
 //!   [`MAX_TEXT_BYTES`] (64 KiB). A field over its limit is an error naming
@@ -36,14 +36,14 @@
 //! uses) reports each bad finding on its own so the rest can go on.
 //!
 //! The reader neither merges nor drops findings: de-duplication by
-//! fingerprint is a separate, explicit step ([`crate::finding::dedup_by_fingerprint`]).
+//! fingerprint is a separate, explicit step ([`orchestrator_core::finding::dedup_by_fingerprint`]).
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::finding::{Finding, FindingId, Fingerprint, Severity};
-use crate::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES, check_size, excerpt};
+use orchestrator_core::finding::{Finding, FindingId, Fingerprint, Severity};
+use orchestrator_core::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES, check_size, excerpt};
 
 /// A parsed review-cycle export.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +56,7 @@ pub struct ReviewCycleExport {
 
 /// Why a review-cycle export could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReviewCycleError {
     /// The text is not valid JSON.
     #[error(
@@ -123,7 +124,7 @@ pub enum ReviewCycleError {
         source_name: String,
         /// 0-based index of the finding.
         index: usize,
-        /// The finding's id (shortened with [`crate::limits::excerpt`] when
+        /// The finding's id (shortened with [`orchestrator_core::limits::excerpt`] when
         /// the id itself is the field over its limit).
         id: String,
         /// The offending field.

@@ -30,20 +30,20 @@
 //! `original` (and `u32::MAX` as its end column when the region runs to the
 //! end of its line) and a note is recorded: the applier must not apply such an
 //! edit at its recorded position, because earlier fixes may have moved the
-//! text; [`super::edit::locate`] refuses it as unanchored. A region's
+//! text; [`orchestrator_core::edit::locate`] refuses it as unanchored. A region's
 //! `charOffset`/`charLength`, when given, are kept as the edit's
 //! `byte_range` hint, which the applier only uses after checking that the
 //! original text is really there.
 
 use serde_json::Value;
 
-use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
     FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
     position_field, str_field, u32_field, unanchored_note,
 };
-use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
-use crate::limits::{MAX_NAME_BYTES, excerpt};
+use orchestrator_core::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
+use orchestrator_core::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
+use orchestrator_core::limits::{MAX_NAME_BYTES, excerpt};
 
 /// Reads a SARIF log without access to the sources.
 pub fn parse(text: &str, source_name: &str) -> Result<ParseOutcome, FormatError> {
@@ -455,8 +455,8 @@ fn replacement_to_edit(
             .zip(to_byte(end))
             .filter(|(s, e)| s <= e)
             .ok_or("`deletedRegion` offsets lie outside the file")?;
-        let (start_line, start_column) = super::edit::line_column(text, s);
-        let (end_line, end_column) = super::edit::line_column(text, e);
+        let (start_line, start_column) = orchestrator_core::edit::line_column(text, s);
+        let (end_line, end_column) = orchestrator_core::edit::line_column(text, e);
         return Ok(TextEdit {
             file: file.to_owned(),
             start_line,

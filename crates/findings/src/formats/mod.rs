@@ -18,26 +18,23 @@
 //! parse. Findings are de-duplicated by fingerprint, keeping the first.
 //!
 //! Every finding a reader keeps is within the field-size limits of
-//! [`crate::limits`] ([`Finding::check_field_sizes`]): a finding with, say, a
+//! [`orchestrator_core::limits`] ([`Finding::check_field_sizes`]): a finding with, say, a
 //! 10 MB description is rejected on its own, with its place, its id, the
 //! field, the size and the limit, and the other entries still parse. The
 //! check is constant-time per field, so a 10 MB field costs no more than the
 //! JSON parse that read it.
 //!
-//! Machine-applicable fixes become [`crate::finding::Suggestion`]s whose
-//! edits carry the text they replace (`original`), so that [`edit::locate`]
+//! Machine-applicable fixes become [`orchestrator_core::finding::Suggestion`]s whose
+//! edits carry the text they replace (`original`), so that [`orchestrator_core::edit::locate`]
 //! can re-anchor them after earlier fixes moved the text. rustc reports that
 //! text; SARIF and rdjson usually do not. Pass a [`SourceReader`] in
 //! [`ParseOptions`] (reading the repository's files as they are before any
 //! fix) and the SARIF and rdjson readers fill `original` from the files;
 //! without one, their edits keep an empty `original` and are refused by the
-//! applier as unanchored ([`edit::EditError::Unanchored`]) rather than
+//! applier as unanchored ([`orchestrator_core::edit::EditError::Unanchored`]) rather than
 //! applied blindly at a possibly stale position.
 
 pub mod cargo;
-/// The edit layer lives in [`crate::edit`]; this path is kept for callers
-/// that name it here.
-pub use crate::edit;
 pub mod rdjson;
 pub mod sarif;
 
@@ -45,8 +42,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::finding::{Finding, FindingId, dedup_by_fingerprint};
 use crate::review_cycle::{ReviewCycleError, read_review_cycle_entries};
+use orchestrator_core::finding::{Finding, FindingId, dedup_by_fingerprint};
 
 /// The formats [`detect_and_parse`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -147,7 +144,7 @@ impl ParseOutcome {
                 location,
                 format!(
                     "finding `{}`: field `{}`: {}",
-                    crate::limits::excerpt(finding.id.as_str()),
+                    orchestrator_core::limits::excerpt(finding.id.as_str()),
                     e.field,
                     e.problem()
                 ),
@@ -178,6 +175,7 @@ impl ParseOutcome {
 
 /// Why an input could not be read at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The input is empty or only whitespace.
     #[error("failed to read findings from {source_name}: the input is empty")]

@@ -30,12 +30,12 @@
 
 use serde_json::Value;
 
-use super::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
 use super::{
     FormatError, InputFormat, ParseOptions, ParseOutcome, SourceCache, document_array, json_type,
     position_field, str_field, u32_field, unanchored_note,
 };
-use crate::finding::{Finding, Fingerprint, Severity, Suggestion};
+use orchestrator_core::edit::{ColumnUnit, RawRegion, RegionEnd, is_unanchored};
+use orchestrator_core::finding::{Finding, Fingerprint, Severity, Suggestion};
 
 /// Reads an rdjson document without access to the sources.
 pub fn parse(text: &str, source_name: &str) -> Result<ParseOutcome, FormatError> {
@@ -231,7 +231,7 @@ fn suggestions_to_edits(
     suggestions: &[Value],
     path: Option<&str>,
     sources: &mut SourceCache<'_, '_>,
-) -> Result<Vec<crate::finding::TextEdit>, String> {
+) -> Result<Vec<orchestrator_core::finding::TextEdit>, String> {
     let path = path.ok_or("the diagnostic has no `location.path`")?;
     let mut edits = Vec::with_capacity(suggestions.len());
     for (k, s) in suggestions.iter().enumerate() {

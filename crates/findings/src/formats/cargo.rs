@@ -34,8 +34,8 @@
 use serde_json::Value;
 
 use super::{InputFormat, ParseOutcome, json_type, str_field, u32_field};
-use crate::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
-use crate::limits::{MAX_TEXT_BYTES, excerpt};
+use orchestrator_core::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
+use orchestrator_core::limits::{MAX_TEXT_BYTES, excerpt};
 
 /// Clippy lints of the default `perf` group (a finding's dimension is
 /// `performance` for these when no note names the group).

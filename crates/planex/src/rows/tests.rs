@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::state::{NdjsonBoard, SkipReason};
+use orchestrator_core::state::{NdjsonBoard, SkipReason};
 
 /// The seed's sample `explore.csv`, verbatim.
 const SEED_EXPLORE: &str = r#"id,angle,description,focus,deps,wave,status,findings,key_files,error

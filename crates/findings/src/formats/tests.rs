@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use proptest::prelude::*;
 
-use super::edit::{apply_edits, is_unanchored};
 use super::*;
-use crate::finding::Severity;
+use orchestrator_core::edit::{apply_edits, is_unanchored};
+use orchestrator_core::finding::Severity;
 
 const CLIPPY: &str = include_str!("../../tests/data/formats/clippy.json");
 const SARIF: &str = include_str!("../../tests/data/formats/sample.sarif");
@@ -359,7 +359,7 @@ fn rejections(out: &ParseOutcome) -> Vec<String> {
 /// exactly its limit is kept.
 #[test]
 fn every_format_rejects_an_oversized_field_on_its_own() {
-    use crate::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
+    use orchestrator_core::limits::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
     let x = |n: usize| "x".repeat(n);
     let review_cycle = |n: usize| {
         serde_json::json!([
@@ -584,7 +584,7 @@ fn a_long_cargo_snippet_is_cut_not_rejected() {
     assert!(out.rejected.is_empty(), "{:?}", out.rejected);
     let snippet = out.findings[0].snippet.as_deref().unwrap();
     assert!(
-        snippet.len() <= crate::limits::MAX_TEXT_BYTES,
+        snippet.len() <= orchestrator_core::limits::MAX_TEXT_BYTES,
         "{}",
         snippet.len()
     );

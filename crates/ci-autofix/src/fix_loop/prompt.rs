@@ -1,0 +1,110 @@
+//! What the agent is asked: the instruction (classification, failing log,
+//! the change under test, earlier iterations) and its machine-readable context,
+//! with the size caps that keep it bounded.
+
+use super::*;
+
+/// Machine-readable context of a fix request, for builtin agents: the
+/// classification and the combined failing log (`{"classification",
+/// "sub_class", "log"}`).
+pub(super) fn fix_context(
+    report: &ClassificationReport,
+    logs: &[crate::provider::CheckLog],
+) -> serde_json::Value {
+    let log: Vec<&str> = logs.iter().map(|l| l.log.as_str()).collect();
+    serde_json::json!({
+        "classification": report.classification.as_str(),
+        "sub_class": report.classification.sub_class_str(),
+        "log": log.join("\n"),
+    })
+}
+
+/// The agent's instruction: the seed's "CI Auto-Fix Context", with the
+/// failed logs' tails and the head of the PR diff.
+pub(super) fn instruction(
+    target: &Target,
+    report: &ClassificationReport,
+    logs: &[crate::provider::CheckLog],
+    pr_diff: &str,
+    earlier: &[Earlier],
+    patch: bool,
+) -> String {
+    let mut s = format!(
+        "## CI Auto-Fix Context\n\nTarget: {}\n\n**Classification Result:**\n- classification: {}\n- sub_class: {}\n\n**Evidence:**\n",
+        target.label(),
+        report.classification.as_str(),
+        report.classification.sub_class_str()
+    );
+    for e in report.deciding_evidence().iter().take(20) {
+        s.push_str(&format!("- line {} ({}): {}\n", e.line, e.rule, e.text));
+    }
+    s.push_str("\n**Failed CI logs (tails):**\n");
+    for l in logs {
+        let tail: String = {
+            let lines: Vec<&str> = l.log.lines().collect();
+            lines[lines.len().saturating_sub(80)..].join("\n")
+        };
+        let fence = fence_for(&tail);
+        s.push_str(&format!("\n### {}\n{fence}\n{}\n{fence}\n", l.name, tail));
+    }
+    if !pr_diff.trim().is_empty() {
+        let shown = cap_diff(pr_diff, DIFF_CAP);
+        let fence = fence_for(&shown);
+        s.push_str(&format!(
+            "\n**PR diff (the change under test):**\n{fence}diff\n{}\n{fence}\n",
+            shown.trim_end_matches('\n')
+        ));
+    }
+    if !earlier.is_empty() {
+        s.push_str(
+            "\n**Earlier iterations of this run** (each patch is committed; the checks did not pass after it):\n",
+        );
+        for e in earlier {
+            let shown = cap_text(&e.patch, EARLIER_PATCH_CAP, "patch");
+            let fence = fence_for(&shown);
+            s.push_str(&format!(
+                "\n### Iteration {} ({}), commit {}\nChecks after it: {}\n{fence}diff\n{}\n{fence}\n",
+                e.iteration,
+                e.classification,
+                e.commit,
+                e.checks_after,
+                shown.trim_end_matches('\n')
+            ));
+        }
+    }
+    if patch {
+        s.push_str("\n**Mode:** fix the failure by editing files in the working directory, or answer with a unified diff in a ```diff block (`--- a/<path>` / `+++ b/<path>` headers with paths relative to the repository root, `@@` hunks whose context matches the files exactly). Do not touch .env files, credentials, secrets, keys or CI workflow files. Do not commit.\n");
+    } else {
+        s.push_str("\n**Mode:** return a diagnosis only (markdown). Do NOT change any file.\n");
+    }
+    s
+}
+
+/// A backtick fence longer than any run of backticks in `text`.
+pub(super) fn fence_for(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat((longest + 1).max(3))
+}
+
+/// The first `cap` bytes of `diff`, cut at a line end, with a note of what
+/// was left out.
+pub fn cap_diff(diff: &str, cap: usize) -> String {
+    cap_text(diff, cap, "PR diff")
+}
+
+/// [`cap_diff`] with `what` (`PR diff`, `patch`) in the note.
+pub(super) fn cap_text(diff: &str, cap: usize, what: &str) -> String {
+    if diff.len() <= cap {
+        return diff.to_owned();
+    }
+    let mut end = cap;
+    while !diff.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = diff[..end].rfind('\n').map_or(end, |i| i + 1);
+    format!(
+        "{}[… {what} truncated: the first {end} of {} bytes are shown]\n",
+        &diff[..end],
+        diff.len()
+    )
+}

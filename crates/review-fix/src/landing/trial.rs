@@ -1,0 +1,231 @@
+//! Trial trees: a temporary worktree at the branch tip with the candidates
+//! cherry-picked on top, built up or restarted as the verifier asks, and a
+//! passing trial's commits landed on the checked-out branch.
+
+use super::*;
+
+/// Lands one verified commit of the trial tree on the checked-out branch
+/// (unless a commit with its message is there already) and records it.
+pub(super) async fn land(
+    shared: &Shared,
+    finding: &str,
+    commit: &CommitId,
+    progress: &HashMap<String, Progress>,
+    on_branch: &mut HashMap<String, CommitId>,
+) {
+    let Some(f) = shared.findings.get(finding) else {
+        return;
+    };
+    let Some(p) = shared
+        .plan
+        .groups
+        .iter()
+        .find(|g| g.findings.iter().any(|x| x == finding))
+        .and_then(|g| progress.get(&g.group_id))
+    else {
+        return;
+    };
+    let message = commit_message(f);
+    let landed = match on_branch.get(&message) {
+        Some(c) => Ok(c.clone()),
+        None => match shared.vcs.cherry_pick(commit).await {
+            Ok(CherryPick::Applied { commit: landed }) => {
+                shared.sink.emit(&Event::CommitMade {
+                    id: finding.to_owned(),
+                    commit: landed.to_string(),
+                    summary: message.clone(),
+                });
+                on_branch.insert(message, landed.clone());
+                Ok(landed)
+            }
+            Ok(CherryPick::Conflict { paths }) => {
+                Err(format!("landing conflicted in {}", paths.join(", ")))
+            }
+            Err(e) => Err(format!("landing failed: {e}")),
+        },
+    };
+    match landed {
+        Ok(c) => {
+            p.update(|p| {
+                if let Some(entry) = p.finding_mut(finding) {
+                    entry.status = ProgressStatus::Completed;
+                    entry.result = Some(FixResult::Fixed);
+                    entry.commit_hash = Some(c.to_string());
+                    entry.test_passed = Some(true);
+                    entry.completed_at = Some(now());
+                    entry.error_message = None;
+                }
+            });
+            shared.sink.emit(&Event::JobFinished {
+                id: finding.to_owned(),
+                status: JobStatus::Completed,
+                detail: Some(format!("committed {}", c.short())),
+            });
+        }
+        Err(message) => {
+            p.error(finding, "landing_conflict", &message);
+            finish_failed(shared, p, finding, message);
+        }
+    }
+}
+
+/// Makes the trial tree hold exactly the queue positions `from..to` on top
+/// of the last good state (the branch tip).
+pub(super) async fn ensure_built(
+    shared: &Shared,
+    trial: &mut Option<TrialTree>,
+    state: &mut VerifyState,
+    from: usize,
+    to: usize,
+    progress: &HashMap<String, Progress>,
+) -> Result<(), BuildError> {
+    let want = to.saturating_sub(from);
+    if trial
+        .as_ref()
+        .is_some_and(|t| t.stale || t.built.len() > want)
+    {
+        close_trial(shared, trial).await;
+    }
+    if trial.is_none() {
+        *trial = Some(open_trial(shared).await.map_err(BuildError::NoTree)?);
+    }
+    let Some(t) = trial.as_mut() else {
+        return Err(BuildError::NoTree("no trial tree".to_owned()));
+    };
+    while t.built.len() < want {
+        let position = from + t.built.len();
+        let Some(item) = state.queue.get(position).cloned() else {
+            break;
+        };
+        let picked = match &item.commit {
+            Some(c) => match t.vcs.cherry_pick(&CommitId(c.clone())).await {
+                Ok(CherryPick::Applied { commit }) => Some(commit),
+                Ok(CherryPick::Conflict { .. }) | Err(_) => None,
+            },
+            None => None,
+        };
+        if let Some(commit) = picked {
+            t.built.push((item.finding_id.clone(), commit));
+            continue;
+        }
+        // Made again by the agent on this tree: after a drop with the
+        // failing output, or because it no longer applies.
+        let start = match &item.failure {
+            Some(failure) => FixStart {
+                attempts: item.attempts,
+                failure: Some(failure.clone()),
+                known: item.failed.clone(),
+            },
+            None => FixStart {
+                attempts: 0,
+                failure: None,
+                known: item.failed.clone(),
+            },
+        };
+        let group = shared.plan.group(&item.group_id).cloned();
+        let finding = shared.findings.get(&item.finding_id).cloned();
+        let p = progress.get(&item.group_id);
+        let (Some(group), Some(finding), Some(p)) = (group, finding, p) else {
+            state.queue.remove(position);
+            return Err(BuildError::Removed);
+        };
+        let tree = Tree {
+            vcs: Arc::clone(&t.vcs),
+            env: t.env.clone(),
+            is_main: false,
+            defer: true,
+        };
+        match fix_one(shared, &group, &tree, p, &finding, start).await {
+            Some(committed) => {
+                let entry = &mut state.queue[position];
+                entry.commit = Some(committed.commit.to_string());
+                entry.digest = committed.digest;
+                entry.attempts = committed.attempts;
+                entry.failure = None;
+                t.built.push((item.finding_id.clone(), committed.commit));
+                save_state(shared, state);
+            }
+            None => {
+                // Recorded as failed by fix_one.
+                state.queue.remove(position);
+                return Err(BuildError::Removed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the trial worktree at the branch tip.
+pub(super) async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
+    let head = shared
+        .vcs
+        .head()
+        .await
+        .map_err(|e| format!("failed to read HEAD: {e}"))?;
+    let run = shared.run_number();
+    let mut path = shared.paths.worktree(run, "verify");
+    let mut n = 1;
+    while path.exists() {
+        n += 1;
+        path = shared.paths.worktree(run, &format!("verify-{n}"));
+    }
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let branch = format!("review-fix/{}/{name}", shared.paths.id());
+    // Recorded before it is made, for the resume after a kill (see exec::recover).
+    shared.update_active(|a| {
+        a.worktrees.push(WorktreeRecord {
+            group_id: "verify".to_owned(),
+            path: path.clone(),
+            branch: branch.clone(),
+        })
+    });
+    let vcs = match shared.vcs.worktree_add(&path, &branch, &head).await {
+        Ok(vcs) => vcs,
+        Err(e) => {
+            // As for a group's worktree: undo what git left, or keep the
+            // record for a resume.
+            if shared.vcs.worktree_remove(&path, &branch).await.is_ok() {
+                shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
+            }
+            return Err(format!("failed to create the verification worktree: {e}"));
+        }
+    };
+    let linked = link_dependency_dirs(shared, &path).await;
+    // A slot of its own, after the groups' slots: its Cargo target directory
+    // is never used by a group's tree.
+    let slot = shared.config.max_parallel_groups.max(1);
+    let env = TreeEnv {
+        root: path.clone(),
+        worktree_slot: Some(slot),
+        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(slot)),
+    };
+    Ok(TrialTree {
+        vcs,
+        path,
+        branch,
+        env,
+        linked,
+        stale: false,
+        built: Vec::new(),
+    })
+}
+
+/// Removes the trial worktree, if any.
+pub(super) async fn close_trial(shared: &Shared, trial: &mut Option<TrialTree>) {
+    let Some(t) = trial.take() else {
+        return;
+    };
+    for link in &t.linked {
+        let _ = std::fs::remove_file(link);
+    }
+    match shared.vcs.worktree_remove(&t.path, &t.branch).await {
+        Ok(()) => shared.update_active(|a| a.worktrees.retain(|w| w.path != t.path)),
+        Err(e) => shared.warn(format!(
+            "failed to remove worktree {}: {e}; remove it by hand",
+            t.path.display()
+        )),
+    }
+}
