@@ -3,7 +3,8 @@
 //!
 //! `openai` builds the [`ToolAgent`]: the tool loop for the roles that
 //! change files, a plain completion for the roles that only answer; its
-//! transcripts go to `[agent.openai] transcript_dir`, else to
+//! transcripts go to `[agent.openai] transcript_dir`, else to the flow's
+//! session folder, else (a request that names none) to
 //! `<cache>/transcripts` ([`orchestrator_core::state::cache_dir`]).
 //!
 //! The builtin agents are not built here: which builtin agent fits depends on

@@ -512,6 +512,12 @@ impl Agent for OpenAiAgent {
         "openai"
     }
 
+    /// A plain completion: it answers, it changes no file. The
+    /// [`ToolAgent`](crate::tool_agent::ToolAgent) is the one that edits.
+    fn changes_files(&self) -> bool {
+        false
+    }
+
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let body = self.body(&request);
         let started = Instant::now();

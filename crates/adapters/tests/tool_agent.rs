@@ -89,7 +89,7 @@ fn agent(server: &ModelServer, tree: &Tree, tweak: impl FnOnce(&mut ToolAgentCon
         .with_max_retries(3)
         .with_backoff(Duration::from_millis(10), Duration::from_millis(20));
     let mut config = ToolAgentConfig::default();
-    config.transcript_dir = Some(tree.transcripts.clone());
+    config.fallback_transcript_dir = Some(tree.transcripts.clone());
     tweak(&mut config);
     ToolAgent::new(http, config, Arc::new(ProcessRunner::default())).unwrap()
 }
@@ -337,6 +337,55 @@ async fn the_turn_limit_is_a_final_budget_error() {
     );
     assert!(error.is_final());
     assert_eq!(server.main_requests().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flows_session_folder_gets_the_transcript_and_the_error_names_it() {
+    let tree = Tree::new();
+    let session = tree.outer.join("session");
+    let server =
+        ModelServer::always(Protocol::OpenAiChat, Turn::tool("list_files", json!({}))).await;
+    let agent = agent(&server, &tree, |c| c.max_turns = 2);
+    let error = agent
+        .run(fix_request(&tree, "Look around forever.").with_artifacts_dir(&session))
+        .await
+        .unwrap_err();
+    let files: Vec<PathBuf> = std::fs::read_dir(session.join("transcripts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("(transcript: {})", files[0].display())),
+        "{error}"
+    );
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(!text.contains(KEY));
+    let end: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(end["kind"], "end", "{end}");
+    // The fallback folder got nothing.
+    assert!(!tree.transcripts.exists());
+
+    // A folder the user chose takes every transcript, the session's too.
+    let chosen = tree.outer.join("chosen");
+    let agent = self::agent(&server, &tree, |c| {
+        c.max_turns = 2;
+        c.transcript_dir = Some(chosen.clone());
+    });
+    agent
+        .run(fix_request(&tree, "Look around forever.").with_artifacts_dir(&session))
+        .await
+        .unwrap_err();
+    assert_eq!(std::fs::read_dir(&chosen).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_dir(session.join("transcripts"))
+            .unwrap()
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

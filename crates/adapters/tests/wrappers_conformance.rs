@@ -135,6 +135,26 @@ async fn every_wrapper_passes_the_agent_conformance_suite() {
 }
 
 #[tokio::test]
+async fn every_wrapper_passes_on_whether_the_agent_changes_files() {
+    for wrap in [
+        Wrap::Timeout,
+        Wrap::Retry,
+        Wrap::Budget,
+        Wrap::LoopGuard,
+        Wrap::Recording,
+        Wrap::Everything,
+    ] {
+        let harness = Harness::new(wrap);
+        let chat = harness
+            .wrap(Arc::new(FakeAgent::new("chat").answers_only()))
+            .await;
+        assert!(!chat.changes_files(), "{wrap:?}");
+        let editor = harness.wrap(Arc::new(FakeAgent::new("editor"))).await;
+        assert!(editor.changes_files(), "{wrap:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_recorded_suite_run_replays_identically() {
     let harness = Harness::new(Wrap::Recording);
     run_suite(&harness).await;

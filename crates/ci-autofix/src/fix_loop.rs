@@ -246,6 +246,10 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, false),
                     root.clone(),
                 );
+                let req = match audit_path.parent() {
+                    Some(dir) => req.with_artifacts_dir(dir),
+                    None => req,
+                };
                 match ctx.agent.run(req).await {
                     Ok(r) => Some(r.text),
                     Err(e) => {
@@ -286,6 +290,11 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             root.clone(),
         )
         .with_context(fix_context(&report, &logs));
+        // Agent records (transcripts) go beside the audit log that names them.
+        let req = match audit_path.parent() {
+            Some(dir) => req.with_artifacts_dir(dir),
+            None => req,
+        };
         // The agent may run the checks that will judge its patch, and
         // nothing else by default (see `AgentRequest::allowed_commands`).
         let req = ctx

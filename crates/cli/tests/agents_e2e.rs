@@ -7,15 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod flow_support;
+
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use flow_support::transcript_files;
 use orchestrator_adapters::test_support::model_server::{Exchange, ModelServer, Protocol, Turn};
 use serde_json::{Value, json};
 
-/// A git repository, and a cache folder (where transcripts go) beside it.
+/// A git repository, and a cache folder beside it (which must stay free of
+/// transcripts: they go to the flow's session folder).
 struct Sandbox {
     _dir: tempfile::TempDir,
     repo: PathBuf,
@@ -77,12 +81,16 @@ impl Sandbox {
             .unwrap()
     }
 
-    /// Every transcript line the tool agent wrote.
+    /// Every transcript line the tool agent wrote. Transcripts go to the
+    /// flow's session folder in the repository, never to the cache.
     fn transcripts(&self) -> Vec<Value> {
-        let dir = self.cache.join("transcripts");
+        assert!(
+            transcript_files(&self.cache).is_empty(),
+            "a transcript outside the session folder"
+        );
         let mut lines = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let text = std::fs::read_to_string(entry.path()).unwrap();
+        for path in transcript_files(&self.repo) {
+            let text = std::fs::read_to_string(path).unwrap();
             lines.extend(
                 text.lines()
                     .map(|l| serde_json::from_str::<Value>(l).unwrap()),
@@ -438,6 +446,11 @@ fn planex_executes_tasks_that_write_files_in_scope() {
         .map(|r| r.body.get("tools").is_some())
         .collect();
     assert!(!with.is_empty() && with.iter().all(|t| !t), "{with:?}");
+    // Every call's transcript is in the planex session folder.
+    let files = transcript_files(&sandbox.repo.join(".workflow"));
+    assert!(!files.is_empty(), "no transcript under .workflow\n{report}");
+    assert_eq!(files.len(), transcript_files(&sandbox.repo).len());
+    assert!(sandbox.transcripts().iter().any(|l| l["kind"] == "end"));
 }
 
 /// A local check that fails like clippy's `needless_return` while
@@ -506,6 +519,10 @@ fn ci_autofix_patches_a_failing_check() {
         bodies.iter().any(|b| b.contains("lint clean")),
         "no tool result shows the granted check's output\n{report}"
     );
+    // The patch attempt's transcript is beside the audit log.
+    let files = transcript_files(&sandbox.repo.join(".moai/reports"));
+    assert!(!files.is_empty(), "no transcript under .moai/reports\n{report}");
+    assert!(sandbox.transcripts().iter().any(|l| l["kind"] == "end"));
 }
 
 /// A model that writes nothing and claims success does not get a fix
@@ -555,5 +572,7 @@ fn a_fix_that_changes_nothing_is_not_committed() {
     );
     assert_eq!(sandbox.git(&["rev-parse", "HEAD"]), head, "{report}");
     assert_eq!(sandbox.read("greet.txt"), "hello wrold\n");
-    assert!(Path::new(&sandbox.cache.join("transcripts")).is_dir());
+    // Each failed attempt left its transcript in the session folder.
+    let files = transcript_files(&sandbox.repo.join(".review"));
+    assert!(!files.is_empty(), "no transcript under .review\n{report}");
 }

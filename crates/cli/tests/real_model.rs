@@ -12,12 +12,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod flow_support;
+
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use flow_support::transcript_files;
 use serde_json::Value;
 
 const INSTALL: &str = "bash scripts/install-test-deps.sh";
@@ -188,15 +191,17 @@ impl Sandbox {
     }
 
     /// The transcripts the tool agent wrote (one per attempt of a role that
-    /// changes files), each as its JSON lines.
+    /// changes files), each as its JSON lines. They go to the flow's session
+    /// folder in the repository, never to the cache.
     fn transcripts(&self) -> Vec<Vec<Value>> {
-        let Ok(entries) = std::fs::read_dir(self.cache.join("transcripts")) else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .map(|e| {
-                std::fs::read_to_string(e.path())
+        assert!(
+            transcript_files(&self.cache).is_empty(),
+            "a transcript outside the session folder"
+        );
+        transcript_files(&self.repo)
+            .into_iter()
+            .map(|path| {
+                std::fs::read_to_string(path)
                     .unwrap()
                     .lines()
                     .map(|l| serde_json::from_str(l).unwrap())

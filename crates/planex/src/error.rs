@@ -99,6 +99,17 @@ pub enum PlanexError {
     #[error("invalid planex option: {0}")]
     InvalidOption(String),
 
+    /// The executing agent only answers (a plain completion, see
+    /// [`Agent::changes_files`](orchestrator_core::agent::Agent::changes_files)),
+    /// and implementation tasks must change files; refused before any call.
+    #[error(
+        "the agent `{agent}` cannot change files (it only answers), and executing tasks must: give an agent that edits (claude, codex, gemini, the shell builtin, or the tool agent for an OpenAI-compatible endpoint: --agent openai)"
+    )]
+    AgentCannotChangeFiles {
+        /// The executing agent's name.
+        agent: String,
+    },
+
     /// Creating a directory or copying an input file failed.
     #[error("failed to {action} {}: {source}", path.display())]
     Io {

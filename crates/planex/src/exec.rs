@@ -430,6 +430,7 @@ impl Host for ExploreHost<'_> {
             explore_instruction(&row, &session_dir, &discoveries),
             self.env.workdir.clone(),
         )
+        .with_artifacts_dir(self.session.dir())
         .with_schema(explore_schema())
         .with_time_limit(limit)
         .with_context(serde_json::to_value(&context).unwrap_or(Value::Null));
@@ -652,6 +653,7 @@ impl Host for TaskHost<'_> {
         // The agent may run the task's own directives and nothing else by
         // default (see `AgentRequest::allowed_commands`).
         let request = AgentRequest::new(&row.id, Role::Execute, "", self.env.workdir.clone())
+            .with_artifacts_dir(self.session.dir())
             .with_schema(task_report_schema())
             .with_time_limit(limit)
             .allow_command_line(&row.execution_directives)
@@ -850,6 +852,9 @@ impl ReportingAgent {
 impl Agent for ReportingAgent {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
     }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {

@@ -325,11 +325,19 @@ impl Planex {
         self.execute(run).await
     }
 
+    /// Options and agents, checked before anything runs.
     fn check_options(&self) -> Result<(), PlanexError> {
         if self.options.concurrency == 0 {
             return Err(PlanexError::InvalidOption(
                 "concurrency must be at least 1, got 0".to_owned(),
             ));
+        }
+        // Every entry point can reach phase 4; refuse before the planner's
+        // first paid call rather than at the first task.
+        if !self.agents.executor.changes_files() {
+            return Err(PlanexError::AgentCannotChangeFiles {
+                agent: self.agents.executor.name().to_owned(),
+            });
         }
         Ok(())
     }

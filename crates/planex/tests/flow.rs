@@ -655,6 +655,23 @@ async fn an_invalid_planner_answer_is_fed_back_once() {
     );
 }
 
+#[tokio::test]
+async fn an_agent_that_cannot_change_files_is_refused_before_any_call() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent().answers_only());
+    let (p, _) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
+    let err = p.plan(REQUIREMENT).await.unwrap_err();
+    assert!(
+        matches!(&err, PlanexError::AgentCannotChangeFiles { agent } if agent == "fake"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot change files"), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    assert!(agent.calls().is_empty(), "{:?}", agent.calls());
+    // No session was created either.
+    assert!(!repo.path().join(".workflow").exists());
+}
+
 /// An event sink that also forwards to a channel, to watch a run from a test.
 #[derive(Debug)]
 struct Tap(

@@ -34,6 +34,16 @@ pub enum ReviewFixError {
     /// The options make no sense.
     #[error("invalid review-fix usage: {0}")]
     Usage(String),
+    /// The agent only answers (a plain completion, see
+    /// [`Agent::changes_files`](orchestrator_core::agent::Agent::changes_files)),
+    /// and fixing findings must change files; refused before any call.
+    #[error(
+        "the agent `{agent}` cannot change files (it only answers), and fixing findings must: give an agent that edits (claude, codex, gemini, or the tool agent for an OpenAI-compatible endpoint: --agent openai), or plan only with --dry-run"
+    )]
+    AgentCannotChangeFiles {
+        /// The agent's name.
+        agent: String,
+    },
     /// The working tree has uncommitted changes and `allow_dirty` is off.
     #[error(
         "refusing to run on a dirty working tree ({} dirty or untracked: {}); commit or stash them, or pass --allow-dirty (those files are then never touched)",
@@ -122,6 +132,7 @@ impl ReviewFixError {
             ReviewFixError::InputRead { .. }
             | ReviewFixError::InputParse { .. }
             | ReviewFixError::Usage(_)
+            | ReviewFixError::AgentCannotChangeFiles { .. }
             | ReviewFixError::DirtyTree { .. }
             | ReviewFixError::Locked { .. }
             | ReviewFixError::RepoBusy { .. }

@@ -178,6 +178,11 @@ pub(crate) async fn run_locked(
             "max iterations, batch size and max parallel must be at least 1".to_owned(),
         ));
     }
+    if !config.dry_run && !services.agent.changes_files() {
+        return Err(ReviewFixError::AgentCannotChangeFiles {
+            agent: services.agent.name().to_owned(),
+        });
+    }
     let vcs = Arc::clone(&services.vcs);
     let sink = Arc::clone(&services.sink);
     let repo = vcs.root().to_path_buf();
@@ -236,6 +241,7 @@ pub(crate) async fn run_locked(
                     mode: config.planner,
                     workdir: repo.clone(),
                     session_id: paths.id(),
+                    session_dir: paths.dir.clone(),
                     max_parallel: config.max_parallel,
                     time_limit: config.planning_time_limit,
                 },

@@ -500,8 +500,9 @@ pub struct OpenAiSection {
     /// (default: the flow's time limit only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wall_secs: Option<u64>,
-    /// Folder for the tool agent's transcripts (one JSONL file per attempt);
-    /// `<cache>/transcripts` when absent.
+    /// Folder for all of the tool agent's transcripts (one JSONL file per
+    /// attempt); when absent, `transcripts/` in the flow's session folder
+    /// (else `<cache>/transcripts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_dir: Option<PathBuf>,
     /// Paths (relative to the working directory; a folder covers what is

@@ -45,7 +45,13 @@
 //! are the [`crate::wrappers::Budget`] wrapper's.
 //!
 //! ## Transcripts
-//! Each attempt writes `<transcript_dir>/<request id>-<ms>-<n>.jsonl`: one
+//! Each attempt writes `<dir>/<request id>-<ms>-<n>.jsonl`, where `<dir>`
+//! is [`ToolAgentConfig::transcript_dir`] when the user set one, else
+//! `transcripts/` in the flow's session folder
+//! ([`AgentRequest::artifacts_dir`]: review-fix's session folder under
+//! `.review/`, planex's under `.workflow/.lite-plan/`, ci-autofix's report
+//! folder under `.moai/reports/`), else
+//! [`ToolAgentConfig::fallback_transcript_dir`]: one
 //! line per model request and response, tool call and result, negotiation
 //! step, and a last `end` line with the outcome and [`AttemptStats`]
 //! (turns, tokens, tool calls by kind, refusals, wall time). The API key is
@@ -112,8 +118,13 @@ pub struct ToolAgentConfig {
     pub max_turns: u32,
     /// Wall time per attempt; none but the request's time limit when `None`.
     pub max_wall: Option<Duration>,
-    /// Folder for transcripts; none are written when `None`.
+    /// Folder for transcripts chosen by the user: when set, every
+    /// transcript goes there.
     pub transcript_dir: Option<PathBuf>,
+    /// Folder for transcripts of requests that name no session folder
+    /// ([`AgentRequest::artifacts_dir`]) when `transcript_dir` is unset;
+    /// with neither, such requests get no transcript.
+    pub fallback_transcript_dir: Option<PathBuf>,
     /// Native tool calls (negotiated) or the text protocol from the start.
     pub tool_calls: ToolCallMode,
     /// Paths relative to the working directory that no tool may write.
@@ -131,6 +142,7 @@ impl Default for ToolAgentConfig {
             max_turns: 40,
             max_wall: None,
             transcript_dir: None,
+            fallback_transcript_dir: None,
             tool_calls: ToolCallMode::Native,
             protected_paths: Vec::new(),
             sandbox: SandboxChoice::Auto,
@@ -141,14 +153,16 @@ impl Default for ToolAgentConfig {
 
 impl ToolAgentConfig {
     /// Settings from `[agent.openai]`; transcripts go to the section's
-    /// `transcript_dir`, else to `default_transcripts`.
+    /// `transcript_dir`, else to the flow's session folder, else to
+    /// `default_transcripts`.
     pub fn from_section(section: &OpenAiSection, default_transcripts: Option<PathBuf>) -> Self {
         let mut config = Self::default();
         if let Some(turns) = section.max_turns {
             config.max_turns = turns;
         }
         config.max_wall = section.max_wall_secs.map(Duration::from_secs);
-        config.transcript_dir = section.transcript_dir.clone().or(default_transcripts);
+        config.transcript_dir = section.transcript_dir.clone();
+        config.fallback_transcript_dir = default_transcripts;
         config.tool_calls = section.tool_calls.unwrap_or_default();
         config.protected_paths = section.protected_paths.clone();
         config
@@ -213,7 +227,19 @@ impl ToolAgent {
     }
 
     async fn open_transcript(&self, request: &AgentRequest) -> Option<JsonlWriter> {
-        let dir = self.config.transcript_dir.as_ref()?;
+        // The user's folder when set; else the flow's session folder, so the
+        // transcript sits beside the progress files and summaries whose
+        // failures name it; else the fallback.
+        let session = request
+            .artifacts_dir
+            .as_ref()
+            .map(|d| d.join("transcripts"));
+        let dir = self
+            .config
+            .transcript_dir
+            .as_ref()
+            .or(session.as_ref())
+            .or(self.config.fallback_transcript_dir.as_ref())?;
         if let Err(e) = tokio::fs::create_dir_all(dir).await {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot create the transcript folder; no transcript");
             return None;

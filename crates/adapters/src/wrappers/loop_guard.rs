@@ -119,6 +119,9 @@ impl<A: Agent> Agent for LoopGuard<A> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         if let Some((signature, count)) = self.lock().tripped.clone() {

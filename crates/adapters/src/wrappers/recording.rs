@@ -230,6 +230,9 @@ impl<A: Agent> Agent for Recording<A> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let result = self.inner.run(request.clone()).await;

@@ -77,6 +77,9 @@ impl<A: Agent> Agent for WithRetry<A> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let max_attempts = self.policy.max_attempts.max(1);

@@ -62,6 +62,9 @@ impl<A: Agent> Agent for WithTimeout<A> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let Some(limit) = self.effective_limit(&request) else {

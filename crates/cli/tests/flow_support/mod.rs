@@ -3,7 +3,8 @@
 //! temporary real git repository next to an input folder, the real
 //! `orchestrator` binary run in it with a clean environment, a fix agent
 //! that is a real program, and a snapshot of everything outside the
-//! engine-owned folders to prove a run wrote nothing else.
+//! engine-owned folders to prove a run wrote nothing else; and the tool
+//! agent's transcript files (`agents_e2e.rs`, `real_model.rs`).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -332,4 +333,24 @@ pub fn error_lines(o: &Output) -> Vec<String> {
         .filter(|l| l.starts_with("error"))
         .map(str::to_owned)
         .collect()
+}
+
+/// The `.jsonl` files in folders named `transcripts` under `root`.
+pub fn transcript_files(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && entry.file_name() != ".git" {
+            found.extend(transcript_files(&path));
+        } else if root.file_name().is_some_and(|n| n == "transcripts")
+            && path.extension().is_some_and(|e| e == "jsonl")
+        {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
 }

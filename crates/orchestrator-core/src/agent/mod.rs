@@ -93,6 +93,12 @@ pub struct AgentRequest {
     /// ignore it; one whose session is gone starts a fresh one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_session: Option<String>,
+    /// The flow's session folder, where an agent that records its calls
+    /// (the tool agent's transcripts) keeps those records beside the
+    /// progress files and reports that refer to them. `None`: wherever the
+    /// agent's own configuration says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts_dir: Option<PathBuf>,
 }
 
 impl AgentRequest {
@@ -113,6 +119,7 @@ impl AgentRequest {
             context: serde_json::Value::Null,
             allowed_commands: Vec::new(),
             resume_session: None,
+            artifacts_dir: None,
         }
     }
 
@@ -163,6 +170,13 @@ impl AgentRequest {
     /// [`AgentRequest::resume_session`]).
     pub fn resuming(mut self, session: impl Into<String>) -> Self {
         self.resume_session = Some(session.into());
+        self
+    }
+
+    /// Builder: keep the agent's records of this call under `dir` (see
+    /// [`AgentRequest::artifacts_dir`]).
+    pub fn with_artifacts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.artifacts_dir = Some(dir.into());
         self
     }
 
@@ -394,6 +408,16 @@ pub trait Agent: Send + Sync + fmt::Debug {
 
     /// Performs the request.
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError>;
+
+    /// Whether this agent can change files in the request's working
+    /// directory. An agent that only answers (a plain chat completion)
+    /// says `false`, and a flow whose role must change files (a review-fix
+    /// fix, a planex task) refuses it before its first call, instead of
+    /// paying for calls whose every outcome is "the agent changed no file".
+    /// Wrappers pass the wrapped agent's answer through. Default: `true`.
+    fn changes_files(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait]
@@ -404,6 +428,9 @@ impl<A: Agent + ?Sized> Agent for Arc<A> {
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         (**self).run(request).await
     }
+    fn changes_files(&self) -> bool {
+        (**self).changes_files()
+    }
 }
 
 #[async_trait]
@@ -413,6 +440,9 @@ impl<A: Agent + ?Sized> Agent for Box<A> {
     }
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         (**self).run(request).await
+    }
+    fn changes_files(&self) -> bool {
+        (**self).changes_files()
     }
 }
 

@@ -67,6 +67,9 @@ impl<A: Agent> Agent for SessionCarry<A> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         if request.resume_session.is_none() {

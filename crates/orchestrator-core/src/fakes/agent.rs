@@ -63,6 +63,7 @@ pub struct FakeAgent {
     scripts: Mutex<HashMap<String, VecDeque<Reply>>>,
     fallback: Option<Reply>,
     calls: Mutex<Vec<AgentRequest>>,
+    answers_only: bool,
 }
 
 impl FakeAgent {
@@ -73,7 +74,15 @@ impl FakeAgent {
             scripts: Mutex::new(HashMap::new()),
             fallback: None,
             calls: Mutex::new(Vec::new()),
+            answers_only: false,
         }
+    }
+
+    /// Builder: the agent says it cannot change files
+    /// ([`Agent::changes_files`] is `false`), like a plain chat completion.
+    pub fn answers_only(mut self) -> Self {
+        self.answers_only = true;
+        self
     }
 
     /// Builder: queue `reply` for requests with id `id`.
@@ -138,6 +147,10 @@ fn write_files(workdir: &Path, files: &[(String, Option<String>)]) -> Result<(),
 impl Agent for FakeAgent {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn changes_files(&self) -> bool {
+        !self.answers_only
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {

@@ -14,21 +14,21 @@ impl Planex {
             version: CONTEXT_VERSION,
             requirement: requirement.clone(),
         };
-        self.ask_planner(
+        let request = self.planner_request(
+            session.dir(),
             PLAN_ANGLES_ID,
-            "selecting exploration angles",
             plan_angles_instruction(requirement),
             angles_schema(),
             context,
-            |value| {
-                let rows = angles_from_answer(value);
-                if rows.is_empty() {
-                    Err(vec!["the answer has no exploration angles".to_owned()])
-                } else {
-                    Ok(rows)
-                }
-            },
-        )
+        );
+        self.ask_planner("selecting exploration angles", request, |value| {
+            let rows = angles_from_answer(value);
+            if rows.is_empty() {
+                Err(vec!["the answer has no exploration angles".to_owned()])
+            } else {
+                Ok(rows)
+            }
+        })
         .await
         .map_err(|e| match e {
             PlanexError::InvalidPlan { problems, .. } => PlanexError::InvalidExplorePlan {
@@ -64,48 +64,57 @@ impl Planex {
             without_exploration,
         );
         let explore = run.state.explore.clone();
-        self.ask_planner(
+        let request = self.planner_request(
+            run.session.dir(),
             PLAN_TASKS_ID,
-            "planning tasks",
             instruction,
             tasks_schema(),
             context,
-            |value| {
-                let mut rows = tasks_from_answer(value);
-                match validate_tasks_from(
-                    &mut rows,
-                    explore.as_deref(),
-                    RowSource {
-                        name: "planner answer",
-                        lines: None,
-                    },
-                ) {
-                    Ok(_) => Ok(rows),
-                    Err(PlanexError::InvalidPlan { problems, .. }) => Err(problems),
-                    Err(other) => Err(vec![other.to_string()]),
-                }
-            },
-        )
+        );
+        self.ask_planner("planning tasks", request, |value| {
+            let mut rows = tasks_from_answer(value);
+            match validate_tasks_from(
+                &mut rows,
+                explore.as_deref(),
+                RowSource {
+                    name: "planner answer",
+                    lines: None,
+                },
+            ) {
+                Ok(_) => Ok(rows),
+                Err(PlanexError::InvalidPlan { problems, .. }) => Err(problems),
+                Err(other) => Err(vec![other.to_string()]),
+            }
+        })
         .await
+    }
+
+    /// The planner's request `id`: its records go to the session folder.
+    fn planner_request(
+        &self,
+        session_dir: &Path,
+        id: &str,
+        instruction: String,
+        schema: Value,
+        context: PlanexContext,
+    ) -> AgentRequest {
+        let context = serde_json::to_value(&context).unwrap_or(Value::Null);
+        AgentRequest::new(id, Role::Plan, instruction, self.repo.clone())
+            .with_artifacts_dir(session_dir)
+            .with_schema(schema)
+            .with_time_limit(self.options.planner_time_limit)
+            .with_context(context)
     }
 
     /// Asks the planner, feeding back a schema violation or an invalid plan
     /// once before giving up.
     pub(super) async fn ask_planner<T>(
         &self,
-        id: &str,
         step: &'static str,
-        instruction: String,
-        schema: Value,
-        context: PlanexContext,
+        request: AgentRequest,
         parse: impl Fn(&Value) -> Result<T, Vec<String>>,
     ) -> Result<T, PlanexError> {
         let limit = self.options.planner_time_limit;
-        let context = serde_json::to_value(&context).unwrap_or(Value::Null);
-        let request = AgentRequest::new(id, Role::Plan, instruction, self.repo.clone())
-            .with_schema(schema)
-            .with_time_limit(limit)
-            .with_context(context);
         let policy = AskPolicy::new(limit, PLANNER_ATTEMPTS);
         let answer = ask(
             self.agents.planner.as_ref(),

@@ -125,6 +125,9 @@ impl Agent for FixStep<'_> {
     fn name(&self) -> &str {
         self.shared.agent.name()
     }
+    fn changes_files(&self) -> bool {
+        self.shared.agent.changes_files()
+    }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = self.finding.id.to_string();
@@ -483,6 +486,7 @@ pub(crate) async fn fix_one(
         auto_mode: true,
     };
     let mut request = AgentRequest::new(id.clone(), Role::Fix, "", tree.env.root.clone())
+        .with_artifacts_dir(shared.paths.dir.clone())
         .with_context(serde_json::json!({
             "finding": finding,
             "edit_history": histories,

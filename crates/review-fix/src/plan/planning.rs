@@ -40,6 +40,9 @@ pub struct PlanningOptions {
     pub workdir: std::path::PathBuf,
     /// The fix session id, for the prompt.
     pub session_id: String,
+    /// The session folder, where an agent keeps its records of the calls
+    /// ([`AgentRequest::artifacts_dir`]).
+    pub session_dir: std::path::PathBuf,
     /// Planning agents at once.
     pub max_parallel: usize,
     /// Time limit of one planning agent.
@@ -60,6 +63,7 @@ pub async fn plan_batches(
         mode,
         workdir,
         session_id,
+        session_dir,
         max_parallel,
         time_limit,
     } = options;
@@ -87,6 +91,7 @@ pub async fn plan_batches(
             prompt,
             workdir,
         )
+        .with_artifacts_dir(session_dir)
         .with_schema(partial_plan_schema())
         .with_time_limit(time_limit)
         .with_context(context);

@@ -522,6 +522,35 @@ async fn dry_run_writes_the_plan_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn an_agent_that_cannot_change_files_is_refused_unless_planning_only() {
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    let agent = Arc::new(FakeAgent::new("chat").answers_only());
+    let err = run(
+        config(vec![input.clone()]),
+        fx.services(agent.clone(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, ReviewFixError::AgentCannotChangeFiles { agent } if agent == "chat"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--dry-run"), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    assert!(agent.calls().is_empty());
+    assert_eq!(fx.vcs.head().await.unwrap(), base);
+    // Planning only needs answers: a dry run takes it.
+    let mut cfg = config(vec![input]);
+    cfg.dry_run = true;
+    let report = run(cfg, fx.services(agent, Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::DryRun);
+}
+
+#[tokio::test]
 async fn a_deferred_gate_needs_a_human_and_resume_finishes_the_session() {
     let fx = Fixture::new(FILES);
     let base = fx.vcs.head().await.unwrap();
