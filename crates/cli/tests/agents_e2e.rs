@@ -521,7 +521,10 @@ fn ci_autofix_patches_a_failing_check() {
     );
     // The patch attempt's transcript is beside the audit log.
     let files = transcript_files(&sandbox.repo.join(".moai/reports"));
-    assert!(!files.is_empty(), "no transcript under .moai/reports\n{report}");
+    assert!(
+        !files.is_empty(),
+        "no transcript under .moai/reports\n{report}"
+    );
     assert!(sandbox.transcripts().iter().any(|l| l["kind"] == "end"));
 }
 

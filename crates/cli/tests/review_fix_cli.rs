@@ -236,7 +236,9 @@ fn builtin_commits_each_good_fix_rolls_back_the_breaking_one_and_leaves_user_fil
         std::fs::read_to_string(quickstart().join("src/ring.rs")).unwrap()
     );
     assert!(
-        out.contains(&format!("{BREAKING} failed after 3 attempts")),
+        out.contains(&format!(
+            "{BREAKING} failed after 2 attempts: attempt 2 repeats attempt 1"
+        )),
         "{out}"
     );
     // The user's files are byte-identical, nothing else is left over.

@@ -111,6 +111,9 @@ impl FixStep<'_> {
         // agent's own errors keep their kind.
         let message = match &error {
             AgentError::Failed { message, .. } => message.clone(),
+            AgentError::LoopDetected { signature, .. } if error_type == "repeat" => {
+                signature.clone()
+            }
             other => other.to_string(),
         };
         self.progress
@@ -213,22 +216,16 @@ impl Agent for FixStep<'_> {
         }
         self.progress.end_step("completed");
         let digest = write_set_digest(&self.tree.env.root, &changed);
-        let earlier = self.with(|s| {
-            s.failed
-                .iter()
-                .find(|k| k.digest == digest)
-                .map(|k| k.message.clone())
-        });
-        if let Some(message) = earlier {
-            // The same change already failed its tests: the result is known.
+        let earlier = self.with(|s| s.failed.iter().find(|k| k.digest == digest).cloned());
+        if let Some(known) = earlier {
+            // The same change already failed its tests: the result is known,
+            // and an agent that answered the failure with the identical
+            // change would answer it so again. The finding stops here: no
+            // test run, no further attempt.
             self.restore().await;
-            return self.fail(
-                AgentError::Failed {
-                    message,
-                    exit_code: None,
-                },
-                "test_failure",
-            );
+            let error = repeated(attempt, &known);
+            self.with(|s| s.stop = Some(error.clone()));
+            return self.fail(error, "repeat");
         }
         if self.tree.defer {
             // Batch verification: the fix is tested at landing.
@@ -291,6 +288,7 @@ impl Agent for FixStep<'_> {
             s.failed.push(KnownFailure {
                 digest,
                 message: message.clone(),
+                attempt,
             })
         });
         self.fail(
@@ -300,6 +298,22 @@ impl Agent for FixStep<'_> {
             },
             "test_failure",
         )
+    }
+}
+
+/// Attempt `attempt` made the change that `known` already failed with.
+fn repeated(attempt: u32, known: &KnownFailure) -> AgentError {
+    let earlier = if known.attempt == 0 {
+        "an earlier attempt".to_owned()
+    } else {
+        format!("attempt {}", known.attempt)
+    };
+    AgentError::LoopDetected {
+        signature: format!(
+            "attempt {attempt} repeats {earlier} (the identical change), which failed: {}",
+            known.message
+        ),
+        count: 2,
     }
 }
 

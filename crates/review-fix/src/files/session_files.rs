@@ -221,6 +221,10 @@ pub struct KnownFailure {
     pub digest: String,
     /// The failure fed back to the agent.
     pub message: String,
+    /// The attempt that failed (1-based; 0 in sessions written before it
+    /// was recorded).
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// One fix waiting in the landing queue of a batch verification.

@@ -87,6 +87,7 @@ pub(super) fn drop_fix(
         item.failed.push(KnownFailure {
             digest,
             message: log_ref.to_owned(),
+            attempt: item.attempts,
         });
     }
     let max = shared.config.max_iterations.max(1);

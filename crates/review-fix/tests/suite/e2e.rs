@@ -262,9 +262,10 @@ async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone
         .iter()
         .find(|f| f.result == "failed")
         .unwrap();
-    assert_eq!(ring.attempts, 3);
+    assert_eq!(ring.attempts, 2, "the identical second attempt stops it");
     let error = ring.error.as_ref().unwrap();
     assert!(error.contains("ring_labels"), "{error}");
+    assert!(error.contains("attempt 2 repeats attempt 1"), "{error}");
     assert!(
         std::fs::read_to_string(repo.join("src/ring.rs"))
             .unwrap()

@@ -168,9 +168,10 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
         "B1\nb2\n"
     );
     assert!(fx.vcs.status().await.unwrap().is_clean());
-    // F3 was tried three times; the identical change was tested only once
-    // (and re-run once to rule out a flaky failure).
-    assert_eq!(agent.calls_for("F3"), 3);
+    // F3's second attempt made the identical change: it was tested only
+    // once (and re-run once to rule out a flaky failure), and the finding
+    // stopped at the repeat instead of asking a third time.
+    assert_eq!(agent.calls_for("F3"), 2);
     assert_eq!(
         fx.tests.runs(),
         5,
@@ -218,22 +219,17 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     );
     let f3 = p.findings.iter().find(|f| f.finding_id == "F3").unwrap();
     assert_eq!(f3.result, Some(FixResult::Failed));
-    assert_eq!(f3.attempts, 3);
+    assert_eq!(f3.attempts, 2);
     assert_eq!(f3.commit_hash, None);
     assert!(
         f3.error_message
             .as_ref()
             .unwrap()
-            .contains("max iterations reached (3)")
+            .contains("attempt 2 repeats attempt 1 (the identical change)")
     );
     assert!(f3.error_message.as_ref().unwrap().contains("BAD found"));
-    assert_eq!(
-        p.errors
-            .iter()
-            .filter(|e| e.error_type == "test_failure")
-            .count(),
-        3
-    );
+    let kinds: Vec<&str> = p.errors.iter().map(|e| e.error_type.as_str()).collect();
+    assert_eq!(kinds, ["test_failure", "repeat"]);
     // The second attempt's prompt carried the failing output.
     let second = agent
         .calls()
