@@ -7,6 +7,9 @@
 //! session folder, else (a request that names none) to
 //! `<cache>/transcripts` ([`orchestrator_core::state::cache_dir`]).
 //!
+//! Every agent built here is wrapped in one [`Budget`] when `[budget]` sets
+//! a limit or `[prices]` prices its model (see `with_budget`).
+//!
 //! The builtin agents are not built here: which builtin agent fits depends on
 //! the flow (review-fix applies suggestions, ci-autofix runs formatters and
 //! linter fixers, planex runs shell directives), so [`build_agent`] returns
@@ -23,6 +26,7 @@ use crate::config::{
 use crate::openai::{OpenAiConfig, OpenAiError};
 use crate::process::ProcessRunner;
 use crate::tool_agent::{ToolAgent, ToolAgentConfig};
+use crate::wrappers::{Budget, BudgetLimits};
 
 /// What the configuration selects.
 #[derive(Debug, Clone)]
@@ -96,7 +100,40 @@ pub fn build_agent(config: &Config) -> Result<AgentChoice, FactoryError> {
             Arc::new(agent)
         }
     };
-    Ok(AgentChoice::Agent(agent))
+    Ok(AgentChoice::Agent(with_budget(config, agent)))
+}
+
+/// Wraps `agent` in one [`Budget`] with `[budget]`'s limits and the
+/// `[prices]` entry of its model, when either applies: the single place
+/// where limits meet every configured backend.
+fn with_budget(config: &Config, agent: Arc<dyn Agent>) -> Arc<dyn Agent> {
+    let price = model_of(config).and_then(|model| config.prices.get(model).copied());
+    if !config.budget.is_limited() && price.is_none() {
+        return agent;
+    }
+    let limits = BudgetLimits {
+        max_turns: None,
+        max_tokens: config.budget.max_tokens,
+        max_cost_usd: config.budget.max_cost_usd,
+        max_calls: config.budget.max_agent_calls,
+    };
+    let budget = Budget::new(agent, limits);
+    Arc::new(match price {
+        Some(price) => budget.with_price(price),
+        None => budget,
+    })
+}
+
+/// The model the configured agent is set to, for `[prices]`.
+fn model_of(config: &Config) -> Option<&str> {
+    let agent = &config.agent;
+    match agent.kind {
+        AgentKind::Openai => agent.openai.as_ref()?.model.as_deref(),
+        AgentKind::Claude => agent.claude.as_ref()?.model.as_deref(),
+        AgentKind::Codex => agent.codex.as_ref()?.model.as_deref(),
+        AgentKind::Gemini => agent.gemini.as_ref()?.model.as_deref(),
+        AgentKind::Builtin | AgentKind::Command => None,
+    }
 }
 
 fn cli_preset(mut agent: ProcessAgent, section: Option<&CliAgentSection>) -> ProcessAgent {

@@ -68,6 +68,7 @@ impl Harness {
             max_turns: Some(1000),
             max_tokens: Some(1_000_000),
             max_cost_usd: Some(100.0),
+            max_calls: None,
         };
         let transcript = self.dir.path().join(format!("{:?}.jsonl", self.wrap));
         match self.wrap {

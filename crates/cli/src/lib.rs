@@ -123,6 +123,9 @@ pub struct ConfigShowArgs {
     /// Show the settings as a run with this --agent would use them.
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
+    /// Show the settings as a run with these limits would use them.
+    #[command(flatten)]
+    pub budget: setup::BudgetFlags,
 }
 
 /// Arguments of `orchestrator completions`.

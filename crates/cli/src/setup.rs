@@ -94,12 +94,32 @@ impl ConfigFiles {
     }
 }
 
+/// The run limits every flow takes (`[budget]` in orchestrator.toml; a
+/// flag wins over the file).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct BudgetFlags {
+    /// Stop starting agent calls once the run's agents have spent this many
+    /// US dollars (reported by the backend, else priced by `[prices]`)
+    #[arg(long, global = true, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Stop starting agent calls once the run's agents have used this many
+    /// input plus output tokens
+    #[arg(long, global = true, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Start at most this many agent calls in the run (an attempt at a
+    /// finding, task or patch, a plan or exploration request: one call each)
+    #[arg(long, global = true, value_name = "N")]
+    pub max_agent_calls: Option<u32>,
+}
+
 /// Merges the user file and `--config` or `repo`'s `orchestrator.toml`,
-/// then applies the environment and the `--agent` flag, remembering where
-/// each value came from. Errors name the file and line.
+/// then applies the environment, the `--agent` flag and the budget flags,
+/// remembering where each value came from. Errors name the file and line,
+/// or the flag.
 pub fn effective_config(
     repo: &Path,
     agent: Option<&str>,
+    budget: &BudgetFlags,
     files: &ConfigFiles,
 ) -> Result<EffectiveConfig, String> {
     let mut effective = EffectiveConfig::load(files.user.as_deref(), files.main_file(repo))
@@ -109,10 +129,37 @@ pub fn effective_config(
         let spec = AgentSpec::parse(spec).map_err(|e| format!("--agent: {e}"))?;
         effective.apply_agent_spec(&spec, "--agent");
     }
+    let flag_error = |e: orchestrator_adapters::config::ConfigError| e.to_string();
+    if let Some(usd) = budget.max_cost_usd {
+        effective
+            .apply_flag("budget.max_cost_usd", "--max-cost-usd", |c| {
+                c.budget.max_cost_usd = Some(usd);
+            })
+            .map_err(flag_error)?;
+    }
+    if let Some(tokens) = budget.max_tokens {
+        effective
+            .apply_flag("budget.max_tokens", "--max-tokens", |c| {
+                c.budget.max_tokens = Some(tokens);
+            })
+            .map_err(flag_error)?;
+    }
+    if let Some(calls) = budget.max_agent_calls {
+        effective
+            .apply_flag("budget.max_agent_calls", "--max-agent-calls", |c| {
+                c.budget.max_agent_calls = Some(calls);
+            })
+            .map_err(flag_error)?;
+    }
     Ok(effective)
 }
 
 /// The settings of a run (see [`effective_config`]).
-pub fn config(repo: &Path, agent: Option<&str>, files: &ConfigFiles) -> Result<Config, String> {
-    effective_config(repo, agent, files).map(EffectiveConfig::into_config)
+pub fn config(
+    repo: &Path,
+    agent: Option<&str>,
+    budget: &BudgetFlags,
+    files: &ConfigFiles,
+) -> Result<Config, String> {
+    effective_config(repo, agent, budget, files).map(EffectiveConfig::into_config)
 }

@@ -579,3 +579,110 @@ fn a_fix_that_changes_nothing_is_not_committed() {
     let files = transcript_files(&sandbox.repo.join(".review"));
     assert!(!files.is_empty(), "no transcript under .review\n{report}");
 }
+
+/// `[prices]` turns the server's token counts into dollars and
+/// `--max-cost-usd` stops the run's agent calls there: once the calls have
+/// spent the limit, no further call starts, every finding left fails with
+/// the budget named, and nothing is committed.
+#[test]
+fn the_cost_limit_stops_agent_calls_at_the_priced_spend() {
+    let sandbox = Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+        // 200 prompt and 40 completion tokens per answer: $0.40 each.
+        (
+            "orchestrator.toml",
+            "version = 1\n\n[prices.\"scripted-model\"]\ninput_usd_per_mtok = 1000.0\noutput_usd_per_mtok = 5000.0\n",
+        ),
+    ]);
+    let server = tokio_runtime().block_on(ModelServer::always(
+        Protocol::OpenAiChat,
+        Turn::text("All fixed, trust me."),
+    ));
+    let head = sandbox.git(&["rev-parse", "HEAD"]);
+    let o = sandbox.orchestrator(
+        &server,
+        &[
+            "review-fix",
+            "--fix",
+            "findings.json",
+            "--agent",
+            "openai",
+            "--test-cmd",
+            "sh check.sh",
+            "--isolation",
+            "serial",
+            "--max-cost-usd",
+            "0.5",
+            "-y",
+        ],
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{report}");
+    // The planner's answers were refused (no JSON): failed calls, counted as
+    // calls but carrying no usage. F2's attempts then cost $0.40 each; a
+    // call starts while the spend is below the limit, so the first two
+    // start ($0.00, $0.40) and the third is refused at $0.80, as is every
+    // call for F1, which never reached the server.
+    let fixes: Vec<String> = server
+        .main_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .filter(|b| b.contains("role in this task: fix"))
+        .collect();
+    assert_eq!(fixes.len(), 2, "{report}");
+    assert!(fixes.iter().all(|b| b.contains("Wrong value")), "{report}");
+    let out = text(&o.stdout);
+    assert_eq!(
+        out.matches("agent budget exhausted: $0.8000 of $0.5000 spent")
+            .count(),
+        2,
+        "{report}"
+    );
+    // A spent budget is not retried.
+    assert!(
+        out.contains("F1 failed after 1 attempt: agent budget exhausted"),
+        "{report}"
+    );
+    assert!(
+        out.contains("findings: 2 (0 fixed, 2 failed, 0 rejected)"),
+        "{report}"
+    );
+    assert_eq!(sandbox.git(&["rev-parse", "HEAD"]), head, "{report}");
+    assert_eq!(sandbox.read("greet.txt"), "hello wrold\n");
+}
+
+/// A limit that is not a positive number is refused before anything runs,
+/// naming the flag.
+#[test]
+fn a_bad_limit_is_a_usage_error_naming_the_flag() {
+    let sandbox = Sandbox::new(&[("findings.json", FINDINGS)]);
+    let server = tokio_runtime().block_on(ModelServer::always(
+        Protocol::OpenAiChat,
+        Turn::text("unused"),
+    ));
+    let o = sandbox.orchestrator(
+        &server,
+        &[
+            "review-fix",
+            "--fix",
+            "findings.json",
+            "--agent",
+            "openai",
+            "--max-agent-calls",
+            "0",
+            "-y",
+        ],
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(2), "{report}");
+    assert!(
+        text(&o.stderr).contains(
+            "--max-agent-calls: budget.max_agent_calls: expected a positive number of calls, got 0"
+        ),
+        "{report}"
+    );
+    assert!(server.main_requests().is_empty());
+}

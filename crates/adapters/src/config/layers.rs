@@ -204,6 +204,26 @@ impl EffectiveConfig {
         self.record(&before, &["agent.kind"], Origin::Flag(flag.to_owned()));
     }
 
+    /// Applies a command-line flag `flag` that sets the value at dotted
+    /// `key` (`budget.max_cost_usd`) through `set`, then checks the result.
+    pub fn apply_flag(
+        &mut self,
+        key: &str,
+        flag: &str,
+        set: impl FnOnce(&mut Config),
+    ) -> Result<(), ConfigError> {
+        let before = flatten_config(&self.config);
+        set(&mut self.config);
+        self.record(&before, &[key], Origin::Flag(flag.to_owned()));
+        self.config.check().map_err(|e| match e {
+            ConfigError::Invalid { message, .. } => ConfigError::Invalid {
+                path: None,
+                message: format!("{flag}: {message}"),
+            },
+            other => other,
+        })
+    }
+
     /// Marks as set by `origin` the `keys` it sets and every value that
     /// differs from `before`.
     fn record(&mut self, before: &BTreeMap<String, String>, keys: &[&str], origin: Origin) {

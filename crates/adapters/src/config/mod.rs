@@ -49,8 +49,10 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+mod budget;
 mod layers;
 
+pub use budget::{BudgetSection, Price, Prices, check_prices};
 pub use layers::{
     EffectiveConfig, FileRole, MainFile, Origin, user_config_path, user_config_path_from,
 };
@@ -166,6 +168,12 @@ pub struct Config {
     /// Knobs of the CI auto-fix flow.
     #[serde(default)]
     pub ci_autofix: CiAutofixSection,
+    /// Limits on what a run's agent may spend.
+    #[serde(default)]
+    pub budget: BudgetSection,
+    /// Token prices by model name (US dollars per million tokens).
+    #[serde(default, skip_serializing_if = "Prices::is_empty")]
+    pub prices: Prices,
 }
 
 impl Default for Config {
@@ -177,6 +185,8 @@ impl Default for Config {
             review_fix: ReviewFixSection::default(),
             planex: PlanexSection::default(),
             ci_autofix: CiAutofixSection::default(),
+            budget: BudgetSection::default(),
+            prices: Prices::new(),
         }
     }
 }
@@ -260,6 +270,12 @@ impl Config {
         if let Some(command) = &self.agent.command {
             command.command_line()?;
         }
+        let invalid = |message| ConfigError::Invalid {
+            path: None,
+            message,
+        };
+        self.budget.check().map_err(invalid)?;
+        check_prices(&self.prices).map_err(invalid)?;
         self.agent_spec().map(|_| ())
     }
 

@@ -5,6 +5,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use orchestrator_core::{Agent, AgentError, AgentRequest, AgentResponse, Usage};
 
+use crate::config::Price;
+
 /// Limits for [`Budget`]; `None` means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct BudgetLimits {
@@ -14,6 +16,8 @@ pub struct BudgetLimits {
     pub max_tokens: Option<u64>,
     /// Cost in US dollars, summed over calls.
     pub max_cost_usd: Option<f64>,
+    /// Calls started.
+    pub max_calls: Option<u32>,
 }
 
 /// Sums the usage of every call and, once a limit is reached, answers
@@ -21,13 +25,22 @@ pub struct BudgetLimits {
 ///
 /// Accounting: a response adds its `usage` (tokens, cost) and at least one
 /// turn (`usage.turns`, or 1 when the backend reports none); a failed call
-/// adds one turn. The check happens before a call, so calls running at the
-/// same time may together overshoot by the usage of those calls.
+/// adds one turn. A response that reports tokens but no cost is priced with
+/// [`Budget::with_price`] when one is set. Every call started counts
+/// towards `max_calls`. The check happens before a call, so calls running
+/// at the same time may together overshoot by the usage of those calls.
 #[derive(Debug)]
 pub struct Budget<A> {
     inner: A,
     limits: BudgetLimits,
-    spent: Mutex<Usage>,
+    price: Option<Price>,
+    spent: Mutex<Spent>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Spent {
+    usage: Usage,
+    calls: u32,
 }
 
 impl<A> Budget<A> {
@@ -36,8 +49,15 @@ impl<A> Budget<A> {
         Self {
             inner,
             limits,
-            spent: Mutex::new(Usage::default()),
+            price: None,
+            spent: Mutex::new(Spent::default()),
         }
+    }
+
+    /// Builder: price responses that report tokens but no cost.
+    pub fn with_price(mut self, price: Price) -> Self {
+        self.price = Some(price);
+        self
     }
 
     /// The wrapped agent.
@@ -52,34 +72,49 @@ impl<A> Budget<A> {
 
     /// Usage so far.
     pub fn spent(&self) -> Usage {
-        *self.lock()
+        self.lock().usage
+    }
+
+    /// Calls started so far.
+    pub fn calls(&self) -> u32 {
+        self.lock().calls
     }
 
     /// Which limit is exhausted, if any, as a message for the error.
     pub fn exhausted(&self) -> Option<String> {
-        let spent = self.spent();
-        if let Some(max) = self.limits.max_turns
-            && spent.turns >= max
-        {
-            return Some(format!("{} of {max} turns used", spent.turns));
-        }
-        let tokens = spent.input_tokens + spent.output_tokens;
-        if let Some(max) = self.limits.max_tokens
-            && tokens >= max
-        {
-            return Some(format!("{tokens} of {max} tokens used"));
-        }
-        if let Some(max) = self.limits.max_cost_usd
-            && spent.cost_usd >= max
-        {
-            return Some(format!("${:.4} of ${max:.4} spent", spent.cost_usd));
-        }
-        None
+        exhausted(&self.limits, &self.lock())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Usage> {
+    fn lock(&self) -> MutexGuard<'_, Spent> {
         self.spent.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Which of `limits` `spent` has reached, as a message for the error.
+fn exhausted(limits: &BudgetLimits, spent: &Spent) -> Option<String> {
+    if let Some(max) = limits.max_calls
+        && spent.calls >= max
+    {
+        return Some(format!("{} of {max} agent calls made", spent.calls));
+    }
+    let spent = spent.usage;
+    if let Some(max) = limits.max_turns
+        && spent.turns >= max
+    {
+        return Some(format!("{} of {max} turns used", spent.turns));
+    }
+    let tokens = spent.input_tokens + spent.output_tokens;
+    if let Some(max) = limits.max_tokens
+        && tokens >= max
+    {
+        return Some(format!("{tokens} of {max} tokens used"));
+    }
+    if let Some(max) = limits.max_cost_usd
+        && spent.cost_usd >= max
+    {
+        return Some(format!("${:.4} of ${max:.4} spent", spent.cost_usd));
+    }
+    None
 }
 
 #[async_trait]
@@ -92,16 +127,29 @@ impl<A: Agent> Agent for Budget<A> {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        if let Some(message) = self.exhausted() {
-            return Err(AgentError::Budget { message });
+        {
+            // Checked and counted under one lock, so calls starting at once
+            // cannot all pass the calls limit.
+            let mut spent = self.lock();
+            if let Some(message) = exhausted(&self.limits, &spent) {
+                return Err(AgentError::Budget { message });
+            }
+            spent.calls += 1;
         }
-        let result = self.inner.run(request).await;
-        let mut used = match &result {
-            Ok(response) => response.usage.unwrap_or_default(),
+        let mut result = self.inner.run(request).await;
+        let mut used = match &mut result {
+            Ok(response) => {
+                if let (Some(price), Some(usage)) = (self.price, response.usage.as_mut())
+                    && usage.cost_usd == 0.0
+                {
+                    usage.cost_usd = price.cost(usage.input_tokens, usage.output_tokens);
+                }
+                response.usage.unwrap_or_default()
+            }
             Err(_) => Usage::default(),
         };
         used.turns = used.turns.max(1);
-        self.lock().add(&used);
+        self.lock().usage.add(&used);
         result
     }
 }
@@ -176,6 +224,54 @@ mod tests {
                 message: "1100 of 1000 tokens used".into()
             })
         );
+    }
+
+    #[tokio::test]
+    async fn the_calls_limit_counts_every_call_started() {
+        let inner = Scripted::new([Step::ok("one"), Step::err(transient("two"))]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_calls: Some(2),
+                ..BudgetLimits::default()
+            },
+        );
+        assert!(budget.run(request("1")).await.is_ok());
+        assert!(budget.run(request("2")).await.is_err());
+        assert_eq!(
+            budget.run(request("3")).await,
+            Err(AgentError::Budget {
+                message: "2 of 2 agent calls made".into()
+            })
+        );
+        assert_eq!(budget.calls(), 2);
+        assert_eq!(budget.inner().call_count(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_price_costs_tokens_only_where_the_backend_reports_no_cost() {
+        let inner = Scripted::new([
+            with_usage(1_000_000, 100_000, 0.0, 1),
+            with_usage(1_000_000, 0, 0.25, 1),
+        ]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_cost_usd: Some(10.0),
+                ..BudgetLimits::default()
+            },
+        )
+        .with_price(Price {
+            input_usd_per_mtok: 1.0,
+            output_usd_per_mtok: 5.0,
+        });
+        // 1.0 for the input, 0.5 for the output: the response says so too.
+        let first = budget.run(request("1")).await.unwrap();
+        assert!((first.usage.unwrap().cost_usd - 1.5).abs() < 1e-9);
+        // A reported cost is kept as reported.
+        let second = budget.run(request("2")).await.unwrap();
+        assert!((second.usage.unwrap().cost_usd - 0.25).abs() < 1e-9);
+        assert!((budget.spent().cost_usd - 1.75).abs() < 1e-9);
     }
 
     #[tokio::test]

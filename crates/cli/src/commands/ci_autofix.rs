@@ -161,6 +161,9 @@ pub struct FixArgs {
     /// (default: orchestrator.toml, else builtin — formatters and linter fixers).
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
+    /// Limits on what the run's agents may spend.
+    #[command(flatten)]
+    pub budget: setup::BudgetFlags,
     /// Iterations before the mandatory escalation.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: u32,
@@ -355,7 +358,7 @@ fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
         eprintln!("error: --check needs a command (got an empty one)");
         return Exit::BadInput;
     }
-    let config = match setup::config(&args.repo, args.agent.as_deref(), files) {
+    let config = match setup::config(&args.repo, args.agent.as_deref(), &args.budget, files) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

@@ -12,7 +12,7 @@ use crate::setup::{self, ConfigFiles};
 
 /// Runs `config show`.
 pub fn show(args: &ConfigShowArgs, files: &ConfigFiles) -> Exit {
-    match setup::effective_config(&args.repo, args.agent.as_deref(), files) {
+    match setup::effective_config(&args.repo, args.agent.as_deref(), &args.budget, files) {
         Ok(effective) => {
             out(&render(&effective, files, &args.repo));
             Exit::Success

@@ -142,6 +142,10 @@ pub struct PlanexFlags {
     #[arg(long, global = true, value_name = "SPEC")]
     pub agent: Option<String>,
 
+    /// Limits on what the run's agents may spend.
+    #[command(flatten)]
+    pub budget: setup::BudgetFlags,
+
     /// Rounds of attempts before a task goes to a human (default: 2 for LLM
     /// agents, 1 for the shell agent).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -334,7 +338,8 @@ fn prepare(
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
-    let Picked { agents, policy } = agents_for(&repo, flags.agent.as_deref(), needs, files)?;
+    let Picked { agents, policy } =
+        agents_for(&repo, flags.agent.as_deref(), &flags.budget, needs, files)?;
     let mut execution = policy;
     if let Some(rounds) = flags.max_rounds {
         execution.max_rounds = rounds;
@@ -443,6 +448,7 @@ impl Picked {
 fn agents_for(
     repo: &Path,
     spec: Option<&str>,
+    budget: &setup::BudgetFlags,
     needs: Needs,
     files: &ConfigFiles,
 ) -> Result<Picked, Failure> {
@@ -468,7 +474,7 @@ fn agents_for(
         }
         return Ok(Picked::shell());
     }
-    let config = setup::config(repo, spec, files).map_err(Failure::new)?;
+    let config = setup::config(repo, spec, budget, files).map_err(Failure::new)?;
     match build_agent(&config).map_err(|e| Failure::new(e.to_string()))? {
         AgentChoice::Builtin => match needs {
             Needs::Planning | Needs::Execution => Err(needs_llm()),
@@ -702,9 +708,15 @@ mod tests {
     fn the_full_flow_refuses_the_shell_and_builtin_agents() {
         let repo = tempfile::tempdir().unwrap();
         for spec in [Some("shell"), Some("builtin"), None] {
-            let err = agents_for(repo.path(), spec, Needs::Planning, &ConfigFiles::default())
-                .err()
-                .unwrap();
+            let err = agents_for(
+                repo.path(),
+                spec,
+                &setup::BudgetFlags::default(),
+                Needs::Planning,
+                &ConfigFiles::default(),
+            )
+            .err()
+            .unwrap();
             assert!(
                 err.message.contains("needs an LLM agent"),
                 "{spec:?}: {}",
@@ -714,6 +726,7 @@ mod tests {
         let p = agents_for(
             repo.path(),
             None,
+            &setup::BudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -726,6 +739,7 @@ mod tests {
         let p = agents_for(
             repo.path(),
             Some("builtin"),
+            &setup::BudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -738,6 +752,7 @@ mod tests {
         let p = agents_for(
             repo.path(),
             Some("claude"),
+            &setup::BudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -750,6 +765,7 @@ mod tests {
         let err = agents_for(
             repo.path(),
             Some("nope"),
+            &setup::BudgetFlags::default(),
             Needs::Planning,
             &ConfigFiles::default(),
         )

@@ -169,12 +169,16 @@ impl Agent for FixStep<'_> {
             Err(e) => {
                 self.restore().await;
                 self.progress.end_step("failed");
-                let kind = if matches!(e, AgentError::Unsupported { .. }) {
-                    self.with(|s| s.stop = Some(e.clone()));
-                    "not_fixable"
-                } else {
-                    "agent_error"
+                let kind = match &e {
+                    AgentError::Unsupported { .. } => "not_fixable",
+                    AgentError::Budget { .. } => "budget",
+                    _ => "agent_error",
                 };
+                if e.is_final() {
+                    // A refusal, a spent budget, an unusable agent: asking
+                    // again gives the same answer, so no further attempt.
+                    self.with(|s| s.stop = Some(e.clone()));
+                }
                 return self.fail(e, kind);
             }
         }

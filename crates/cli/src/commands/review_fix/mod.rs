@@ -106,6 +106,9 @@ pub struct ReviewFixArgs {
     /// `orchestrator.toml` / ORCHESTRATOR_AGENT choice, else builtin.
     #[arg(long, value_name = "SPEC")]
     pub agent: Option<String>,
+    /// Limits on what the run's agents may spend.
+    #[command(flatten)]
+    pub budget: setup::BudgetFlags,
     /// The test command run after each fix (`{pattern}` becomes the group's
     /// test pattern). Default: `[tests] command` of `orchestrator.toml`, else
     /// inferred (Cargo.toml → cargo test, package.json → npm test, pytest
@@ -307,7 +310,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     if !repo.is_dir() {
         return fail(format!("--repo {}: no such directory", args.repo.display()));
     }
-    let config = match setup::config(&repo, args.agent.as_deref(), files) {
+    let config = match setup::config(&repo, args.agent.as_deref(), &args.budget, files) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
