@@ -112,6 +112,22 @@ pub struct BudgetFlags {
     pub max_agent_calls: Option<u32>,
 }
 
+/// Limits per item (`[budget] item_max_*`; a flag wins over the file).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct ItemBudgetFlags {
+    /// Start no further attempt at a finding once the agent has spent this
+    /// many US dollars on it; the finding fails with reason budget and the
+    /// run goes on
+    #[arg(long, value_name = "USD")]
+    pub item_max_cost_usd: Option<f64>,
+    /// The same, in input plus output tokens
+    #[arg(long, value_name = "N")]
+    pub item_max_tokens: Option<u64>,
+    /// The same, in agent calls
+    #[arg(long, value_name = "N")]
+    pub item_max_agent_calls: Option<u32>,
+}
+
 /// Merges the user file and `--config` or `repo`'s `orchestrator.toml`,
 /// then applies the environment, the `--agent` flag and the budget flags,
 /// remembering where each value came from. Errors name the file and line,
@@ -149,6 +165,44 @@ pub fn effective_config(
             .apply_flag("budget.max_agent_calls", "--max-agent-calls", |c| {
                 c.budget.max_agent_calls = Some(calls);
             })
+            .map_err(flag_error)?;
+    }
+    Ok(effective)
+}
+
+/// [`effective_config`] with the per-item limit flags applied too.
+pub fn effective_config_with_items(
+    repo: &Path,
+    agent: Option<&str>,
+    budget: &BudgetFlags,
+    items: &ItemBudgetFlags,
+    files: &ConfigFiles,
+) -> Result<EffectiveConfig, String> {
+    let mut effective = effective_config(repo, agent, budget, files)?;
+    let flag_error = |e: orchestrator_adapters::config::ConfigError| e.to_string();
+    if let Some(usd) = items.item_max_cost_usd {
+        effective
+            .apply_flag("budget.item_max_cost_usd", "--item-max-cost-usd", |c| {
+                c.budget.item_max_cost_usd = Some(usd);
+            })
+            .map_err(flag_error)?;
+    }
+    if let Some(tokens) = items.item_max_tokens {
+        effective
+            .apply_flag("budget.item_max_tokens", "--item-max-tokens", |c| {
+                c.budget.item_max_tokens = Some(tokens);
+            })
+            .map_err(flag_error)?;
+    }
+    if let Some(calls) = items.item_max_agent_calls {
+        effective
+            .apply_flag(
+                "budget.item_max_agent_calls",
+                "--item-max-agent-calls",
+                |c| {
+                    c.budget.item_max_agent_calls = Some(calls);
+                },
+            )
             .map_err(flag_error)?;
     }
     Ok(effective)

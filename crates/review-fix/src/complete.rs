@@ -87,6 +87,7 @@ pub(crate) async fn complete(
             attempts: f.attempts,
             commit: f.commit_hash.clone(),
             error: f.error_message.clone(),
+            spend: f.spend,
         })
         .collect();
     findings.extend(findings_file.rejected.iter().map(|r| FindingReport {
@@ -96,6 +97,7 @@ pub(crate) async fn complete(
         attempts: 0,
         commit: None,
         error: Some(r.reason.clone()),
+        spend: None,
     }));
     let mut history: FixHistory = read_json_if_exists(paths.history())?.unwrap_or_default();
     if history.version != HISTORY_VERSION {

@@ -53,6 +53,9 @@ pub struct ReviewFixConfig {
     pub group_time_limit: Duration,
     /// Time limit of one fix agent call, if any.
     pub fix_time_limit: Option<Duration>,
+    /// What the agent may spend on one finding (`--item-max-cost-usd`, …);
+    /// an attempt starts only below every limit.
+    pub item_limits: crate::files::ItemLimits,
     /// Time limit of one test run, if any.
     pub test_time_limit: Option<Duration>,
     /// How fixes are verified (`--verify each|batch|auto`, default `auto`).
@@ -130,6 +133,12 @@ impl ReviewFixConfig {
         self
     }
 
+    /// Sets [`ReviewFixConfig::item_limits`].
+    pub fn with_item_limits(mut self, item_limits: crate::files::ItemLimits) -> Self {
+        self.item_limits = item_limits;
+        self
+    }
+
     /// Sets [`ReviewFixConfig::planner`].
     pub fn with_planner(mut self, planner: PlannerMode) -> Self {
         self.planner = planner;
@@ -201,6 +210,7 @@ impl Default for ReviewFixConfig {
             planning_time_limit: Duration::from_secs(600),
             group_time_limit: Duration::from_secs(1200),
             fix_time_limit: None,
+            item_limits: crate::files::ItemLimits::default(),
             test_time_limit: None,
             verify: VerifyMode::Auto,
             flaky_reruns: 1,

@@ -259,6 +259,9 @@ pub struct ProgressFinding {
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// What the agent spent on it (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<AgentSpend>,
 }
 
 /// Counts of a progress file (seed field names).
@@ -431,6 +434,11 @@ impl FixProgress {
     }
 
     /// The finding entry with this id.
+    pub fn finding(&self, id: &str) -> Option<&ProgressFinding> {
+        self.findings.iter().find(|f| f.finding_id == id)
+    }
+
+    /// The entry of finding `id`, to change.
     pub fn finding_mut(&mut self, id: &str) -> Option<&mut ProgressFinding> {
         self.findings.iter_mut().find(|f| f.finding_id == id)
     }

@@ -45,7 +45,7 @@ impl Outcome {
 }
 
 /// How one finding ended, for the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FindingReport {
     /// The finding id.
     pub id: String,
@@ -60,6 +60,8 @@ pub struct FindingReport {
     pub commit: Option<String>,
     /// Why it failed or was rejected.
     pub error: Option<String>,
+    /// What the agent spent on it, when it was called.
+    pub spend: Option<crate::files::AgentSpend>,
 }
 
 /// What a run did.
@@ -90,5 +92,15 @@ impl RunReport {
     /// Findings with the given result.
     pub fn count(&self, result: &str) -> usize {
         self.findings.iter().filter(|f| f.result == result).count()
+    }
+
+    /// What the agent spent on every finding, with cost and test runs per
+    /// verified fix (`None` when no agent was called).
+    pub fn spend_line(&self) -> Option<String> {
+        crate::summary::spend_line(
+            self.findings.iter().filter_map(|f| f.spend.as_ref()),
+            self.count("fixed"),
+            self.test_runs,
+        )
     }
 }

@@ -6,7 +6,8 @@ use orchestrator_core::text::counted;
 use orchestrator_core::verify::VerifyMode;
 
 use crate::files::{
-    FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION, VerificationStats,
+    AgentSpend, FixPlan, FixProgress, FixResult, RejectedFinding, SUMMARY_VERSION,
+    VerificationStats,
 };
 
 /// What the summary is rendered from.
@@ -30,6 +31,41 @@ pub struct SummaryInput<'a> {
     pub verification: VerificationStats,
     /// The outcome, as in `fix-history.json`.
     pub outcome: &'a str,
+}
+
+/// `Agent: 9 calls, 1920 tokens, $0.0123; per verified fix: $0.0041, 1.3
+/// test runs` — what the agent spent on these findings, and what each fix
+/// that landed cost; `None` when no agent was called.
+pub fn spend_line<'a>(
+    spends: impl IntoIterator<Item = &'a AgentSpend>,
+    fixed: usize,
+    test_runs: u32,
+) -> Option<String> {
+    let mut total = AgentSpend::default();
+    for s in spends {
+        total.add(s);
+    }
+    if total.calls == 0 {
+        return None;
+    }
+    let per_fix = if fixed == 0 {
+        "no verified fix".to_owned()
+    } else {
+        // Counts stay far below 2^53.
+        #[allow(clippy::cast_precision_loss)]
+        let n = fixed as f64;
+        format!(
+            "per verified fix: ${:.4}, {:.1} test runs",
+            total.cost_usd / n,
+            f64::from(test_runs) / n
+        )
+    };
+    Some(format!(
+        "Agent: {}, {} tokens, ${:.4}; {per_fix}",
+        counted(u64::from(total.calls), "call", "calls"),
+        total.tokens(),
+        total.cost_usd
+    ))
 }
 
 fn cell(s: &str) -> String {
@@ -110,6 +146,13 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             v.each_runs,
             v.runs_saved()
         );
+    }
+    if let Some(line) = spend_line(
+        findings.iter().filter_map(|(_, f)| f.spend.as_ref()),
+        fixed,
+        v.test_runs,
+    ) {
+        let _ = writeln!(out, "- {line}");
     }
     if v.flaky > 0 {
         let _ = writeln!(

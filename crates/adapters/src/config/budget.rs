@@ -29,6 +29,15 @@ pub struct BudgetSection {
     /// exploration request is one call, however many turns it takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_agent_calls: Option<u32>,
+    /// US dollars per item (a review-fix finding, over all its attempts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_max_cost_usd: Option<f64>,
+    /// Tokens per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_max_tokens: Option<u64>,
+    /// Agent calls per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_max_agent_calls: Option<u32>,
 }
 
 impl BudgetSection {
@@ -39,20 +48,33 @@ impl BudgetSection {
 
     /// Checks the values: limits are positive numbers.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(cost) = self.max_cost_usd
-            && !(cost.is_finite() && cost > 0.0)
-        {
-            return Err(format!(
-                "budget.max_cost_usd: expected a positive number of US dollars, got {cost}"
-            ));
+        for (key, cost) in [
+            ("max_cost_usd", self.max_cost_usd),
+            ("item_max_cost_usd", self.item_max_cost_usd),
+        ] {
+            if let Some(cost) = cost
+                && !(cost.is_finite() && cost > 0.0)
+            {
+                return Err(format!(
+                    "budget.{key}: expected a positive number of US dollars, got {cost}"
+                ));
+            }
         }
-        if self.max_tokens == Some(0) {
-            return Err("budget.max_tokens: expected a positive number of tokens, got 0".into());
-        }
-        if self.max_agent_calls == Some(0) {
-            return Err(
-                "budget.max_agent_calls: expected a positive number of calls, got 0".into(),
-            );
+        for (key, what, zero) in [
+            ("max_tokens", "tokens", self.max_tokens == Some(0)),
+            ("item_max_tokens", "tokens", self.item_max_tokens == Some(0)),
+            ("max_agent_calls", "calls", self.max_agent_calls == Some(0)),
+            (
+                "item_max_agent_calls",
+                "calls",
+                self.item_max_agent_calls == Some(0),
+            ),
+        ] {
+            if zero {
+                return Err(format!(
+                    "budget.{key}: expected a positive number of {what}, got 0"
+                ));
+            }
         }
         Ok(())
     }

@@ -116,6 +116,7 @@ pub(crate) fn init_progress(
                 commit_hash: None,
                 test_passed: None,
                 error_message: None,
+                spend: None,
             }
         })
         .collect();

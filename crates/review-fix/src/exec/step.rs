@@ -145,6 +145,16 @@ impl Agent for FixStep<'_> {
             // A refusal or an unrecoverable state repeats: do not call again.
             return Err(stop);
         }
+        // The finding's own budget, over every attempt so far (earlier runs
+        // and landings included: the spend is kept in the progress file).
+        let spent = self.progress.snapshot().finding(&id).and_then(|f| f.spend);
+        if let Some(message) = spent.and_then(|s| s.exhausted(&self.shared.config.item_limits)) {
+            let error = AgentError::Budget {
+                message: format!("the finding's budget: {message}"),
+            };
+            self.with(|s| s.stop = Some(error.clone()));
+            return self.fail(error, "budget");
+        }
         self.progress.update(|p| {
             if let Some(f) = p.finding_mut(&id) {
                 f.attempts = attempt;
@@ -159,7 +169,14 @@ impl Agent for FixStep<'_> {
             "fixing",
             "Applying code changes per recommendations",
         );
-        match self.shared.agent.run(request).await {
+        let answer = self.shared.agent.run(request).await;
+        let usage = answer.as_ref().ok().and_then(|r| r.usage.as_ref());
+        self.progress.finding(&id, |f| {
+            f.spend
+                .get_or_insert_with(crate::files::AgentSpend::default)
+                .add_call(usage);
+        });
+        match answer {
             Ok(response) => {
                 if let Some(session) = &response.session {
                     self.with(|s| s.session = Some(session.clone()));

@@ -5,15 +5,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Usage};
 use orchestrator_core::event::{CollectingSink, Event};
 use orchestrator_core::fakes::{FakeAgent, FakeVcs, Reply, ScriptedTestRunner};
 use orchestrator_core::gate::{AlwaysDefer, AutoYes, Gate};
 use orchestrator_core::test_runner::TestReport;
 use orchestrator_core::vcs::{CommitId, Vcs};
 use orchestrator_review_fix::{
-    ExecutionMode, FixPlan, FixProgress, FixResult, Isolation, Outcome, PartialPlan, PlannerMode,
-    ProgressStatus, ReviewFixConfig, ReviewFixError, Services, SharedRunner, VerifyMode, run,
+    AgentSpend, ExecutionMode, FixPlan, FixProgress, FixResult, Isolation, ItemLimits, Outcome,
+    PartialPlan, PlannerMode, ProgressStatus, ReviewFixConfig, ReviewFixError, Services,
+    SharedRunner, VerifyMode, run,
 };
 use serde_json::json;
 
@@ -544,6 +545,79 @@ async fn an_agent_that_cannot_change_files_is_refused_unless_planning_only() {
         .await
         .unwrap();
     assert_eq!(report.outcome, Outcome::DryRun);
+}
+
+/// An edit whose answer reports 100 input and 10 output tokens, two turns
+/// and `cost` dollars.
+fn costly_edit(file: &str, content: &str, cost: f64) -> Reply {
+    let mut response = AgentResponse::text("done");
+    response.usage = Some(Usage {
+        input_tokens: 100,
+        output_tokens: 10,
+        cost_usd: cost,
+        turns: 2,
+    });
+    Reply::Edit {
+        files: vec![(file.to_owned(), Some(content.to_owned()))],
+        response,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_findings_budget_fails_that_finding_only_and_the_spend_is_reported() {
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F3", "src/b.rs", 2, "Break b2"),
+    ]));
+    // F3's attempts each break the tests differently, at $0.30 each: the
+    // first two start below the $0.50 limit, the third would not.
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", costly_edit("src/a.rs", "A1\na2\na3\n", 0.3))
+            .on("F3", costly_edit("src/b.rs", "b1\nBAD1\n", 0.3))
+            .on("F3", costly_edit("src/b.rs", "b1\nBAD2\n", 0.3))
+            .on("F3", costly_edit("src/b.rs", "b1\nBAD3\n", 0.3)),
+    );
+    let cfg = config(vec![input]).with_item_limits(ItemLimits::new(Some(0.5), None, None));
+    let report = run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::SomeFailed);
+    assert_eq!(agent.calls_for("F1"), 1);
+    assert_eq!(agent.calls_for("F3"), 2, "the third attempt is over budget");
+    let f1 = report.findings.iter().find(|f| f.id == "F1").unwrap();
+    assert_eq!(f1.result, "fixed");
+    let f3 = report.findings.iter().find(|f| f.id == "F3").unwrap();
+    assert_eq!(f3.result, "failed");
+    let error = f3.error.as_deref().unwrap();
+    assert!(
+        error.contains("the finding's budget: $0.6000 of $0.5000 spent"),
+        "{error}"
+    );
+    let spend = f3.spend.unwrap();
+    assert_eq!(
+        (
+            spend.calls,
+            spend.input_tokens,
+            spend.output_tokens,
+            spend.turns
+        ),
+        (2, 200, 20, 4)
+    );
+    assert!((spend.cost_usd - 0.6).abs() < 1e-9);
+    // The totals, per verified fix, in the report and in fix-summary.md.
+    let mut total = AgentSpend::default();
+    total.add(&f1.spend.unwrap());
+    total.add(&spend);
+    assert_eq!(total.calls, 3);
+    let line = format!(
+        "Agent: 3 calls, 330 tokens, $0.9000; per verified fix: $0.9000, {:.1} test runs",
+        f64::from(report.test_runs)
+    );
+    assert_eq!(report.spend_line().as_deref(), Some(line.as_str()));
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    assert!(summary.contains(&format!("- {line}\n")), "{summary}");
 }
 
 #[tokio::test]

@@ -35,7 +35,7 @@ use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner, TestRu
 use orchestrator_core::text::counted;
 use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
 use orchestrator_review_fix::{
-    FixPlan, Isolation, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
+    FixPlan, Isolation, ItemLimits, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services,
     TestRunnerFactory, TreeEnv, infer_test_command,
 };
 use serde_json::json;
@@ -109,6 +109,9 @@ pub struct ReviewFixArgs {
     /// Limits on what the run's agents may spend.
     #[command(flatten)]
     pub budget: setup::BudgetFlags,
+    /// Limits on what the agent may spend on one finding.
+    #[command(flatten)]
+    pub item_budget: setup::ItemBudgetFlags,
     /// The test command run after each fix (`{pattern}` becomes the group's
     /// test pattern). Default: `[tests] command` of `orchestrator.toml`, else
     /// inferred (Cargo.toml → cargo test, package.json → npm test, pytest
@@ -215,6 +218,11 @@ pub fn flow_config(
         .with_dry_run(args.dry_run)
         .with_resume(args.resume)
         .with_planner(planner)
+        .with_item_limits(ItemLimits::new(
+            config.budget.item_max_cost_usd,
+            config.budget.item_max_tokens,
+            config.budget.item_max_agent_calls,
+        ))
 }
 
 /// The default number of passes with a re-lint command.
@@ -310,8 +318,14 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     if !repo.is_dir() {
         return fail(format!("--repo {}: no such directory", args.repo.display()));
     }
-    let config = match setup::config(&repo, args.agent.as_deref(), &args.budget, files) {
-        Ok(c) => c,
+    let config = match setup::effective_config_with_items(
+        &repo,
+        args.agent.as_deref(),
+        &args.budget,
+        &args.item_budget,
+        files,
+    ) {
+        Ok(c) => c.into_config(),
         Err(e) => return fail(e),
     };
     let resolved = if args.resume && args.test_cmd.is_none() {

@@ -147,6 +147,9 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
             v.reruns,
             v.flaky
         );
+        if let Some(line) = report.spend_line() {
+            let _ = writeln!(out, "  {}", line.replacen("Agent:", "agent:", 1));
+        }
         for c in &report.commits {
             let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
             let subject = c.message.lines().next().unwrap_or_default();
@@ -318,6 +321,7 @@ pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json:
             "attempts": f.attempts,
             "commit": f.commit,
             "error": f.error,
+            "spend": f.spend,
         })).collect::<Vec<_>>(),
         "counts": {
             "total": report.findings.len(),
