@@ -145,29 +145,45 @@ pub fn effective_config(
         let spec = AgentSpec::parse(spec).map_err(|e| format!("--agent: {e}"))?;
         effective.apply_agent_spec(&spec, "--agent");
     }
-    let flag_error = |e: orchestrator_adapters::config::ConfigError| e.to_string();
-    if let Some(usd) = budget.max_cost_usd {
-        effective
-            .apply_flag("budget.max_cost_usd", "--max-cost-usd", |c| {
-                c.budget.max_cost_usd = Some(usd);
-            })
-            .map_err(flag_error)?;
-    }
-    if let Some(tokens) = budget.max_tokens {
-        effective
-            .apply_flag("budget.max_tokens", "--max-tokens", |c| {
-                c.budget.max_tokens = Some(tokens);
-            })
-            .map_err(flag_error)?;
-    }
-    if let Some(calls) = budget.max_agent_calls {
-        effective
-            .apply_flag("budget.max_agent_calls", "--max-agent-calls", |c| {
-                c.budget.max_agent_calls = Some(calls);
-            })
-            .map_err(flag_error)?;
-    }
+    limit(
+        &mut effective,
+        budget.max_cost_usd,
+        "max_cost_usd",
+        |b, v| {
+            b.max_cost_usd = Some(v);
+        },
+    )?;
+    limit(&mut effective, budget.max_tokens, "max_tokens", |b, v| {
+        b.max_tokens = Some(v);
+    })?;
+    limit(
+        &mut effective,
+        budget.max_agent_calls,
+        "max_agent_calls",
+        |b, v| {
+            b.max_agent_calls = Some(v);
+        },
+    )?;
     Ok(effective)
+}
+
+/// Applies the flag for `[budget] key` (`--max-cost-usd` for
+/// `max_cost_usd`) when it was given.
+fn limit<T>(
+    effective: &mut EffectiveConfig,
+    value: Option<T>,
+    key: &str,
+    set: impl FnOnce(&mut orchestrator_adapters::config::BudgetSection, T),
+) -> Result<(), String> {
+    let Some(value) = value else {
+        return Ok(());
+    };
+    let flag = format!("--{}", key.replace('_', "-"));
+    effective
+        .apply_flag(&format!("budget.{key}"), &flag, |c| {
+            set(&mut c.budget, value)
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// [`effective_config`] with the per-item limit flags applied too.
@@ -179,32 +195,28 @@ pub fn effective_config_with_items(
     files: &ConfigFiles,
 ) -> Result<EffectiveConfig, String> {
     let mut effective = effective_config(repo, agent, budget, files)?;
-    let flag_error = |e: orchestrator_adapters::config::ConfigError| e.to_string();
-    if let Some(usd) = items.item_max_cost_usd {
-        effective
-            .apply_flag("budget.item_max_cost_usd", "--item-max-cost-usd", |c| {
-                c.budget.item_max_cost_usd = Some(usd);
-            })
-            .map_err(flag_error)?;
-    }
-    if let Some(tokens) = items.item_max_tokens {
-        effective
-            .apply_flag("budget.item_max_tokens", "--item-max-tokens", |c| {
-                c.budget.item_max_tokens = Some(tokens);
-            })
-            .map_err(flag_error)?;
-    }
-    if let Some(calls) = items.item_max_agent_calls {
-        effective
-            .apply_flag(
-                "budget.item_max_agent_calls",
-                "--item-max-agent-calls",
-                |c| {
-                    c.budget.item_max_agent_calls = Some(calls);
-                },
-            )
-            .map_err(flag_error)?;
-    }
+    limit(
+        &mut effective,
+        items.item_max_cost_usd,
+        "item_max_cost_usd",
+        |b, v| {
+            b.item_max_cost_usd = Some(v);
+        },
+    )?;
+    limit(
+        &mut effective,
+        items.item_max_tokens,
+        "item_max_tokens",
+        |b, v| {
+            b.item_max_tokens = Some(v);
+        },
+    )?;
+    limit(
+        &mut effective,
+        items.item_max_agent_calls,
+        "item_max_agent_calls",
+        |b, v| b.item_max_agent_calls = Some(v),
+    )?;
     Ok(effective)
 }
 
