@@ -133,7 +133,8 @@ fn a_python_mcp_client_lists_the_tools_and_calls_the_inspectors() {
             {"tool": "batch", "arguments": {"path": "findings.rdjson"}},
             {"tool": "waves", "arguments": {"path": "../outside.csv"}},
             {"tool": "review_fix", "arguments": {"path": "findings.rdjson"}},
-            {"tool": "ci_autofix_classify", "arguments": {}}
+            {"tool": "ci_autofix_classify", "arguments": {}},
+            {"tool": "planex_status", "arguments": {}}
         ]),
     );
     assert_eq!(out["server"], "orchestrator");
@@ -151,6 +152,7 @@ fn a_python_mcp_client_lists_the_tools_and_calls_the_inspectors() {
             "ci_autofix_classify",
             "ci_autofix_local",
             "planex_run",
+            "planex_status",
             "review_fix",
             "waves"
         ]
@@ -206,6 +208,16 @@ fn a_python_mcp_client_lists_the_tools_and_calls_the_inspectors() {
     assert!(calls[5]["text"].as_str().unwrap().contains("yes: true"));
     assert_eq!(calls[6]["is_error"], true);
     assert!(calls[6]["text"].as_str().unwrap().contains("exactly one"));
+    // No planex session yet: the status says so, naming the folder.
+    assert_eq!(calls[7]["is_error"], true);
+    assert!(
+        calls[7]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no planex session in"),
+        "{:#}",
+        calls[7]
+    );
     // Nothing was changed by any of it.
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
@@ -296,6 +308,22 @@ fn a_cancelled_planex_run_stops_its_flow_and_the_session_continues() {
         "the directive survived the cancel:\n{running}"
     );
     assert!(!repo.join("s1.done").exists());
+    // The host sees where the session stands: both rows still pending.
+    let status = |repo: &Path| {
+        let out = client(repo, &json!([{"tool": "planex_status", "arguments": {}}]));
+        let call = out["calls"][0].clone();
+        assert_eq!(call["is_error"], false, "{call:#}");
+        call["structured"]["result"].clone()
+    };
+    let before = status(&repo);
+    assert_eq!(before["phase"], "tasks", "{before:#}");
+    let rows: Vec<(&str, &str)> = before["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(rows, [("S1", "pending"), ("S2", "pending")], "{before:#}");
     // The session it left is continued by the CLI, and finishes.
     let cont = Command::new(ORCHESTRATOR)
         .args(["planex", "--continue", "-y", "--json"])
@@ -310,6 +338,15 @@ fn a_cancelled_planex_run_stops_its_flow_and_the_session_continues() {
         String::from_utf8_lossy(&cont.stderr)
     );
     assert!(repo.join("s1.done").exists() && repo.join("s2.done").exists());
+    // The same session, named, now shows both rows completed.
+    let id = before["session"]["id"].as_str().unwrap();
+    let out = client(
+        &repo,
+        &json!([{"tool": "planex_status", "arguments": {"session": id}}]),
+    );
+    let after = &out["calls"][0]["structured"]["result"];
+    assert_eq!(after["counts"], json!({"completed": 2}), "{after:#}");
+    assert_eq!(after["session"]["id"], id);
 }
 
 #[test]

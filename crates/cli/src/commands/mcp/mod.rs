@@ -9,6 +9,9 @@
 //! process group, which leaves the session as a `kill -9` would — resumable
 //! (`--resume` / `--continue`), nothing verified lost.
 //!
+//! `planex_status` is the one tool answered in process: it reads a
+//! session's folder without its lock (see `status.rs`).
+//!
 //! Resources: the session reports the flows write (review-fix's
 //! `fix-summary.md`, planex's `context.md` and `results.csv`, ci-autofix's
 //! audit logs) are listed and readable, and nothing else.
@@ -20,6 +23,7 @@
 //! the host's behalf.
 
 mod resources;
+mod status;
 mod tools;
 
 use std::path::{Path, PathBuf};

@@ -67,6 +67,14 @@ pub struct BatchInput {
     pub batch_size: Option<u32>,
 }
 
+/// `planex_status`: which session.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PlanexStatusInput {
+    /// The session id (a folder under `.workflow/.lite-plan/`); the newest
+    /// session when absent.
+    pub session: Option<String>,
+}
+
 /// A failed check's log for `ci_autofix_classify`: `log` or `path`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ClassifyInput {
@@ -254,6 +262,29 @@ impl Orchestrator {
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
         self.flow(args, None, Call { ct, meta, peer }).await
+    }
+
+    #[tool(
+        description = "The rows and statuses of a lite-planex session (the newest, or `session`), read from its folder without taking its lock: works while the session runs. Changes nothing."
+    )]
+    async fn planex_status(
+        &self,
+        Parameters(input): Parameters<PlanexStatusInput>,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        let repo = self.repo.clone();
+        let session = input.session;
+        let result = tokio::task::spawn_blocking(move || {
+            super::status::planex_status(&repo, session.as_deref())
+        })
+        .await
+        .map_err(|e| format!("planex_status failed: {e}"))??;
+        Ok(Json(ToolOutcome {
+            exit_code: 0,
+            outcome: "success".to_owned(),
+            result,
+            events: Vec::new(),
+            log_tail: String::new(),
+        }))
     }
 
     #[tool(
