@@ -151,6 +151,7 @@ fn a_python_mcp_client_lists_the_tools_and_calls_the_inspectors() {
             "batch",
             "ci_autofix_classify",
             "ci_autofix_local",
+            "planex_plan",
             "planex_run",
             "planex_status",
             "review_fix",
@@ -347,6 +348,115 @@ fn a_cancelled_planex_run_stops_its_flow_and_the_session_continues() {
     let after = &out["calls"][0]["structured"]["result"];
     assert_eq!(after["counts"], json!({"completed": 2}), "{after:#}");
     assert_eq!(after["session"]["id"], id);
+}
+
+/// `planex_plan` explores and plans through a real HTTP agent (the
+/// builtin tool agent against a scripted chat-completions server) and
+/// stops before executing: the session's tasks come back, pending, and no
+/// task was asked for or run.
+#[test]
+fn a_python_mcp_client_plans_a_requirement_without_executing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(ModelServer::scripted(Protocol::OpenAiChat, |exchange| {
+        let prompt = exchange.user_text();
+        let answer = |value: Value| Turn::text(value.to_string());
+        if prompt.contains("PURPOSE: Analyze requirement complexity") {
+            return answer(json!({"type": "feature", "complexity": "Low", "angles": [
+                {"id": "E1", "angle": "architecture", "description": "Where greetings live",
+                 "focus": "files at the root"}]}));
+        }
+        if prompt.contains("## EXPLORATION ASSIGNMENT") {
+            return answer(json!({"id": "E1", "status": "completed",
+                "findings": "Greetings are in greet.txt", "key_files": ["greet.txt"], "error": ""}));
+        }
+        if prompt.contains("PURPOSE: Based on exploration findings, decompose requirement") {
+            return answer(json!({"tasks": [
+                {"id": "T1", "title": "Spell it", "description": "Fix the typo in greet.txt",
+                 "test": "sh check.sh", "acceptance_criteria": "greet.txt says hello world",
+                 "scope": "greet.txt", "hints": "", "execution_directives": "sh check.sh",
+                 "deps": [], "context_from": ["E1"]},
+                {"id": "T2", "title": "Bye", "description": "Create bye.txt",
+                 "test": "bye.txt exists", "acceptance_criteria": "bye.txt says bye",
+                 "scope": "bye.txt", "hints": "", "execution_directives": "",
+                 "deps": ["T1"], "context_from": ["T1"]},
+                {"id": "T3", "title": "Hi", "description": "Create hi.txt",
+                 "test": "hi.txt exists", "acceptance_criteria": "hi.txt says hi",
+                 "scope": "hi.txt", "hints": "", "execution_directives": "",
+                 "deps": ["T1"], "context_from": []}]}));
+        }
+        Turn::Status(500, format!("unscripted prompt: {prompt}"))
+    }));
+    std::fs::write(
+        repo.join("orchestrator.toml"),
+        format!(
+            "version = 1\n\n[agent]\nkind = \"openai\"\n\n[agent.openai]\nbase_url = \"{}/v1\"\nmodel = \"scripted-model\"\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    git(&repo, &["add", "orchestrator.toml"]);
+    git(&repo, &["commit", "-q", "-m", "agent settings"]);
+    let out = client(
+        &repo,
+        &json!([
+            {"tool": "planex_plan", "arguments": {"requirement": "Fix the greeting and say bye"}},
+            {"tool": "planex_plan", "arguments": {"requirement": " "}}
+        ]),
+    );
+    let call = &out["calls"][0];
+    assert_eq!(call["is_error"], false, "{call:#}");
+    let outcome = &call["structured"];
+    assert_eq!(outcome["outcome"], "planned", "{outcome:#}");
+    assert_eq!(outcome["exit_code"], 3);
+    let plan = &outcome["result"]["plan"];
+    assert_eq!(plan["phase"], "tasks", "{plan:#}");
+    let rows: Vec<(&str, &str, u64)> = plan["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap(),
+                r["status"].as_str().unwrap(),
+                r["wave"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("T1", "pending", 1),
+            ("T2", "pending", 2),
+            ("T3", "pending", 2)
+        ],
+        "{plan:#}"
+    );
+    let session = Path::new(plan["session"]["dir"].as_str().unwrap());
+    assert!(session.join("tasks.csv").is_file());
+    // Nothing was executed: no task prompt reached the model, no file changed.
+    assert!(
+        server
+            .main_requests()
+            .iter()
+            .all(|r| !r.body.to_string().contains("## TASK ASSIGNMENT")),
+        "a task was asked for"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert!(!repo.join("bye.txt").exists());
+    // An empty requirement is refused.
+    assert_eq!(out["calls"][1]["is_error"], true);
+    assert!(
+        out["calls"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("requirement")
+    );
 }
 
 #[test]

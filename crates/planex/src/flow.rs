@@ -40,6 +40,7 @@ mod support;
 use support::*;
 
 mod gates;
+pub use gates::PlanOnly;
 
 mod planner;
 

@@ -109,7 +109,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::PlanexError;
-pub use flow::{Agents, Planex, approve_plan};
+pub use flow::{Agents, PlanOnly, Planex, approve_plan};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
 pub use report::ScopeWait;

@@ -121,6 +121,12 @@ pub struct PlanexFlags {
     #[arg(short = 'y', long = "yes", global = true)]
     pub yes: bool,
 
+    /// Explore and plan, write tasks.csv, and stop before executing
+    /// (exit 3): `planex approve` then `--continue`, or `--continue -y`,
+    /// executes the plan. The exploration plan is approved for you.
+    #[arg(long, conflicts_with = "yes")]
+    pub plan_only: bool,
+
     /// How many rows run at once.
     #[arg(
         short = 'c',
@@ -344,13 +350,18 @@ fn prepare(
     if let Some(rounds) = flags.max_rounds {
         execution.max_rounds = rounds;
     }
+    let gate: Arc<dyn orchestrator_core::gate::Gate> = if flags.plan_only {
+        Arc::new(orchestrator_planex::PlanOnly)
+    } else {
+        setup::gate(flags.yes)
+    };
     let options = PlanexOptions::default()
-        .with_auto_yes(flags.yes)
+        .with_auto_yes(flags.yes && !flags.plan_only)
         .with_concurrency(flags.concurrency.max(1) as usize)
         .with_schedule(flags.schedule.into())
         .with_execution(execution);
     let (sink, human) = setup::reporter(flags.json);
-    let planex = Planex::new(repo, agents, setup::gate(flags.yes), sink, options);
+    let planex = Planex::new(repo, agents, gate, sink, options);
     Ok((planex, action, human))
 }
 

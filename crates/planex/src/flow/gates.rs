@@ -123,3 +123,22 @@ impl Planex {
         }
     }
 }
+
+/// A gate that plans without executing: it approves the exploration plan
+/// and defers the execution plan, so a run explores, plans its tasks, writes
+/// `tasks.csv` and stops there ([`Stop::Deferred`], resumable: approve with
+/// [`approve_plan`] or resume with `-y` to execute). Use it with
+/// `auto_yes` off, which would skip the gates.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlanOnly;
+
+#[async_trait::async_trait]
+impl Gate for PlanOnly {
+    async fn ask(&self, question: &Question) -> Result<Answer, orchestrator_core::gate::GateError> {
+        Ok(if question.id == crate::EXPLORE_GATE_ID {
+            Answer::chose(0)
+        } else {
+            Answer::Deferred
+        })
+    }
+}

@@ -36,7 +36,8 @@ pub struct ToolOutcome {
     /// The flow's exit code: 0 success, 1 some items failed, 3 stopped and
     /// resumable (a gate, an escalation, a limit).
     pub exit_code: i32,
-    /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3).
+    /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3); `planned`
+    /// for a `planex_plan` that stopped before execution as asked.
     pub outcome: String,
     /// The flow's result: its summary (the last JSON line it printed).
     pub result: Value,
@@ -65,6 +66,17 @@ pub struct BatchInput {
     pub path: String,
     /// Findings per batch.
     pub batch_size: Option<u32>,
+}
+
+/// `planex_plan`: a requirement to explore and plan, not execute.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PlanexPlanInput {
+    /// What to build, in words.
+    pub requirement: String,
+    /// The planning agent (default: the repository's orchestrator.toml).
+    pub agent: Option<String>,
+    /// How many explorations run at once.
+    pub concurrency: Option<u32>,
 }
 
 /// `planex_status`: which session.
@@ -262,6 +274,51 @@ impl Orchestrator {
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
         self.flow(args, None, Call { ct, meta, peer }).await
+    }
+
+    #[tool(
+        description = "Explore and plan a requirement with lite-planex without executing anything: exploration angles, explorations, then the tasks (dependencies, waves, scopes) written to the session's tasks.csv. Answers `planned` with the session's rows (as planex_status). Execute it later with `orchestrator planex --continue -y`."
+    )]
+    async fn planex_plan(
+        &self,
+        Parameters(input): Parameters<PlanexPlanInput>,
+        ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> Result<Json<ToolOutcome>, Refusal> {
+        if input.requirement.trim().is_empty() {
+            return Err("give the `requirement` to plan".into());
+        }
+        let mut args: Vec<OsString> = vec![
+            "planex".into(),
+            input.requirement.into(),
+            "--plan-only".into(),
+            "--repo".into(),
+            self.repo.clone().into(),
+            "--json".into(),
+        ];
+        push_opt(&mut args, "--agent", input.agent);
+        push_opt(
+            &mut args,
+            "--concurrency",
+            input.concurrency.map(|n| n.to_string()),
+        );
+        let Json(mut outcome) = self.flow(args, None, Call { ct, meta, peer }).await?;
+        let session = outcome.result["outcome"]["summary"]["session_id"]
+            .as_str()
+            .map(str::to_owned);
+        if outcome.exit_code == 3 && session.is_some() {
+            // Stopped before execution, as asked: the plan is the result.
+            outcome.outcome = "planned".to_owned();
+            let repo = self.repo.clone();
+            let status = tokio::task::spawn_blocking(move || {
+                super::status::planex_status(&repo, session.as_deref())
+            })
+            .await
+            .map_err(|e| format!("planex_plan failed: {e}"))??;
+            outcome.result["plan"] = status;
+        }
+        Ok(Json(outcome))
     }
 
     #[tool(
