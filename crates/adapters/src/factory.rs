@@ -7,8 +7,9 @@
 //! session folder, else (a request that names none) to
 //! `<cache>/transcripts` ([`orchestrator_core::state::cache_dir`]).
 //!
-//! Every agent built here is wrapped in one [`Budget`] when `[budget]` sets
-//! a limit or `[prices]` prices its model (see `with_budget`).
+//! Every agent built here is wrapped in one [`Budget`], with `[budget]`'s
+//! limits (when set) and `[prices]`' price of its model (when listed); it
+//! counts the run's whole spend (see `with_budget`).
 //!
 //! The builtin agents are not built here: which builtin agent fits depends on
 //! the flow (review-fix applies suggestions, ci-autofix runs formatters and
@@ -103,19 +104,21 @@ pub fn build_agent(config: &Config) -> Result<AgentChoice, FactoryError> {
     Ok(AgentChoice::Agent(with_budget(config, agent)))
 }
 
-/// Wraps `agent` in one [`Budget`] with `[budget]`'s limits and the
-/// `[prices]` entry of its model, when either applies: the single place
-/// where limits meet every configured backend.
+/// Wraps `agent` in one [`Budget`] with `[budget]`'s limits (none: it
+/// only counts) and the `[prices]` entry of its model: the single place
+/// where limits meet every configured backend, and where a run's whole
+/// spend is counted ([`Agent::spent`]).
 fn with_budget(config: &Config, agent: Arc<dyn Agent>) -> Arc<dyn Agent> {
     let price = model_of(config).and_then(|model| config.prices.get(model).copied());
-    if !config.budget.is_limited() && price.is_none() {
-        return agent;
-    }
     let limits = BudgetLimits {
         max_turns: None,
         max_tokens: config.budget.max_tokens,
         max_cost_usd: config.budget.max_cost_usd,
         max_calls: config.budget.max_agent_calls,
+        max_wall: config
+            .budget
+            .max_wall_secs
+            .map(std::time::Duration::from_secs),
     };
     let budget = Budget::new(agent, limits);
     Arc::new(match price {

@@ -69,6 +69,7 @@ impl Harness {
             max_tokens: Some(1_000_000),
             max_cost_usd: Some(100.0),
             max_calls: None,
+            max_wall: Some(Duration::from_secs(600)),
         };
         let transcript = self.dir.path().join(format!("{:?}.jsonl", self.wrap));
         match self.wrap {

@@ -110,6 +110,35 @@ pub struct BudgetFlags {
     /// finding, task or patch, a plan or exploration request: one call each)
     #[arg(long, global = true, value_name = "N")]
     pub max_agent_calls: Option<u32>,
+    /// Start no agent call after this much wall time (seconds, or with a
+    /// unit: 90s, 15m, 2h), and cancel the calls still running
+    /// (review-fix then stops resumably, exit 3)
+    #[arg(long, global = true, value_name = "TIME", value_parser = parse_wall)]
+    pub max_wall: Option<u64>,
+}
+
+/// `--max-wall`: whole seconds, or a number with `s`, `m` or `h`.
+fn parse_wall(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let expected = || format!("expected a duration such as 600, 90s, 15m or 2h, got {text:?}");
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        _ => return Err(expected()),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| expected())?;
+    let seconds = (value * scale).round();
+    if !(seconds.is_finite() && seconds >= 1.0) {
+        return Err(format!("expected at least one second, got {text:?}"));
+    }
+    // Rounded and at least 1: the cast is exact for any sensible limit.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(seconds as u64)
 }
 
 /// Limits per item (`[budget] item_max_*`; a flag wins over the file).
@@ -164,6 +193,15 @@ pub fn effective_config(
             b.max_agent_calls = Some(v);
         },
     )?;
+    limit_as(
+        &mut effective,
+        budget.max_wall,
+        "max_wall_secs",
+        "--max-wall",
+        |b, v| {
+            b.max_wall_secs = Some(v);
+        },
+    )?;
     Ok(effective)
 }
 
@@ -175,12 +213,23 @@ fn limit<T>(
     key: &str,
     set: impl FnOnce(&mut orchestrator_adapters::config::BudgetSection, T),
 ) -> Result<(), String> {
+    let flag = format!("--{}", key.replace('_', "-"));
+    limit_as(effective, value, key, &flag, set)
+}
+
+/// [`limit`] for a flag not named after its key.
+fn limit_as<T>(
+    effective: &mut EffectiveConfig,
+    value: Option<T>,
+    key: &str,
+    flag: &str,
+    set: impl FnOnce(&mut orchestrator_adapters::config::BudgetSection, T),
+) -> Result<(), String> {
     let Some(value) = value else {
         return Ok(());
     };
-    let flag = format!("--{}", key.replace('_', "-"));
     effective
-        .apply_flag(&format!("budget.{key}"), &flag, |c| {
+        .apply_flag(&format!("budget.{key}"), flag, |c| {
             set(&mut c.budget, value)
         })
         .map_err(|e| e.to_string())
@@ -228,4 +277,20 @@ pub fn config(
     files: &ConfigFiles,
 ) -> Result<Config, String> {
     effective_config(repo, agent, budget, files).map(EffectiveConfig::into_config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_wall;
+
+    #[test]
+    fn a_wall_limit_reads_seconds_and_units() {
+        assert_eq!(parse_wall("600"), Ok(600));
+        assert_eq!(parse_wall("90s"), Ok(90));
+        assert_eq!(parse_wall("1.5m"), Ok(90));
+        assert_eq!(parse_wall("2h"), Ok(7200));
+        assert!(parse_wall("0").unwrap_err().contains("at least one second"));
+        assert!(parse_wall("10d").unwrap_err().contains("got \"10d\""));
+        assert!(parse_wall("soon").unwrap_err().contains("\"soon\""));
+    }
 }

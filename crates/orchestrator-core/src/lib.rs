@@ -105,7 +105,9 @@ pub mod conformance;
 #[cfg(feature = "test-support")]
 pub mod fakes;
 
-pub use agent::{Agent, AgentError, AgentExt, AgentRequest, AgentResponse, Role, Usage};
+pub use agent::{
+    Agent, AgentError, AgentExt, AgentRequest, AgentResponse, AgentSpent, Role, Usage,
+};
 pub use event::{Event, EventSink, JobStatus};
 pub use finding::{Finding, FindingId, Fingerprint, Severity, Suggestion, TextEdit};
 pub use gate::{Answer, Gate, GateOption, Question};

@@ -29,6 +29,11 @@ pub struct BudgetSection {
     /// exploration request is one call, however many turns it takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_agent_calls: Option<u32>,
+    /// Wall time of the run's agent work, in seconds from the start of the
+    /// run: no agent call starts after it, and calls still running are
+    /// cancelled (the flow stops resumably, with nothing verified lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wall_secs: Option<u64>,
     /// US dollars per item (a review-fix finding, over all its attempts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_max_cost_usd: Option<f64>,
@@ -43,7 +48,10 @@ pub struct BudgetSection {
 impl BudgetSection {
     /// Whether any limit is set.
     pub fn is_limited(&self) -> bool {
-        self.max_cost_usd.is_some() || self.max_tokens.is_some() || self.max_agent_calls.is_some()
+        self.max_cost_usd.is_some()
+            || self.max_tokens.is_some()
+            || self.max_agent_calls.is_some()
+            || self.max_wall_secs.is_some()
     }
 
     /// Checks the values: limits are positive numbers.
@@ -64,6 +72,7 @@ impl BudgetSection {
             ("max_tokens", "tokens", self.max_tokens == Some(0)),
             ("item_max_tokens", "tokens", self.item_max_tokens == Some(0)),
             ("max_agent_calls", "calls", self.max_agent_calls == Some(0)),
+            ("max_wall_secs", "seconds", self.max_wall_secs == Some(0)),
             (
                 "item_max_agent_calls",
                 "calls",

@@ -1,6 +1,9 @@
 //! [`Budget`]: turn, token and cost limits over all calls through one agent.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use orchestrator_core::{Agent, AgentError, AgentRequest, AgentResponse, Usage};
@@ -18,6 +21,9 @@ pub struct BudgetLimits {
     pub max_cost_usd: Option<f64>,
     /// Calls started.
     pub max_calls: Option<u32>,
+    /// Wall time since the wrapper was made: no call starts after it, and a
+    /// call running when it passes is cancelled.
+    pub max_wall: Option<Duration>,
 }
 
 /// Sums the usage of every call and, once a limit is reached, answers
@@ -29,13 +35,23 @@ pub struct BudgetLimits {
 /// [`Budget::with_price`] when one is set. Every call started counts
 /// towards `max_calls`. The check happens before a call, so calls running
 /// at the same time may together overshoot by the usage of those calls.
+///
+/// `max_wall` is the one limit a running call cannot overshoot: each call
+/// gets the time left as its time limit (the smaller of that and its own),
+/// is dropped (which cancels it) [`WALL_GRACE`] after the wall passes, and
+/// a call ended by the wall answers [`AgentError::Budget`], not a timeout.
 #[derive(Debug)]
 pub struct Budget<A> {
     inner: A,
     limits: BudgetLimits,
     price: Option<Price>,
+    started: Instant,
     spent: Mutex<Spent>,
 }
+
+/// How long past `max_wall` a call may take to report its own timeout
+/// before it is dropped.
+pub const WALL_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Spent {
@@ -50,6 +66,7 @@ impl<A> Budget<A> {
             inner,
             limits,
             price: None,
+            started: Instant::now(),
             spent: Mutex::new(Spent::default()),
         }
     }
@@ -82,7 +99,24 @@ impl<A> Budget<A> {
 
     /// Which limit is exhausted, if any, as a message for the error.
     pub fn exhausted(&self) -> Option<String> {
-        exhausted(&self.limits, &self.lock())
+        exhausted(&self.limits, &self.lock()).or_else(|| self.wall_left().err())
+    }
+
+    /// The wall time left (`None`: no wall limit), or the message saying it
+    /// has passed.
+    fn wall_left(&self) -> Result<Option<Duration>, String> {
+        let Some(max) = self.limits.max_wall else {
+            return Ok(None);
+        };
+        let elapsed = self.started.elapsed();
+        match max.checked_sub(elapsed) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => Err(format!(
+                "{:.1}s of the {:.1}s wall time used",
+                elapsed.as_secs_f64(),
+                max.as_secs_f64()
+            )),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Spent> {
@@ -125,18 +159,44 @@ impl<A: Agent> Agent for Budget<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
+        let spent = self.lock();
+        Some(orchestrator_core::agent::AgentSpent {
+            calls: spent.calls,
+            usage: spent.usage,
+        })
+    }
 
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        {
+    async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let wall = {
             // Checked and counted under one lock, so calls starting at once
             // cannot all pass the calls limit.
             let mut spent = self.lock();
             if let Some(message) = exhausted(&self.limits, &spent) {
                 return Err(AgentError::Budget { message });
             }
+            let wall = self
+                .wall_left()
+                .map_err(|message| AgentError::Budget { message })?;
             spent.calls += 1;
-        }
-        let mut result = self.inner.run(request).await;
+            wall
+        };
+        let mut result = match wall {
+            None => self.inner.run(request).await,
+            Some(left) => {
+                request.time_limit = Some(request.time_limit.map_or(left, |t| t.min(left)));
+                let call = tokio::time::timeout(left + WALL_GRACE, self.inner.run(request));
+                let result = call.await.unwrap_or(Err(AgentError::Timeout {
+                    seconds: left.as_secs_f64(),
+                }));
+                match (result, self.wall_left()) {
+                    (Err(AgentError::Timeout { .. }), Err(message)) => Err(AgentError::Budget {
+                        message: format!("{message}; the call running at the limit was cancelled"),
+                    }),
+                    (result, _) => result,
+                }
+            }
+        };
         let mut used = match &mut result {
             Ok(response) => {
                 if let (Some(price), Some(usage)) = (self.price, response.usage.as_mut())
@@ -171,6 +231,49 @@ mod tests {
             delay: std::time::Duration::ZERO,
             result: Ok(response),
         }
+    }
+
+    /// The wall limit hands each call the time left, cancels the call still
+    /// running when it passes (after the grace), names the wall in the
+    /// error, and starts no call after it.
+    #[tokio::test(start_paused = true)]
+    async fn the_wall_limit_cancels_the_running_call_and_starts_no_other() {
+        let inner = Scripted::new([
+            Step::ok("quick").after(Duration::from_secs(4)),
+            Step::ok("too slow").after(Duration::from_secs(60)),
+            Step::ok("never reached"),
+        ]);
+        let budget = Budget::new(
+            inner,
+            BudgetLimits {
+                max_wall: Some(Duration::from_secs(10)),
+                ..BudgetLimits::default()
+            },
+        );
+        let started = Instant::now();
+        assert!(budget.run(request("1")).await.is_ok());
+        let Err(AgentError::Budget { message }) = budget.run(request("2")).await else {
+            panic!("the slow call was not stopped by the wall");
+        };
+        assert!(message.contains("of the 10.0s wall time used"), "{message}");
+        assert!(message.contains("cancelled"), "{message}");
+        assert_eq!(started.elapsed(), Duration::from_secs(10) + WALL_GRACE);
+        let limits: Vec<_> = budget
+            .inner()
+            .requests()
+            .iter()
+            .map(|r| r.time_limit)
+            .collect();
+        assert_eq!(
+            limits,
+            [Some(Duration::from_secs(10)), Some(Duration::from_secs(6))]
+        );
+        let Err(AgentError::Budget { message }) = budget.run(request("3")).await else {
+            panic!("a call started after the wall");
+        };
+        assert!(message.ends_with("wall time used"), "{message}");
+        assert_eq!(budget.inner().call_count(), 2);
+        assert!(budget.exhausted().is_some());
     }
 
     #[tokio::test]

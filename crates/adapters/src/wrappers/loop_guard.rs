@@ -122,6 +122,9 @@ impl<A: Agent> Agent for LoopGuard<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
+        self.inner.spent()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         if let Some((signature, count)) = self.lock().tripped.clone() {

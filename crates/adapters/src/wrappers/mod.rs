@@ -26,7 +26,7 @@ mod recording;
 mod retry;
 mod timeout;
 
-pub use budget::{Budget, BudgetLimits};
+pub use budget::{Budget, BudgetLimits, WALL_GRACE};
 pub use loop_guard::{LoopGuard, error_signature};
 pub use recording::{
     JsonlWriter, Recording, Replay, TRANSCRIPT_VERSION, TranscriptEntry, TranscriptError,

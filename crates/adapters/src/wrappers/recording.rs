@@ -233,6 +233,9 @@ impl<A: Agent> Agent for Recording<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
+        self.inner.spent()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let result = self.inner.run(request.clone()).await;

@@ -80,6 +80,9 @@ impl<A: Agent> Agent for WithRetry<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
+        self.inner.spent()
+    }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let max_attempts = self.policy.max_attempts.max(1);

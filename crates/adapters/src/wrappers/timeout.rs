@@ -65,6 +65,9 @@ impl<A: Agent> Agent for WithTimeout<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
+        self.inner.spent()
+    }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let Some(limit) = self.effective_limit(&request) else {

@@ -234,6 +234,16 @@ impl Usage {
     }
 }
 
+/// What an agent that keeps count (a budget) has spent so far: the calls
+/// it started and their summed usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpent {
+    /// Calls started (refused calls excluded).
+    pub calls: u32,
+    /// Their usage, summed.
+    pub usage: Usage,
+}
+
 /// What an agent answered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentResponse {
@@ -418,6 +428,14 @@ pub trait Agent: Send + Sync + fmt::Debug {
     fn changes_files(&self) -> bool {
         true
     }
+
+    /// What this agent has spent so far, when it keeps count: the budget
+    /// wrapper the CLI puts around every agent does, so a run can report
+    /// its whole spend (planning included). Wrappers pass the wrapped
+    /// agent's answer through. Default: `None`.
+    fn spent(&self) -> Option<AgentSpent> {
+        None
+    }
 }
 
 #[async_trait]
@@ -431,6 +449,9 @@ impl<A: Agent + ?Sized> Agent for Arc<A> {
     fn changes_files(&self) -> bool {
         (**self).changes_files()
     }
+    fn spent(&self) -> Option<AgentSpent> {
+        (**self).spent()
+    }
 }
 
 #[async_trait]
@@ -443,6 +464,9 @@ impl<A: Agent + ?Sized> Agent for Box<A> {
     }
     fn changes_files(&self) -> bool {
         (**self).changes_files()
+    }
+    fn spent(&self) -> Option<AgentSpent> {
+        (**self).spent()
     }
 }
 

@@ -70,6 +70,9 @@ impl<A: Agent> Agent for SessionCarry<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn spent(&self) -> Option<crate::agent::AgentSpent> {
+        self.inner.spent()
+    }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         if request.resume_session.is_none() {
