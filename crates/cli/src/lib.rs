@@ -33,7 +33,7 @@ Exit codes:
   0  success
   1  the job ran and some items failed
   2  bad input or usage
-  3  interrupted, or a human is needed (resumable)
+  3  interrupted, a human is needed or a run limit reached (resumable)
 
 Settings, highest first: flags, environment, --config FILE (or else the
 repository's orchestrator.toml), the user file, defaults. See them with

@@ -582,8 +582,9 @@ fn a_fix_that_changes_nothing_is_not_committed() {
 
 /// `[prices]` turns the server's token counts into dollars and
 /// `--max-cost-usd` stops the run's agent calls there: once the calls have
-/// spent the limit, no further call starts, every finding left fails with
-/// the budget named, and nothing is committed.
+/// spent the limit, no further call starts, the run stops with exit 3 and
+/// nothing committed, the findings not done stay pending, and `--resume`
+/// with a higher limit takes them up again.
 #[test]
 fn the_cost_limit_stops_agent_calls_at_the_priced_spend() {
     let sandbox = Sandbox::new(&[
@@ -602,9 +603,16 @@ fn the_cost_limit_stops_agent_calls_at_the_priced_spend() {
         Turn::text("All fixed, trust me."),
     ));
     let head = sandbox.git(&["rev-parse", "HEAD"]);
-    let o = sandbox.orchestrator(
-        &server,
-        &[
+    let fix_requests = |server: &ModelServer, title: &str| {
+        server
+            .main_requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .filter(|b| b.contains("role in this task: fix") && b.contains(title))
+            .count()
+    };
+    let args = |limit: &'static str, resume: bool| {
+        let mut args = vec![
             "review-fix",
             "--fix",
             "findings.json",
@@ -615,43 +623,52 @@ fn the_cost_limit_stops_agent_calls_at_the_priced_spend() {
             "--isolation",
             "serial",
             "--max-cost-usd",
-            "0.5",
+            limit,
             "-y",
-        ],
-    );
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        args
+    };
+    let o = sandbox.orchestrator(&server, &args("0.5", false));
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
-    assert_eq!(o.status.code(), Some(1), "{report}");
+    // Exit 3: stopped at a limit, resumable.
+    assert_eq!(o.status.code(), Some(3), "{report}");
     // The planner's answers were refused (no JSON): failed calls, counted as
     // calls but carrying no usage. F2's attempts then cost $0.40 each; a
     // call starts while the spend is below the limit, so the first two
-    // start ($0.00, $0.40) and the third is refused at $0.80, as is every
-    // call for F1, which never reached the server.
-    let fixes: Vec<String> = server
-        .main_requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .filter(|b| b.contains("role in this task: fix"))
-        .collect();
-    assert_eq!(fixes.len(), 2, "{report}");
-    assert!(fixes.iter().all(|b| b.contains("Wrong value")), "{report}");
+    // start ($0.00, $0.40) and the third is refused at $0.80, which stops
+    // the run: F1 never reached the server.
+    assert_eq!(fix_requests(&server, "Wrong value"), 2, "{report}");
+    assert_eq!(fix_requests(&server, "Typo in the greeting"), 0, "{report}");
     let out = text(&o.stdout);
-    assert_eq!(
-        out.matches("agent budget exhausted: $0.8000 of $0.5000 spent")
-            .count(),
-        2,
+    let all = format!("{out}{}", text(&o.stderr));
+    assert!(
+        all.contains("the run's limit is reached ($0.8000 of $0.5000 spent)"),
         "{report}"
     );
-    // A spent budget is not retried.
+    assert!(all.contains("stopped at the run's limit"), "{report}");
+    assert!(all.contains("continue with --resume"), "{report}");
+    assert_eq!(sandbox.git(&["rev-parse", "HEAD"]), head, "{report}");
+    assert_eq!(sandbox.read("greet.txt"), "hello wrold\n");
+    assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
+
+    // Resumed with room to spend: both findings are tried (and fail, as the
+    // model still edits nothing), so the run ends with exit 1, not 3.
+    let o = sandbox.orchestrator(&server, &args("100", true));
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{report}");
     assert!(
-        out.contains("F1 failed after 1 attempt: agent budget exhausted"),
+        fix_requests(&server, "Typo in the greeting") >= 1,
         "{report}"
     );
+    assert!(fix_requests(&server, "Wrong value") > 2, "{report}");
     assert!(
-        out.contains("findings: 2 (0 fixed, 2 failed, 0 rejected)"),
+        text(&o.stdout).contains("findings: 2 (0 fixed, 2 failed, 0 rejected)"),
         "{report}"
     );
     assert_eq!(sandbox.git(&["rev-parse", "HEAD"]), head, "{report}");
-    assert_eq!(sandbox.read("greet.txt"), "hello wrold\n");
 }
 
 /// A limit that is not a positive number is refused before anything runs,

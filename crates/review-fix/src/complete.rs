@@ -127,10 +127,14 @@ pub(crate) async fn complete(
         verification: Some(verification),
     });
     write_json_atomic(paths.history(), &history)?;
-    match std::fs::remove_file(paths.active()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(ReviewFixError::io("remove", paths.active(), e)),
+    // A run stopped at its limit stays resumable: its marker stays.
+    let resumable = matches!(outcome, Outcome::LimitReached { .. });
+    if !resumable {
+        match std::fs::remove_file(paths.active()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ReviewFixError::io("remove", paths.active(), e)),
+        }
     }
     // The session's worktree folder outside the repository, and the
     // repository's, once empty (`remove_dir` leaves a folder with anything

@@ -400,6 +400,7 @@ pub(crate) async fn run_locked(
         digests: Mutex::new(HashMap::new()),
         decided: Mutex::new((0, 0)),
         ledger: ledger::Ledger::open(&paths.dir)?,
+        halted: Mutex::new(None),
     });
     exec::recover(&shared).await;
     let landed = exec::landed_commits(&shared).await;
@@ -427,7 +428,9 @@ pub(crate) async fn run_locked(
         .iter()
         .flat_map(|p| p.findings.iter())
         .any(|f| f.result != Some(FixResult::Fixed));
-    let outcome = if failed || !findings_file.rejected.is_empty() {
+    let outcome = if let Some(reason) = shared.halted() {
+        Outcome::LimitReached { reason }
+    } else if failed || !findings_file.rejected.is_empty() {
         Outcome::SomeFailed
     } else {
         Outcome::AllFixed

@@ -18,17 +18,25 @@ pub enum Outcome {
         /// Why.
         reason: String,
     },
+    /// A run limit of the agent (`[budget]`: cost, tokens, calls, wall
+    /// time) was reached: no further fix started, the fixes verified so
+    /// far are committed, the rest are pending, and the session stays
+    /// resumable (exit 3), with a higher limit if need be.
+    LimitReached {
+        /// Which limit, and what was spent.
+        reason: String,
+    },
 }
 
 impl Outcome {
     /// The process exit code: 0 all fixed or dry run, 1 some failed or
-    /// stopped, 3 a gate needs a human. (2, unreadable input or wrong usage,
+    /// stopped, 3 a gate needs a human or a run limit was reached. (2, unreadable input or wrong usage,
     /// is [`ReviewFixError::exit_code`].)
     pub fn exit_code(&self) -> u8 {
         match self {
             Outcome::AllFixed | Outcome::DryRun => 0,
             Outcome::SomeFailed | Outcome::Stopped => 1,
-            Outcome::NeedsHuman { .. } => 3,
+            Outcome::NeedsHuman { .. } | Outcome::LimitReached { .. } => 3,
         }
     }
 
@@ -40,6 +48,7 @@ impl Outcome {
             Outcome::DryRun => "dry_run",
             Outcome::Stopped => "stopped",
             Outcome::NeedsHuman { .. } => "needs_human",
+            Outcome::LimitReached { .. } => "limit_reached",
         }
     }
 }

@@ -25,7 +25,8 @@ pub enum Exit {
     SomeFailed = 1,
     /// Bad input or usage.
     BadInput = 2,
-    /// Interrupted, or a human is needed; the session can be resumed.
+    /// Interrupted, a human is needed or a run limit reached; the session
+    /// can be resumed.
     NeedsHuman = 3,
 }
 

@@ -63,6 +63,26 @@ pub(crate) async fn run_group(
         });
         return;
     }
+    if shared.halted().is_some() {
+        // Stopped at a run limit: the group's pending findings wait for
+        // --resume.
+        let snapshot = progress.snapshot();
+        if snapshot
+            .findings
+            .iter()
+            .any(|f| f.status != ProgressStatus::Completed)
+        {
+            shared.sink.emit(&Event::JobFinished {
+                id: gid,
+                status: JobStatus::Skipped,
+                detail: Some(format!(
+                    "{} fixed, the rest waits for --resume",
+                    snapshot.summary.fixed
+                )),
+            });
+            return;
+        }
+    }
     finish_group(shared, group, progress);
 }
 

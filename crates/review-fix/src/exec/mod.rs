@@ -93,6 +93,9 @@ pub(crate) struct Shared {
     pub decided: Mutex<(u32, u32)>,
     /// Which edits produced which file content (`edit-history.json`).
     pub ledger: crate::ledger::Ledger,
+    /// Why the run stopped starting work (a run limit of the agent), once
+    /// it has.
+    pub halted: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -124,6 +127,24 @@ impl Shared {
                 Vec::new()
             }
         }
+    }
+
+    /// Stops the run from starting new work: the first reason stays.
+    pub(crate) fn halt(&self, reason: &str) {
+        let mut halted = lock(&self.halted);
+        if halted.is_none() {
+            *halted = Some(reason.to_owned());
+            self.sink.emit(&Event::Warning {
+                message: format!(
+                    "the run's limit is reached ({reason}): no further fix starts; the run stops resumably (--resume)"
+                ),
+            });
+        }
+    }
+
+    /// Why the run stopped starting work, once it has.
+    pub(crate) fn halted(&self) -> Option<String> {
+        lock(&self.halted).clone()
     }
 
     pub(crate) fn warn(&self, message: String) {

@@ -45,6 +45,9 @@ pub(super) struct StepState {
     /// The agent session of the last answered attempt: the next attempt
     /// resumes it, so the agent keeps what it read and tried.
     session: Option<String>,
+    /// The run stopped at a run limit before or during this finding's
+    /// attempt: the finding stays pending for `--resume`.
+    halted: bool,
 }
 
 /// One attempt at one finding, as an [`Agent`] for the retry executor: the
@@ -134,6 +137,12 @@ impl Agent for FixStep<'_> {
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = self.finding.id.to_string();
+        if self.shared.halted().is_some() {
+            // The run's limit is reached: no new attempt starts. Cancelled,
+            // so the retry executor counts no attempt.
+            self.with(|s| s.halted = true);
+            return Err(AgentError::Cancelled);
+        }
         let (attempt, stop, session) = self.with(|s| {
             s.attempt += 1;
             (s.attempt, s.stop.clone(), s.session.clone())
@@ -170,6 +179,20 @@ impl Agent for FixStep<'_> {
             "Applying code changes per recommendations",
         );
         let answer = self.shared.agent.run(request).await;
+        if let Err(AgentError::Budget { message }) = &answer {
+            // The run's limit (the finding's own is checked above): the
+            // attempt did not happen. The tree goes back to the checkpoint
+            // and the finding stays pending, to be resumed.
+            self.restore().await;
+            self.progress.end_step("stopped");
+            self.shared.halt(message);
+            self.with(|s| {
+                s.halted = true;
+                s.attempt = attempt - 1;
+            });
+            self.progress.finding(&id, |f| f.attempts = attempt - 1);
+            return Err(AgentError::Cancelled);
+        }
         let usage = answer.as_ref().ok().and_then(|r| r.usage.as_ref());
         self.progress.finding(&id, |f| {
             f.spend
@@ -407,6 +430,10 @@ pub(crate) async fn fix_one(
     start: FixStart,
 ) -> Option<Committed> {
     let id = finding.id.to_string();
+    if shared.halted().is_some() {
+        // Stopped at a run limit: the finding stays pending for --resume.
+        return None;
+    }
     shared.sink.emit(&Event::JobStarted {
         id: id.clone(),
         title: Some(finding.title.clone()),
@@ -551,6 +578,10 @@ pub(crate) async fn fix_one(
         Ok(s) => s,
         Err(p) => p.into_inner(),
     };
+    if state.halted {
+        leave_pending(shared, progress, &id);
+        return None;
+    }
     let result = match (outcome, state.write_set) {
         (MilestoneOutcome::Passed { .. }, Some(write_set)) => {
             commit_fix(shared, tree, progress, finding, &write_set, &checkpoint)
@@ -595,6 +626,27 @@ pub(crate) async fn fix_one(
             None
         }
     }
+}
+
+/// A finding the run stopped at (a run limit): back to pending, its tree
+/// already restored, so `--resume` starts it afresh.
+fn leave_pending(shared: &Shared, progress: &Progress, id: &str) {
+    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+    progress.finding(id, |f| {
+        f.status = ProgressStatus::Pending;
+        f.result = None;
+        f.test_passed = None;
+        f.commit_hash = None;
+    });
+    progress.update(|p| {
+        p.current_finding = None;
+        p.flow_control = FlowControl::default();
+    });
+    shared.sink.emit(&Event::JobFinished {
+        id: id.to_owned(),
+        status: JobStatus::Skipped,
+        detail: Some("not started: the run stopped at its limit".to_owned()),
+    });
 }
 
 /// Commits exactly the write-set.

@@ -1023,3 +1023,128 @@ async fn a_second_run_on_one_repository_is_refused_by_the_library() {
         .unwrap();
     assert_eq!(report.outcome, Outcome::AllFixed);
 }
+
+/// A run limit in front of an agent, as the factory's `Budget` wrapper
+/// answers: after `max` calls, every call is refused with a budget error.
+#[derive(Debug)]
+struct CallLimit {
+    inner: Arc<FakeAgent>,
+    max: u32,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Agent for CallLimit {
+    fn name(&self) -> &str {
+        "limited"
+    }
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let made = self.calls.load(std::sync::atomic::Ordering::SeqCst);
+        if made >= self.max {
+            return Err(AgentError::Budget {
+                message: format!("{made} of {} agent calls made", self.max),
+            });
+        }
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.run(request).await
+    }
+}
+
+fn limit_script() -> Arc<FakeAgent> {
+    // F2's first edit breaks the tests; its second passes.
+    Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", edit("src/a.rs", "A1\na2\na3\n"))
+            .on("F2", edit("src/b.rs", "b1\nBAD\n"))
+            .on("F2", edit("src/b.rs", "B1\nb2\n"))
+            .on("F3", edit("src/c.rs", "C1\n")),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_limit_stops_resumably_and_resume_lands_the_same_commits() {
+    let findings = json!([
+        finding("F1", "src/a.rs", 1, "Rename a1"),
+        finding("F2", "src/b.rs", 1, "Rename b1"),
+        finding("F3", "src/c.rs", 1, "Rename c1"),
+    ]);
+    let serial = |inputs| config(inputs).with_isolation(Isolation::Serial);
+
+    // The reference: no limit.
+    let free = Fixture::new(FILES);
+    let free_base = free.vcs.head().await.unwrap();
+    let input = free.export(findings.clone());
+    let unlimited = run(
+        serial(vec![input]),
+        free.services(limit_script(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(unlimited.outcome, Outcome::AllFixed);
+    let expected = free.messages(&free_base).await;
+    assert_eq!(expected.len(), 3);
+
+    // Two calls: F1's fix, F2's first (failing) attempt. F2's second
+    // attempt is refused at the limit: it stays pending, its tree restored.
+    let fx = Fixture::new(FILES);
+    let base = fx.vcs.head().await.unwrap();
+    let input = fx.export(findings);
+    let script = limit_script();
+    let limited = Arc::new(CallLimit {
+        inner: Arc::clone(&script),
+        max: 2,
+        calls: 0.into(),
+    });
+    let report = run(
+        serial(vec![input.clone()]),
+        fx.services(limited, Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.outcome,
+        Outcome::LimitReached {
+            reason: "2 of 2 agent calls made".to_owned()
+        }
+    );
+    assert_eq!(report.outcome.exit_code(), 3);
+    assert!(report.session_dir.join("active-fix-session.json").is_file());
+    assert_eq!(
+        fx.messages(&base).await,
+        ["fix(quality): Rename a1 [F1]"],
+        "the verified fix is kept"
+    );
+    assert_eq!(script.calls_for("F3"), 0, "no new work starts");
+    let result = |id: &str| {
+        let f = report.findings.iter().find(|f| f.id == id).unwrap();
+        (f.result.clone(), f.attempts)
+    };
+    assert_eq!(result("F1"), ("fixed".to_owned(), 1));
+    assert_eq!(result("F2"), ("pending".to_owned(), 1));
+    assert_eq!(result("F3"), ("pending".to_owned(), 0));
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/b.rs")).unwrap(),
+        "b1\nb2\n"
+    );
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    assert!(summary.contains("limit_reached"), "{summary}");
+
+    // Resumed with the limit raised (here: none): the same commits.
+    let resumed = run(
+        serial(vec![input]).with_resume(true),
+        fx.services(limit_script(), Arc::new(AutoYes)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resumed.session_dir, report.session_dir);
+    assert_eq!(resumed.outcome, Outcome::AllFixed);
+    assert_eq!(fx.messages(&base).await, expected);
+    for file in ["src/a.rs", "src/b.rs", "src/c.rs"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.root().join(file)).unwrap(),
+            std::fs::read_to_string(free.root().join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    assert!(!report.session_dir.join("active-fix-session.json").exists());
+}

@@ -36,8 +36,10 @@ pub struct ToolOutcome {
     /// The flow's exit code: 0 success, 1 some items failed, 3 stopped and
     /// resumable (a gate, an escalation, a limit).
     pub exit_code: i32,
-    /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3); `planned`
-    /// for a `planex_plan` that stopped before execution as asked.
+    /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3);
+    /// `limit_reached` for a review-fix stopped at a run limit (exit 3,
+    /// resumable); `planned` for a `planex_plan` that stopped before
+    /// execution as asked.
     pub outcome: String,
     /// The flow's result: its summary (the last JSON line it printed).
     pub result: Value,
@@ -513,6 +515,11 @@ impl Orchestrator {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         let result = lines.pop().unwrap_or(Value::Null);
+        // A stop at a run limit is no question for a human: say which.
+        let outcome = match result.get("outcome").and_then(Value::as_str) {
+            Some("limit_reached") if code == 3 => "limit_reached",
+            _ => outcome,
+        };
         let skip = lines.len().saturating_sub(MAX_EVENTS);
         Ok(Json(ToolOutcome {
             exit_code: code,

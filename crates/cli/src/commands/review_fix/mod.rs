@@ -409,6 +409,8 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         };
         // One run per repository at a time: the library takes the lock.
         let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
+        // The budget around the agent counts the run's whole spend.
+        let counter = Arc::clone(&agent);
         let services = Services {
             agent,
             vcs: Arc::new(vcs),
@@ -464,6 +466,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                     test_command: test_display,
                     test_source,
                     wall: started.elapsed(),
+                    run_spend: counter.spent(),
                 };
                 if json_mode {
                     out(&render_passes_json(&passes, &context));

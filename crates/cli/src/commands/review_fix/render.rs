@@ -12,6 +12,20 @@ pub struct SummaryContext {
     pub test_source: Option<String>,
     /// Wall time of the run.
     pub wall: Duration,
+    /// What the run's agent spent in all (planning included), as its budget
+    /// counted it.
+    pub run_spend: Option<orchestrator_core::AgentSpent>,
+}
+
+/// The line of a run's whole agent spend, when an agent was called.
+fn run_spend_line(spend: Option<orchestrator_core::AgentSpent>) -> Option<String> {
+    let spend = spend.filter(|s| s.calls > 0)?;
+    Some(format!(
+        "run spend: {} (planning included), {} tokens, ${:.4}",
+        counted(u64::from(spend.calls), "agent call", "agent calls"),
+        spend.usage.input_tokens + spend.usage.output_tokens,
+        spend.usage.cost_usd
+    ))
 }
 
 pub(super) fn outcome_line(outcome: &Outcome) -> String {
@@ -23,6 +37,9 @@ pub(super) fn outcome_line(outcome: &Outcome) -> String {
         Outcome::NeedsHuman { reason } => {
             format!("waiting for a human: {reason} (approve with -y, or run in a terminal)")
         }
+        Outcome::LimitReached { reason } => format!(
+            "stopped at the run's limit ({reason}): the verified fixes are committed; continue with --resume (with a higher limit if need be)"
+        ),
     }
 }
 
@@ -150,6 +167,9 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
         if let Some(line) = report.spend_line() {
             let _ = writeln!(out, "  {}", line.replacen("Agent:", "agent:", 1));
         }
+        if let Some(line) = run_spend_line(context.run_spend) {
+            let _ = writeln!(out, "  {line}");
+        }
         for c in &report.commits {
             let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
             let subject = c.message.lines().next().unwrap_or_default();
@@ -224,6 +244,9 @@ pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String 
         counted(u64::from(passes.test_runs()), "test run", "test runs"),
         context.wall.as_secs_f64()
     );
+    if let Some(line) = run_spend_line(context.run_spend) {
+        let _ = writeln!(out, "  {line}");
+    }
     if let StopReason::CommandFailed { stderr_tail, .. } = &passes.stop
         && !stderr_tail.trim().is_empty()
     {
@@ -243,6 +266,8 @@ pub(super) fn pass_context(
 ) -> SummaryContext {
     SummaryContext {
         wall: passes.walls.get(i).copied().unwrap_or(context.wall),
+        // The whole run's, shown once after the passes.
+        run_spend: None,
         ..context.clone()
     }
 }
@@ -281,6 +306,7 @@ pub fn render_passes_json(passes: &PassesReport, context: &SummaryContext) -> St
     // `wall_time_s` stays the whole run's.
     let mut total = last.unwrap_or_else(|| json!({}));
     total["event"] = json!("summary");
+    total["run_spend"] = json!(context.run_spend);
     total["outcome"] = json!(outcome.as_str());
     total["exit_code"] = json!(outcome.exit_code());
     total["passes"] = json!(passes.passes.len());
@@ -345,6 +371,7 @@ pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json:
         "test_command": context.test_command,
         "test_command_source": context.test_source,
         "wall_time_s": context.wall.as_secs_f64(),
+        "run_spend": context.run_spend,
         "plan": report.plan,
         "notes": report.notes,
     })
