@@ -274,18 +274,13 @@ const FINDINGS: &str = r#"{
 }
 "#;
 
-/// review-fix with the real `cli`: F1 is fixed by the CLI's own edit tool
-/// and checked with the granted test command; F2's first edit breaks the
-/// tests and is rolled back, its retry prompt carries the failing output,
-/// and the second edit lands. Two findings, two commits.
-fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
-    let sandbox = Sandbox::new(&[
-        ("greet.txt", "hello wrold\n"),
-        ("calc.txt", "value = 1\n"),
-        ("check.sh", CHECK),
-        ("findings.json", FINDINGS),
-    ]);
-    let repo = sandbox.repo.clone();
+/// The scripted model of the review-fix flows (see [`review_fix_with`]) for
+/// the repository at `repo`, and the first prompt of each conversation.
+fn review_fix_server(
+    cli_kind: Cli,
+    repo: PathBuf,
+    plan: PlanAnswer,
+) -> (ModelServer, Arc<Mutex<Vec<String>>>) {
     let conversations = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = Arc::clone(&conversations);
     let server = tokio_runtime().block_on(ModelServer::scripted(
@@ -333,6 +328,21 @@ fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
             Turn::Status(500, format!("unscripted prompt: {prompt}"))
         },
     ));
+    (server, conversations)
+}
+
+/// review-fix with the real `cli`: F1 is fixed by the CLI's own edit tool
+/// and checked with the granted test command; F2's first edit breaks the
+/// tests and is rolled back, its retry prompt carries the failing output,
+/// and the second edit lands. Two findings, two commits.
+fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
+    let sandbox = Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ]);
+    let (server, conversations) = review_fix_server(cli_kind, sandbox.repo.clone(), plan);
     let started = Instant::now();
     let o = sandbox.orchestrator(
         cli_kind,
@@ -685,6 +695,131 @@ fn review_fix_with_the_real_claude() {
 #[test]
 fn review_fix_falls_back_on_a_prose_plan_with_the_real_claude() {
     review_fix_with(Cli::Claude, PlanAnswer::Prose);
+}
+
+/// The summary (`--json`'s last line) of a finished run.
+fn summary_of(o: &Output) -> Value {
+    let stdout = text(&o.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e})\nstdout:\n{stdout}\nstderr:\n{}",
+            text(&o.stderr)
+        )
+    })
+}
+
+/// A finding's dollars in a summary.
+fn finding_cost(summary: &Value, id: &str) -> f64 {
+    summary["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .and_then(|f| f["spend"]["cost_usd"].as_f64())
+        .unwrap_or_else(|| panic!("no spend for {id}: {summary:#}"))
+}
+
+/// `--max-cost-usd` with the real claude, whose `total_cost_usd` comes from
+/// the token counts the scripted server answers with. An unlimited run
+/// measures what planning and each finding cost (F2, the more severe, is
+/// fixed first, in two attempts); a run limited to just under planning plus
+/// F2 starts F2's second attempt (the spend is below the limit), commits
+/// F2, refuses F1's call, and stops with exit 3 within that one attempt of
+/// the limit; `--resume` with a higher limit fixes F1, and the history is
+/// the unlimited run's: the same commits, the same trees.
+#[test]
+fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
+    let files = [
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ];
+    let args = |extra: &[&'static str]| {
+        let mut args = vec![
+            "review-fix",
+            "--fix",
+            "findings.json",
+            "--agent",
+            "claude",
+            "--test-cmd",
+            "sh check.sh",
+            "--verify",
+            "each",
+            "--isolation",
+            "serial",
+            "--flaky-reruns",
+            "0",
+            "-y",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let history = |sandbox: &Sandbox| sandbox.git(&["log", "--format=%s %T", "main"]);
+
+    let free = Sandbox::new(&files);
+    let (server, _) = review_fix_server(Cli::Claude, free.repo.clone(), PlanAnswer::Valid);
+    let o = free.orchestrator(Cli::Claude, &server, &args(&[]));
+    let unlimited = summary_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{unlimited:#}");
+    let total = unlimited["run_spend"]["usage"]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    let (f1, f2) = (
+        finding_cost(&unlimited, "F1"),
+        finding_cost(&unlimited, "F2"),
+    );
+    let planning = total - f1 - f2;
+    assert!(
+        f1 > 0.0 && f2 > 0.0 && planning > 0.0,
+        "claude reported no cost: {unlimited:#}"
+    );
+    let limit = planning + f2 * 0.9;
+    eprintln!("claude cost: planning ${planning:.6}, F1 ${f1:.6}, F2 ${f2:.6}; limit ${limit:.6}");
+
+    let capped = Sandbox::new(&files);
+    let (server, conversations) =
+        review_fix_server(Cli::Claude, capped.repo.clone(), PlanAnswer::Valid);
+    let limit_arg: &'static str = format!("{limit:.6}").leak();
+    let o = capped.orchestrator(Cli::Claude, &server, &args(&["--max-cost-usd", limit_arg]));
+    let stopped = summary_of(&o);
+    let report = format!("{stopped:#}\nstderr:\n{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{report}");
+    assert_eq!(stopped["outcome"], "limit_reached", "{report}");
+    // F2 is committed, F1 never reached the model and stays pending.
+    let log = capped.git(&["log", "--format=%s", "main"]);
+    assert!(
+        log.contains("[F2]") && !log.contains("[F1]"),
+        "{log}\n{report}"
+    );
+    assert_eq!(capped.read("greet.txt"), "hello wrold\n");
+    assert!(
+        !conversations
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.contains("Fix review finding F1")),
+        "{report}"
+    );
+    // Within one in-flight attempt of the limit.
+    let spent = stopped["run_spend"]["usage"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        spent >= limit && spent <= limit + f2,
+        "spent ${spent} at a limit of ${limit}"
+    );
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(all.contains("the run's limit is reached"), "{report}");
+
+    let o = capped.orchestrator(
+        Cli::Claude,
+        &server,
+        &args(&["--resume", "--max-cost-usd", "100"]),
+    );
+    let resumed = summary_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{resumed:#}\n{}", text(&o.stderr));
+    assert_eq!(capped.read("greet.txt"), "hello world\n");
+    assert_eq!(history(&capped), history(&free));
 }
 
 #[test]
