@@ -331,17 +331,11 @@ fn task_of(prompt: &str) -> String {
     rest.split_whitespace().next().unwrap().to_owned()
 }
 
-/// planex with the tool agent: the angles, the exploration and the task
-/// plan are plain completions; T1 creates `hello.txt` with `write_file`, T2
-/// edits it and runs its granted directive `sh check.sh`, T3 creates
-/// `bye.txt`.
-#[test]
-fn planex_executes_tasks_that_write_files_in_scope() {
-    let sandbox = Sandbox::new(&[(
-        "check.sh",
-        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
-    )]);
-    let server = tokio_runtime().block_on(ModelServer::scripted(
+/// The scripted model of the planex runs: one angle, its exploration,
+/// three tasks in a chain (T1 creates `hello.txt`, T2 edits it and runs its
+/// directive `sh check.sh`, T3 creates `bye.txt`).
+fn planex_server() -> ModelServer {
+    tokio_runtime().block_on(ModelServer::scripted(
         Protocol::OpenAiChat,
         move |exchange| {
             let prompt = exchange.user_text();
@@ -399,7 +393,20 @@ fn planex_executes_tasks_that_write_files_in_scope() {
             }
             Turn::Status(500, format!("unscripted prompt: {prompt}"))
         },
-    ));
+    ))
+}
+
+/// planex with the tool agent: the angles, the exploration and the task
+/// plan are plain completions; T1 creates `hello.txt` with `write_file`, T2
+/// edits it and runs its granted directive `sh check.sh`, T3 creates
+/// `bye.txt`.
+#[test]
+fn planex_executes_tasks_that_write_files_in_scope() {
+    let sandbox = Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )]);
+    let server = planex_server();
     let o = sandbox.orchestrator(
         &server,
         &[
@@ -451,6 +458,67 @@ fn planex_executes_tasks_that_write_files_in_scope() {
     assert!(!files.is_empty(), "no transcript under .workflow\n{report}");
     assert_eq!(files.len(), transcript_files(&sandbox.repo).len());
     assert!(sandbox.transcripts().iter().any(|l| l["kind"] == "end"));
+}
+
+/// planex stops resumably at a run limit: with `--max-agent-calls 4` the
+/// angles, the exploration, the plan and T1 take the four calls, T2's call
+/// is refused, the run stops with exit 3 naming the limit and how to go
+/// on, and `--continue` with a higher limit runs T2 and T3 to the end.
+#[test]
+fn planex_stops_at_a_run_limit_and_continues() {
+    let sandbox = Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )]);
+    let server = planex_server();
+    let o = sandbox.orchestrator(
+        &server,
+        &[
+            "planex",
+            "Say howdy in hello.txt",
+            "-y",
+            "--agent",
+            "openai",
+            "--max-agent-calls",
+            "4",
+        ],
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{report}");
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(all.contains("the run's limit is reached ("), "{report}");
+    assert!(all.contains("Stopped at the run's limit ("), "{report}");
+    assert!(all.contains("orchestrator planex --continue"), "{report}");
+    assert_eq!(sandbox.read("hello.txt"), "hello\n", "{report}");
+    let sessions = orchestrator_planex::session::list_sessions(&sandbox.repo).unwrap();
+    let rows =
+        orchestrator_planex::rows::read_tasks_csv(sessions[0].dir.join("tasks.csv")).unwrap();
+    let statuses: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{}={:?}", r.id, r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        ["T1=Completed", "T2=Pending", "T3=Pending"],
+        "{report}"
+    );
+
+    let o = sandbox.orchestrator(
+        &server,
+        &[
+            "planex",
+            "--continue",
+            "-y",
+            "--agent",
+            "openai",
+            "--max-agent-calls",
+            "10",
+        ],
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{report}");
+    assert_eq!(sandbox.read("hello.txt"), "howdy\n", "{report}");
+    assert_eq!(sandbox.read("bye.txt"), "bye\n", "{report}");
 }
 
 /// A local check that fails like clippy's `needless_return` while

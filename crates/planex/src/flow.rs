@@ -44,6 +44,8 @@ pub use gates::PlanOnly;
 
 mod planner;
 
+mod limit;
+
 /// How many times the planner is asked before its answer counts as unusable.
 const PLANNER_ATTEMPTS: u32 = 2;
 
@@ -94,6 +96,8 @@ pub struct Planex {
     sink: Arc<dyn EventSink>,
     options: PlanexOptions,
     cancel: CancelHandle,
+    /// Why the run stopped at a run limit of its agent, once it has.
+    limit: limit::LimitSlot,
 }
 
 /// Records the approval of the plan a session waits at — the newest
@@ -152,6 +156,7 @@ impl Planex {
             sink,
             options,
             cancel: CancelHandle::new(),
+            limit: limit::LimitSlot::default(),
         }
     }
 
@@ -201,7 +206,7 @@ impl Planex {
         self.phase_started("plan-explore");
         let explore = match self.interruptible(self.plan_angles(&run.session)).await {
             Some(result) => result?,
-            None => return self.stopped(run, Stop::Interrupted),
+            None => return self.stopped(run, self.interruption()),
         };
         write_explore_csv(run.session.explore_csv(), &explore)?;
         run.state.explore = Some(explore);
@@ -382,14 +387,14 @@ impl Planex {
                         problems: vec![e.to_string()],
                     }
                 })?;
-            let env = self.env(self.agents.explorer.clone());
+            let env = self.env(self.stopping_at_limit(self.agents.explorer.clone()));
             let mut host = ExploreHost::new(&mut run.session, &mut run.state, env, &sched);
             let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
             host.finish()?;
             self.check_discoveries(&run.session, &mut run.warnings);
             self.phase_finished("explore");
             if end.interrupted {
-                return self.stopped(run, Stop::Interrupted);
+                return self.stopped(run, self.interruption());
             }
         }
 
@@ -397,7 +402,7 @@ impl Planex {
         self.phase_started("plan-tasks");
         let tasks = match self.interruptible(self.plan_tasks(&mut run)).await {
             Some(result) => result?,
-            None => return self.stopped(run, Stop::Interrupted),
+            None => return self.stopped(run, self.interruption()),
         };
         run.state.tasks = Some(tasks);
         run.session.checkpoint(&run.state)?;
@@ -441,13 +446,13 @@ impl Planex {
                 problems: vec![e.to_string()],
             }
         })?;
-        let env = self.env(self.agents.executor.clone());
+        let env = self.env(self.stopping_at_limit(self.agents.executor.clone()));
         let mut host = TaskHost::new(&mut run.session, &mut run.state, env, &sched);
         let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
         let paused = host.finish()?;
         self.phase_finished("execute");
         if end.interrupted {
-            return self.stopped(run, Stop::Interrupted);
+            return self.stopped(run, self.interruption());
         }
         if !paused.is_empty() || !run.state.paused.is_empty() {
             let mut tasks = paused;

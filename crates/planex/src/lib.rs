@@ -354,6 +354,14 @@ pub enum Stop {
     },
     /// The run was cancelled (Ctrl-C); unfinished rows stay pending.
     Interrupted,
+    /// A run limit of the agent (`[budget]`: cost, tokens, calls, wall
+    /// time) was reached: the call it refused was abandoned, unfinished
+    /// rows stay pending, and the run resumes (with a higher limit if need
+    /// be) like an interrupted one.
+    LimitReached {
+        /// Which limit, and what was spent.
+        limit: String,
+    },
 }
 
 /// How a run ended.
@@ -389,7 +397,7 @@ impl Outcome {
     }
 
     /// The process exit code: 0 every task completed, 1 some failed or were
-    /// skipped, 3 stopped (gate, human, cancellation).
+    /// skipped, 3 stopped (gate, human, cancellation, run limit).
     pub fn exit_code(&self) -> u8 {
         match self.status {
             OutcomeStatus::Completed => 0,
@@ -434,6 +442,10 @@ impl Outcome {
                 )
             }
             Stop::Interrupted => format!("Interrupted. Resume: {resume}"),
+            Stop::LimitReached { limit } => format!(
+                "Stopped at the run's limit ({limit}); the rows not done are pending.\n\
+                 Resume, with a higher limit if need be: {resume}"
+            ),
         })
     }
 }

@@ -1046,6 +1046,92 @@ async fn cancellation_interrupts_and_resume_finishes() {
     assert_eq!(status_of(&rows, "T3").0, RowStatus::Pending);
 }
 
+/// A run limit of the agent stops the run resumably: the task whose call
+/// the budget refused stays pending (it is not failed), the run ends as
+/// stopped at the limit with exit 3, and resuming (with a higher limit)
+/// runs only that task.
+#[tokio::test(start_paused = true)]
+async fn a_run_limit_stops_resumably_and_resume_runs_the_rest() {
+    let repo = tempfile::tempdir().unwrap();
+    let refused = orchestrator_core::agent::AgentError::Budget {
+        message: "$0.8000 of $0.5000 spent".into(),
+    };
+    let agent = Arc::new(happy_agent_with(vec![("T4", Reply::Fail(refused))]));
+    let (p, sink) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        OutcomeStatus::Stopped(Stop::LimitReached {
+            limit: "$0.8000 of $0.5000 spent".into()
+        })
+    );
+    assert_eq!(outcome.exit_code(), 3);
+    assert_eq!((outcome.summary.completed, outcome.summary.pending), (3, 1));
+    assert_eq!(outcome.summary.failed, 0);
+    let hint = outcome.resume_hint().unwrap();
+    assert!(
+        hint.contains("Stopped at the run's limit ($0.8000 of $0.5000 spent)"),
+        "{hint}"
+    );
+    assert!(hint.contains("orchestrator planex --continue"), "{hint}");
+    let warned = sink.events().iter().any(|e| {
+        matches!(e, Event::Warning { message } if message.starts_with("the run's limit is reached ($0.8000"))
+    });
+    assert!(warned, "{:?}", sink.events());
+    let dir = outcome.summary.session_dir.clone();
+    let rows = read_tasks_csv(dir.join("tasks.csv")).unwrap();
+    assert_eq!(status_of(&rows, "T3").0, RowStatus::Completed);
+    assert_eq!(status_of(&rows, "T4").0, RowStatus::Pending);
+    assert!(!dir.join("context.md").exists());
+
+    // Resumed with room to spend: only T4 runs, and the run completes.
+    let fresh = Arc::new(happy_agent());
+    let (p, _) = planex(repo.path(), fresh.clone(), Arc::new(AutoYes), options(true));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert_eq!(
+        (
+            fresh.calls_for("T1"),
+            fresh.calls_for("T3"),
+            fresh.calls_for("T4")
+        ),
+        (0, 0, 1)
+    );
+}
+
+/// A limit reached while the planner decomposes the tasks stops the run
+/// before any task, resumably.
+#[tokio::test(start_paused = true)]
+async fn a_run_limit_in_planning_stops_before_the_tasks() {
+    let repo = tempfile::tempdir().unwrap();
+    let refused = orchestrator_core::agent::AgentError::Budget {
+        message: "9 of 9 agent calls used".into(),
+    };
+    let agent = Arc::new(happy_agent_with(vec![("plan-tasks", Reply::Fail(refused))]));
+    let (p, _) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    assert!(
+        matches!(&outcome.status, OutcomeStatus::Stopped(Stop::LimitReached { limit }) if limit == "9 of 9 agent calls used"),
+        "{:?}",
+        outcome.status
+    );
+    assert_eq!(
+        agent.calls_for("plan-tasks"),
+        1,
+        "a refused call is not retried"
+    );
+    assert_eq!(agent.calls_for("T1"), 0);
+
+    let fresh = Arc::new(happy_agent());
+    let (p, _) = planex(repo.path(), fresh.clone(), Arc::new(AutoYes), options(true));
+    let outcome = p.resume(None).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    assert_eq!(
+        (fresh.calls_for("E1"), fresh.calls_for("plan-tasks")),
+        (0, 1)
+    );
+}
+
 #[tokio::test]
 async fn an_escalation_pauses_resumably_and_the_task_resumes_from_its_state() {
     let repo = tempfile::tempdir().unwrap();

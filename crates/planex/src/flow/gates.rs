@@ -15,7 +15,7 @@ impl Planex {
         let stop = self
             .interruptible(self.confirm(point, run))
             .await
-            .unwrap_or(Some(Stop::Interrupted));
+            .unwrap_or_else(|| Some(self.interruption()));
         match &stop {
             None => {
                 let by = if self.options.auto_yes {

@@ -116,8 +116,9 @@ impl Planex {
     ) -> Result<T, PlanexError> {
         let limit = self.options.planner_time_limit;
         let policy = AskPolicy::new(limit, PLANNER_ATTEMPTS);
+        let planner = self.stopping_at_limit(self.agents.planner.clone());
         let answer = ask(
-            self.agents.planner.as_ref(),
+            planner.as_ref(),
             request,
             &policy,
             |response| parse(&response.structured.unwrap_or(Value::Null)),

@@ -37,8 +37,8 @@ pub struct ToolOutcome {
     /// resumable (a gate, an escalation, a limit).
     pub exit_code: i32,
     /// `success`, `some_failed` or `needs_human` (exit 0, 1, 3);
-    /// `limit_reached` for a review-fix stopped at a run limit (exit 3,
-    /// resumable); `planned` for a `planex_plan` that stopped before
+    /// `limit_reached` for a review-fix or planex run stopped at a run
+    /// limit (exit 3, resumable); `planned` for a `planex_plan` that stopped before
     /// execution as asked.
     pub outcome: String,
     /// The flow's result: its summary (the last JSON line it printed).
@@ -516,9 +516,14 @@ impl Orchestrator {
             .collect();
         let result = lines.pop().unwrap_or(Value::Null);
         // A stop at a run limit is no question for a human: say which.
-        let outcome = match result.get("outcome").and_then(Value::as_str) {
-            Some("limit_reached") if code == 3 => "limit_reached",
-            _ => outcome,
+        // (review-fix names it in `outcome`, planex in its stop's `reason`.)
+        let at_limit = ["/outcome", "/outcome/status/reason"]
+            .iter()
+            .any(|p| result.pointer(p).and_then(Value::as_str) == Some("limit_reached"));
+        let outcome = if code == 3 && at_limit {
+            "limit_reached"
+        } else {
+            outcome
         };
         let skip = lines.len().saturating_sub(MAX_EVENTS);
         Ok(Json(ToolOutcome {
