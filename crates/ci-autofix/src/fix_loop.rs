@@ -97,6 +97,13 @@ pub enum AutofixOutcome {
         /// Why.
         reason: String,
     },
+    /// The agent's call was refused at a run limit (`[budget]`): no patch
+    /// was made, the iteration is not used up, and running again (with a
+    /// higher limit) goes on from the state file (exit 3).
+    LimitReached {
+        /// Which limit, and what was spent.
+        reason: String,
+    },
     /// A person must decide (exit 3).
     Escalated {
         /// The cadence action that escalated.
@@ -111,12 +118,13 @@ pub enum AutofixOutcome {
 }
 
 impl AutofixOutcome {
-    /// Exit code: 0 green, 1 still failing, 3 escalated.
+    /// Exit code: 0 green, 1 still failing, 3 escalated or stopped at a
+    /// run limit.
     pub fn exit_code(&self) -> i32 {
         match self {
             AutofixOutcome::Green { .. } => 0,
             AutofixOutcome::StillFailing { .. } => 1,
-            AutofixOutcome::Escalated { .. } => 3,
+            AutofixOutcome::Escalated { .. } | AutofixOutcome::LimitReached { .. } => 3,
         }
     }
 }
@@ -306,6 +314,27 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             Made::Patch(staged) => staged,
             Made::Problem(reason) => {
                 return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
+            }
+            Made::Limit(reason) => {
+                // Nothing to decide: the iteration did not happen. It is
+                // recorded, and the state keeps its number for the next run.
+                ctx.sink.emit(&Event::Warning {
+                    message: format!(
+                        "the run's limit is reached ({reason}): no patch was made; \
+                         run ci-autofix again (with a higher limit) to go on"
+                    ),
+                });
+                entry.action = "stopped at the run's limit".into();
+                entry.escalation_reason = Some(format!("the run's limit is reached ({reason})"));
+                finish(
+                    &file,
+                    &mut state,
+                    entry,
+                    Some(&report),
+                    (&audit_path, &header),
+                    now(),
+                )?;
+                return Ok(AutofixOutcome::LimitReached { reason });
             }
         };
         let write_set = staged.write_set.clone();

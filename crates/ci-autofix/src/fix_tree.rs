@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use orchestrator_core::agent::AgentRequest;
+use orchestrator_core::agent::{AgentError, AgentRequest};
 use orchestrator_core::event::Event;
 use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs};
 
@@ -51,6 +51,9 @@ pub(crate) enum Made {
     Patch(StagedPatch),
     /// No usable patch; the reason. The user's tree is as it was.
     Problem(String),
+    /// The agent's call was refused at a run limit (`[budget]`); the
+    /// limit's message. The user's tree is as it was.
+    Limit(String),
 }
 
 /// A patch that is not committed yet.
@@ -113,7 +116,7 @@ async fn in_place(ctx: &AutofixContext, request: AgentRequest) -> Result<Made, A
         if !write_set.is_empty() {
             tree.restore(&checkpoint).await?;
         }
-        return Ok(Made::Problem(problem.reason(None)));
+        return Ok(problem.made(None));
     }
     Ok(Made::Patch(StagedPatch {
         write_set,
@@ -216,7 +219,7 @@ async fn take_patch(
 ) -> Result<Made, AutofixError> {
     let (write_set, problem) = run_agent(ctx, worktree, checkpoint, request).await?;
     if let Some(problem) = problem {
-        return Ok(Made::Problem(problem.reason(Some(dirty))));
+        return Ok(problem.made(Some(dirty)));
     }
     let created: BTreeSet<String> = worktree.status().await?.untracked.into_iter().collect();
     let mut files = BTreeMap::new();
@@ -264,14 +267,25 @@ enum Problem {
     NoPatch,
     /// Anything else, said in full.
     Other(String),
+    /// The call was refused at a run limit: no attempt happened.
+    Limit(String),
 }
 
 impl Problem {
+    /// What the agent made: nothing usable, or nothing at all (a limit).
+    fn made(self, dirty: Option<&[String]>) -> Made {
+        match self {
+            Problem::Limit(limit) => Made::Limit(limit),
+            problem => Made::Problem(problem.reason(dirty)),
+        }
+    }
+
     /// The escalation reason; `dirty` are the user's uncommitted files when
     /// the agent ran in a worktree without them.
     fn reason(self, dirty: Option<&[String]>) -> String {
         match self {
             Problem::Other(reason) => reason,
+            Problem::Limit(limit) => format!("the run's limit is reached ({limit})"),
             Problem::NoPatch => {
                 let mut s = "the agent proposed no patch (no file changed, and no unified diff in its answer changed one)".to_owned();
                 if let Some(dirty) = dirty {
@@ -314,6 +328,7 @@ async fn run_agent(
         write_set = tree.changed_since(checkpoint).await?;
     }
     let problem = match (&agent_result, diff_problem, write_set.is_empty()) {
+        (Err(AgentError::Budget { message }), _, _) => Some(Problem::Limit(message.clone())),
         (Err(e), _, _) => Some(Problem::Other(format!("the agent failed: {e}"))),
         (Ok(_), Some(reason), _) => Some(Problem::Other(reason)),
         (Ok(_), None, true) => Some(Problem::NoPatch),

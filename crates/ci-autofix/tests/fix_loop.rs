@@ -223,6 +223,48 @@ async fn iteration_one_asks_then_applies_pushes_and_turns_green() {
     assert!(vcs.status().await.unwrap().is_clean());
 }
 
+/// A call refused at a run limit stops the run resumably: no question is
+/// asked (nothing to decide), the tree and HEAD are as they were, the audit
+/// log records the stop, the state file keeps the iteration unused, and the
+/// next run (with room to spend) makes iteration 1's fix.
+#[tokio::test]
+async fn a_run_limit_stops_without_using_up_the_iteration() {
+    let (dir, vcs) = repo();
+    let head = vcs.head().await.unwrap();
+    let refused = orchestrator_core::agent::AgentError::Budget {
+        message: "3 of 3 agent calls used".into(),
+    };
+    let agent = FakeAgent::new("x").otherwise(Reply::Fail(refused));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![], ci.clone(), "Lint", |_| {}).await;
+    let outcome = r.outcome.unwrap();
+    assert_eq!(
+        outcome,
+        AutofixOutcome::LimitReached {
+            reason: "3 of 3 agent calls used".into()
+        }
+    );
+    assert_eq!(outcome.exit_code(), 3);
+    assert!(r.gate.asked().is_empty(), "{:?}", r.gate.asked());
+    assert!(r.sink.events().iter().any(|e| matches!(e,
+        Event::Warning { message } if message.starts_with("the run's limit is reached (3 of 3 agent calls used)"))));
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert!(vcs.status().await.unwrap().is_clean());
+    assert!(audit(dir.path()).contains("- **action**: stopped at the run's limit\n"));
+    assert!(dir.path().join(".moai/state/ci-autofix-785.json").exists());
+
+    let agent =
+        FakeAgent::new("fmt").otherwise(edit("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n"));
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |_| {}).await;
+    let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
+        panic!("not green")
+    };
+    assert_eq!(commits.len(), 1);
+    let log = vcs.log_since(&head).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert!(log[0].message.trim_end().ends_with("(iter 1)"), "{log:?}");
+}
+
 #[tokio::test]
 async fn iteration_two_trivial_is_applied_silently() {
     let (dir, vcs) = repo();

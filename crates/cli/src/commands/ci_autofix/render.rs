@@ -78,6 +78,21 @@ impl Summary<'_> {
                     ));
                 }
             }
+            AutofixOutcome::LimitReached { reason } => {
+                if self.json {
+                    self.emit_json("limit_reached", exit, json!({ "reason": reason }));
+                } else {
+                    let state = self
+                        .state_file()
+                        .map(|p| format!("; state kept in {}", p.display()))
+                        .unwrap_or_default();
+                    out(&format!(
+                        "ci-autofix: stopped at the run's limit on {} ({reason}){state}; run again, with a higher limit if need be, to go on{}\n",
+                        self.target.label(),
+                        self.audit_suffix()
+                    ));
+                }
+            }
             AutofixOutcome::Escalated {
                 action,
                 reason,
