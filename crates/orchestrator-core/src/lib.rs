@@ -39,6 +39,8 @@
 //! - Algorithms, pure: [`batching`], [`waves`], [`scheduler`] (with
 //!   [`scheduler::sim`]), [`cadence`], [`retry`], [`verify`], [`schema`].
 //! - Asking an agent for JSON: `ask` (feature `runtime`).
+//! - Reports: [`timeline`] (an event sink that times jobs, and the SVG
+//!   picture of a run's schedule).
 //! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
 //!   worktree folders), [`limits`], [`text`].
 //! - Behind `test-support`: `fakes` and `conformance`.
@@ -96,6 +98,7 @@ pub mod schema;
 pub mod state;
 pub mod test_runner;
 pub mod text;
+pub mod timeline;
 pub mod vcs;
 pub mod verify;
 pub mod waves;
