@@ -285,8 +285,23 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
             "journal.ndjson",
             "results.csv",
             "session.json",
-            "tasks.csv"
+            "tasks.csv",
+            "timeline.svg"
         ]
+    );
+    // Beside them, the picture of the schedule: a bar per row that ran.
+    let svg = std::fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    for id in ["E1", "E2", "T1", "T2", "T3", "T4"] {
+        assert!(
+            svg.contains(&format!("<title>{id} ")),
+            "no bar for {id}:\n{svg}"
+        );
+    }
+    assert_eq!(svg.matches("<g><title>").count(), 6, "{svg}");
+    assert!(
+        std::fs::read_to_string(dir.join("context.md"))
+            .unwrap()
+            .contains("![Timeline of this run](timeline.svg)")
     );
     assert_eq!(
         std::fs::read(dir.join("results.csv")).unwrap(),

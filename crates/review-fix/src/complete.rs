@@ -22,6 +22,43 @@ pub(crate) fn stopped_report(
     }
 }
 
+/// The picture of this run's schedule, under `fix-summary.md`.
+const TIMELINE_FILE: &str = "timeline.svg";
+
+/// What `fix-summary.md` says about the picture.
+const TIMELINE_SECTION: &str = "\n## Timeline\n\nThis run's schedule, one row per worker slot and a bar per finding (hover for its times and cost): [timeline.svg](timeline.svg)\n\n![Timeline of this run](timeline.svg)\n";
+
+/// Writes `timeline.svg` of the findings this run started, with what the
+/// agent spent on each; `false` when none started (nothing to picture).
+fn write_timeline(
+    paths: &session::SessionPaths,
+    progress: &[FixProgress],
+    spans: Vec<orchestrator_core::timeline::Span>,
+) -> Result<bool, ReviewFixError> {
+    let findings: HashMap<&str, Option<f64>> = progress
+        .iter()
+        .flat_map(|p| p.findings.iter())
+        .map(|f| (f.finding_id.as_str(), f.spend.map(|s| s.cost_usd)))
+        .collect();
+    let spans: Vec<_> = spans
+        .into_iter()
+        .filter_map(|mut s| {
+            let cost = *findings.get(s.id.as_str())?;
+            s.cost_usd = cost;
+            Some(s)
+        })
+        .collect();
+    if spans.is_empty() {
+        return Ok(false);
+    }
+    let svg = orchestrator_core::timeline::render_svg(
+        &format!("review-fix {}: findings over time", paths.id()),
+        &spans,
+    );
+    write_atomic(paths.dir.join(TIMELINE_FILE), svg.as_bytes())?;
+    Ok(true)
+}
+
 /// How a run ended, for [`complete`].
 pub(crate) struct Completion {
     /// How the run ended.
@@ -30,6 +67,8 @@ pub(crate) struct Completion {
     pub(crate) run_started: String,
     /// Notes for the report.
     pub(crate) notes: Vec<String>,
+    /// The run's jobs as timed by its event stream (findings and groups).
+    pub(crate) spans: Vec<orchestrator_core::timeline::Span>,
 }
 
 /// Writes the summary and the history entry, removes the active marker.
@@ -48,6 +87,7 @@ pub(crate) async fn complete(
         outcome,
         run_started,
         notes,
+        spans,
     } = completion;
     let run_started = run_started.as_str();
     emit_phase(sink, "completion", true);
@@ -70,6 +110,10 @@ pub(crate) async fn complete(
         verification,
         outcome: outcome.as_str(),
     });
+    let mut summary = summary;
+    if write_timeline(paths, &progress, spans)? {
+        summary.push_str(TIMELINE_SECTION);
+    }
     write_atomic(paths.summary(), summary.as_bytes())?;
     let mut findings: Vec<FindingReport> = progress
         .iter()

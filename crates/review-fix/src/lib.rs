@@ -184,7 +184,12 @@ pub(crate) async fn run_locked(
         });
     }
     let vcs = Arc::clone(&services.vcs);
-    let sink = Arc::clone(&services.sink);
+    // Every event passes the timeline recorder, which times the findings
+    // for the report's picture (`timeline.svg`).
+    let timeline = Arc::new(orchestrator_core::timeline::TimelineRecorder::new(
+        Arc::clone(&services.sink),
+    ));
+    let sink: Arc<dyn EventSink> = timeline.clone();
     let repo = vcs.root().to_path_buf();
     for folder in ENGINE_FOLDERS {
         vcs.exclude(folder)
@@ -291,6 +296,7 @@ pub(crate) async fn run_locked(
         outcome,
         run_started: run_started.clone(),
         notes: notes.clone(),
+        spans: timeline.spans(),
     };
 
     if config.dry_run {

@@ -311,6 +311,23 @@ async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone
     });
     let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
     insta::assert_snapshot!("quickstart_fix_summary", redact_summary(&summary, &report));
+    // The timeline the summary links: a bar (with its tooltip) per finding
+    // the run started, each in a worker slot.
+    let svg = std::fs::read_to_string(report.session_dir.join("timeline.svg")).unwrap();
+    let started: Vec<&str> = report
+        .findings
+        .iter()
+        .filter(|f| f.attempts > 0)
+        .map(|f| f.id.as_str())
+        .collect();
+    assert!(!started.is_empty());
+    for id in &started {
+        assert!(
+            svg.contains(&format!("<title>{id} ")),
+            "no bar for {id}:\n{svg}"
+        );
+    }
+    assert_eq!(svg.matches("<g><title>").count(), started.len(), "{svg}");
     let progress: orchestrator_review_fix::FixProgress = serde_json::from_slice(
         &std::fs::read(report.session_dir.join("fix-progress-1.json")).unwrap(),
     )
