@@ -19,9 +19,11 @@ use crate::schema;
 
 mod extract;
 mod session;
+mod spend;
 
 pub use extract::extract_json;
 pub use session::SessionCarry;
+pub use spend::{AgentSpend, ItemLimits};
 
 /// What an agent is asked to do in a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
