@@ -144,16 +144,16 @@ fn parse_wall(text: &str) -> Result<u64, String> {
 /// Limits per item (`[budget] item_max_*`; a flag wins over the file).
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct ItemBudgetFlags {
-    /// Start no further attempt at a finding once the agent has spent this
-    /// many US dollars on it; the finding fails with reason budget and the
-    /// run goes on
-    #[arg(long, value_name = "USD")]
+    /// Start no further attempt at an item (a review-fix finding, a planex
+    /// task) once the agent has spent this many US dollars on it; the item
+    /// fails with the limit named and the run goes on
+    #[arg(long, global = true, value_name = "USD")]
     pub item_max_cost_usd: Option<f64>,
     /// The same, in input plus output tokens
-    #[arg(long, value_name = "N")]
+    #[arg(long, global = true, value_name = "N")]
     pub item_max_tokens: Option<u64>,
     /// The same, in agent calls
-    #[arg(long, value_name = "N")]
+    #[arg(long, global = true, value_name = "N")]
     pub item_max_agent_calls: Option<u32>,
 }
 

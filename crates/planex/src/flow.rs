@@ -10,7 +10,7 @@ use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question, check_answer};
 use orchestrator_core::scheduler::{CancelHandle, Scheduler};
 use orchestrator_core::state::{CsvTable, read_csv, read_ndjson, remove_stale_temp_files_in};
-use orchestrator_core::timeline::{TimelineRecorder, render_svg};
+use orchestrator_core::timeline::TimelineRecorder;
 use serde_json::Value;
 
 use crate::error::PlanexError;
@@ -46,12 +46,6 @@ pub use gates::PlanOnly;
 mod planner;
 
 mod limit;
-
-/// The picture of a run's schedule, beside `context.md`.
-const TIMELINE_FILE: &str = "timeline.svg";
-
-/// What `context.md` says about the picture.
-const TIMELINE_SECTION: &str = "\n## Timeline\n\nThis run's schedule, one row per worker slot and a bar per row (hover for its times): [timeline.svg](timeline.svg)\n\n![Timeline of this run](timeline.svg)\n";
 
 /// How many times the planner is asked before its answer counts as unusable.
 const PLANNER_ATTEMPTS: u32 = 2;
@@ -107,6 +101,8 @@ pub struct Planex {
     timeline: Arc<TimelineRecorder>,
     /// Why the run stopped at a run limit of its agent, once it has.
     limit: limit::LimitSlot,
+    /// What each row and planning step spent in this run.
+    spend: limit::SpendBook,
 }
 
 /// Records the approval of the plan a session waits at — the newest
@@ -168,6 +164,7 @@ impl Planex {
             options,
             cancel: CancelHandle::new(),
             limit: limit::LimitSlot::default(),
+            spend: limit::SpendBook::default(),
         }
     }
 
@@ -508,6 +505,9 @@ impl Planex {
             tasks,
             &scope_waits(tasks, &self.options),
         );
+        if let Some(section) = self.spend_section() {
+            markdown.push_str(&section);
+        }
         if self.write_timeline(run)? {
             markdown.push_str(TIMELINE_SECTION);
         }
@@ -515,36 +515,6 @@ impl Planex {
         self.check_discoveries(&run.session, &mut run.warnings);
         run.session.set_status(SessionStatus::Finished, None)?;
         Ok(self.summary(run))
-    }
-
-    /// Writes `timeline.svg` of the rows this run executed (explorations
-    /// and tasks); `false` when it executed none.
-    fn write_timeline(&self, run: &Run) -> Result<bool, PlanexError> {
-        let rows: std::collections::HashSet<&str> = run
-            .state
-            .explore_rows()
-            .iter()
-            .map(|r| r.id.as_str())
-            .chain(run.state.task_rows().iter().map(|r| r.id.as_str()))
-            .collect();
-        let spans: Vec<_> = self
-            .timeline
-            .spans()
-            .into_iter()
-            .filter(|s| rows.contains(s.id.as_str()))
-            .collect();
-        if spans.is_empty() {
-            return Ok(false);
-        }
-        let svg = render_svg(
-            &format!("planex {}: rows over time", run.session.id()),
-            &spans,
-        );
-        orchestrator_core::state::write_atomic(
-            run.session.dir().join(TIMELINE_FILE),
-            svg.as_bytes(),
-        )?;
-        Ok(true)
     }
 
     fn summary(&self, run: &Run) -> Summary {

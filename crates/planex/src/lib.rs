@@ -178,7 +178,7 @@ impl Default for ExecutionPolicy {
 }
 
 /// Settings of a run (the CLI flags).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PlanexOptions {
     /// `-y`: skip the gates; an escalated task is marked failed instead of
@@ -196,6 +196,10 @@ pub struct PlanexOptions {
     pub task_time_limit: Duration,
     /// Retry rounds and criteria.
     pub execution: ExecutionPolicy,
+    /// What the agent may spend on one task over all its attempts
+    /// (`--item-max-*`): no attempt starts past a limit, and the task fails
+    /// with it named while the run goes on.
+    pub item_limits: orchestrator_core::agent::ItemLimits,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -242,6 +246,12 @@ impl PlanexOptions {
         self.execution = execution;
         self
     }
+
+    /// Sets [`PlanexOptions::item_limits`].
+    pub fn with_item_limits(mut self, item_limits: orchestrator_core::agent::ItemLimits) -> Self {
+        self.item_limits = item_limits;
+        self
+    }
 }
 
 impl Default for PlanexOptions {
@@ -254,6 +264,7 @@ impl Default for PlanexOptions {
             explore_time_limit: Duration::from_secs(300),
             task_time_limit: Duration::from_secs(600),
             execution: ExecutionPolicy::agent(),
+            item_limits: orchestrator_core::agent::ItemLimits::default(),
         }
     }
 }

@@ -1147,6 +1147,78 @@ async fn a_run_limit_in_planning_stops_before_the_tasks() {
     );
 }
 
+/// `reply` with the usage a priced backend reports: 200 + 40 tokens and
+/// `cost` dollars.
+fn priced(reply: Reply, cost: f64) -> Reply {
+    match reply {
+        Reply::Answer(mut response) => {
+            response.usage = Some(orchestrator_core::agent::Usage {
+                input_tokens: 200,
+                output_tokens: 40,
+                cost_usd: cost,
+                turns: 1,
+            });
+            Reply::Answer(response)
+        }
+        other => other,
+    }
+}
+
+/// What the agent spent on each row and planning step is in context.md,
+/// with the total.
+#[tokio::test]
+async fn context_md_shows_the_spend_per_row() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent_with(vec![
+        ("plan-tasks", priced(diamond(), 0.02)),
+        (
+            "T1",
+            priced(done("T1", "Token types", &["src/token/mod.rs"]), 0.01),
+        ),
+        (
+            "T2",
+            priced(done("T2", "Issuer done", &["src/issue/mod.rs"]), 0.0125),
+        ),
+    ]));
+    let (p, _) = planex(repo.path(), agent, Arc::new(AutoYes), options(true));
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Completed);
+    let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
+    let section = &context[context.find("## Agent spend (this run)").expect(&context)..];
+    let table = &section[..section.find("\n\n## ").unwrap_or(section.len())];
+    insta::assert_snapshot!("diamond_spend_section", table);
+}
+
+/// A task's own limit fails that task only: T2's first attempt fails, its
+/// retry would be a second call where one is allowed, so T2 fails with the
+/// limit named, T4 (after T2) is skipped, and T3 still completes.
+#[tokio::test]
+async fn a_task_limit_fails_that_task_only() {
+    let repo = tempfile::tempdir().unwrap();
+    let agent = Arc::new(happy_agent_with(vec![(
+        "T2",
+        failed("T2", "missing import"),
+    )]));
+    let options = options(true).with_item_limits(orchestrator_core::agent::ItemLimits::new(
+        None,
+        None,
+        Some(1),
+    ));
+    let (p, _) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options);
+    let outcome = p.plan(REQUIREMENT).await.unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Incomplete);
+    assert_eq!(agent.calls_for("T2"), 1, "the retry was not started");
+    let rows = read_tasks_csv(outcome.summary.session_dir.join("tasks.csv")).unwrap();
+    let (status, error) = status_of(&rows, "T2");
+    assert_eq!(status, RowStatus::Failed);
+    assert!(
+        error.contains("task T2's limit: 1 of 1 agent calls made"),
+        "{error}"
+    );
+    assert_eq!(status_of(&rows, "T3").0, RowStatus::Completed);
+    assert_eq!(status_of(&rows, "T4").0, RowStatus::Skipped);
+}
+
 #[tokio::test]
 async fn an_escalation_pauses_resumably_and_the_task_resumes_from_its_state() {
     let repo = tempfile::tempdir().unwrap();

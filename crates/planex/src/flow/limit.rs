@@ -1,13 +1,23 @@
-//! A run limit stops planex resumably: [`StopAtLimit`] turns the agent's
-//! [`AgentError::Budget`] into a stop of the whole run, the way Ctrl-C
-//! stops it, so the row whose call was refused stays pending instead of
-//! failing, and `planex --continue` (with a higher limit) goes on.
+//! What planex's agents spend, and the limits on it. Every call of a run
+//! goes through [`StopAtLimit`], which
+//! - counts what each request id (a row, a planning step) spent in the
+//!   run's [`SpendBook`], for `context.md`;
+//! - holds each task to [`PlanexOptions::item_limits`](crate::PlanexOptions):
+//!   no attempt starts once the task's spend reached one, and the task fails
+//!   with it named (the run goes on);
+//! - turns a run limit (the agent's own [`AgentError::Budget`]) into a stop
+//!   of the whole run, the way Ctrl-C stops it, so the row whose call was
+//!   refused stays pending instead of failing, and `planex --continue`
+//!   (with a higher limit) goes on.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, AgentSpent};
+use orchestrator_core::agent::{
+    Agent, AgentError, AgentRequest, AgentResponse, AgentSpend, AgentSpent, ItemLimits, Role,
+};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::scheduler::CancelHandle;
 
@@ -22,6 +32,9 @@ const STOP_WAIT: Duration = Duration::from_secs(30);
 /// Why the run stopped at a limit, once it has; shared by a run's agents.
 pub(crate) type LimitSlot = Arc<Mutex<Option<String>>>;
 
+/// What each request id (`E1`, `T3`, `plan-tasks`) spent in this run.
+pub(crate) type SpendBook = Arc<Mutex<BTreeMap<String, AgentSpend>>>;
+
 /// An agent whose refusal at a run limit stops the run: it records the
 /// reason, warns once, fires the run's cancel handle and does not answer,
 /// so the driver abandons the call (its row stays pending) as on Ctrl-C.
@@ -31,6 +44,8 @@ pub(crate) struct StopAtLimit {
     cancel: CancelHandle,
     slot: LimitSlot,
     sink: Arc<dyn EventSink>,
+    book: SpendBook,
+    item_limits: ItemLimits,
 }
 
 #[async_trait]
@@ -46,7 +61,27 @@ impl Agent for StopAtLimit {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        match self.inner.run(request).await {
+        let id = request.id.clone();
+        if request.role == Role::Execute {
+            let spent = self.spend_of(&id);
+            if let Some(reached) = spent.exhausted(&self.item_limits) {
+                // The task's own limit: it fails, the run goes on.
+                return Err(AgentError::Budget {
+                    message: format!("task {id}'s limit: {reached}"),
+                });
+            }
+        }
+        let result = self.inner.run(request).await;
+        if !matches!(result, Err(AgentError::Budget { .. })) {
+            let usage = result.as_ref().ok().and_then(|r| r.usage.as_ref());
+            self.book
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default()
+                .add_call(usage);
+        }
+        match result {
             Err(AgentError::Budget { message }) => {
                 let first = {
                     let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
@@ -73,15 +108,58 @@ impl Agent for StopAtLimit {
     }
 }
 
+impl StopAtLimit {
+    fn spend_of(&self, id: &str) -> AgentSpend {
+        self.book
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
 impl Planex {
-    /// `agent`, wrapped so that a run limit stops this run resumably.
+    /// `agent`, wrapped so that its spend is counted per row, each task is
+    /// held to its item limits, and a run limit stops this run resumably.
     pub(super) fn stopping_at_limit(&self, agent: Arc<dyn Agent>) -> Arc<dyn Agent> {
         Arc::new(StopAtLimit {
             inner: agent,
             cancel: self.cancel.clone(),
             slot: Arc::clone(&self.limit),
             sink: Arc::clone(&self.sink),
+            book: Arc::clone(&self.spend),
+            item_limits: self.options.item_limits,
         })
+    }
+
+    /// This run's agent spend per request id, as `context.md`'s section
+    /// (none when no call reported any usage: a shell or builtin agent).
+    pub(super) fn spend_section(&self) -> Option<String> {
+        let book = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        if !book.values().any(|s| s.tokens() > 0 || s.cost_usd > 0.0) {
+            return None;
+        }
+        let mut total = AgentSpend::default();
+        let mut out = String::from(
+            "\n## Agent spend (this run)\n\n| Row | Calls | Tokens | Cost |\n|---|---|---|---|\n",
+        );
+        for (id, spend) in book.iter() {
+            total.add(spend);
+            out.push_str(&format!(
+                "| {id} | {} | {} | ${:.4} |\n",
+                spend.calls,
+                spend.tokens(),
+                spend.cost_usd
+            ));
+        }
+        out.push_str(&format!(
+            "| **Total** | {} | {} | ${:.4} |\n",
+            total.calls,
+            total.tokens(),
+            total.cost_usd
+        ));
+        Some(out)
     }
 
     /// Why a cancelled run stopped: at a run limit, or interrupted.

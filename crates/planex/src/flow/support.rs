@@ -2,8 +2,45 @@
 //! and the session files a run reads or removes.
 
 use super::*;
+use orchestrator_core::timeline::render_svg;
+
+/// The picture of a run's schedule, beside `context.md`.
+const TIMELINE_FILE: &str = "timeline.svg";
+
+/// What `context.md` says about the picture.
+pub(super) const TIMELINE_SECTION: &str = "\n## Timeline\n\nThis run's schedule, one row per worker slot and a bar per row (hover for its times): [timeline.svg](timeline.svg)\n\n![Timeline of this run](timeline.svg)\n";
 
 impl Planex {
+    /// Writes `timeline.svg` of the rows this run executed (explorations
+    /// and tasks); `false` when it executed none.
+    pub(super) fn write_timeline(&self, run: &Run) -> Result<bool, PlanexError> {
+        let rows: std::collections::HashSet<&str> = run
+            .state
+            .explore_rows()
+            .iter()
+            .map(|r| r.id.as_str())
+            .chain(run.state.task_rows().iter().map(|r| r.id.as_str()))
+            .collect();
+        let spans: Vec<_> = self
+            .timeline
+            .spans()
+            .into_iter()
+            .filter(|s| rows.contains(s.id.as_str()))
+            .collect();
+        if spans.is_empty() {
+            return Ok(false);
+        }
+        let svg = render_svg(
+            &format!("planex {}: rows over time", run.session.id()),
+            &spans,
+        );
+        orchestrator_core::state::write_atomic(
+            run.session.dir().join(TIMELINE_FILE),
+            svg.as_bytes(),
+        )?;
+        Ok(true)
+    }
+
     pub(super) fn env(&self, agent: Arc<dyn Agent>) -> JobEnv {
         JobEnv {
             agent,

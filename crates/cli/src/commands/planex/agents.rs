@@ -2,6 +2,7 @@
 //! tasks, else the configured one; and what a resumed session needs.
 
 use super::*;
+use orchestrator_core::agent::ItemLimits;
 
 /// What the session `--continue` / `--retry-failed` would open needs. Picks
 /// the session the way the library does (the one named, else the newest
@@ -46,6 +47,9 @@ pub(super) fn session_needs(repo: &Path, id: Option<&str>, retry: bool) -> Resul
 pub(super) struct Picked {
     pub(super) agents: Agents,
     pub(super) policy: ExecutionPolicy,
+    /// What one task may spend (`--item-max-*`, `[budget] item_max_*`);
+    /// none for the shell agent, which spends nothing.
+    pub(super) item_limits: ItemLimits,
 }
 
 impl Picked {
@@ -55,6 +59,7 @@ impl Picked {
         Picked {
             agents: Agents::all(agent),
             policy: ExecutionPolicy::shell(),
+            item_limits: ItemLimits::default(),
         }
     }
 }
@@ -64,6 +69,7 @@ pub(super) fn agents_for(
     repo: &Path,
     spec: Option<&str>,
     budget: &setup::BudgetFlags,
+    items: &setup::ItemBudgetFlags,
     needs: Needs,
     files: &ConfigFiles,
 ) -> Result<Picked, Failure> {
@@ -89,7 +95,14 @@ pub(super) fn agents_for(
         }
         return Ok(Picked::shell());
     }
-    let config = setup::config(repo, spec, budget, files).map_err(Failure::new)?;
+    let config = setup::effective_config_with_items(repo, spec, budget, items, files)
+        .map_err(Failure::new)?
+        .into_config();
+    let item_limits = ItemLimits::new(
+        config.budget.item_max_cost_usd,
+        config.budget.item_max_tokens,
+        config.budget.item_max_agent_calls,
+    );
     match build_agent(&config).map_err(|e| Failure::new(e.to_string()))? {
         AgentChoice::Builtin => match needs {
             Needs::Planning | Needs::Execution => Err(needs_llm()),
@@ -98,6 +111,7 @@ pub(super) fn agents_for(
         AgentChoice::Agent(agent) => Ok(Picked {
             agents: Agents::all(agent),
             policy: ExecutionPolicy::agent(),
+            item_limits,
         }),
     }
 }

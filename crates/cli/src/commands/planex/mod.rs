@@ -155,6 +155,10 @@ pub struct PlanexFlags {
     #[command(flatten)]
     pub budget: setup::BudgetFlags,
 
+    /// Limits on what one task may spend.
+    #[command(flatten)]
+    pub item_budget: setup::ItemBudgetFlags,
+
     /// Rounds of attempts before a task goes to a human (default: 2 for LLM
     /// agents, 1 for the shell agent).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -347,8 +351,18 @@ fn prepare(
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
-    let Picked { agents, policy } =
-        agents_for(&repo, flags.agent.as_deref(), &flags.budget, needs, files)?;
+    let Picked {
+        agents,
+        policy,
+        item_limits,
+    } = agents_for(
+        &repo,
+        flags.agent.as_deref(),
+        &flags.budget,
+        &flags.item_budget,
+        needs,
+        files,
+    )?;
     let mut execution = policy;
     if let Some(rounds) = flags.max_rounds {
         execution.max_rounds = rounds;
@@ -362,7 +376,8 @@ fn prepare(
         .with_auto_yes(flags.yes && !flags.plan_only)
         .with_concurrency(flags.concurrency.max(1) as usize)
         .with_schedule(flags.schedule.into())
-        .with_execution(execution);
+        .with_execution(execution)
+        .with_item_limits(item_limits);
     let (sink, human) = setup::reporter(flags.json);
     let planex = Planex::new(repo, agents, gate, sink, options);
     Ok((planex, action, human))
@@ -627,6 +642,7 @@ mod tests {
                 repo.path(),
                 spec,
                 &setup::BudgetFlags::default(),
+                &setup::ItemBudgetFlags::default(),
                 Needs::Planning,
                 &ConfigFiles::default(),
             )
@@ -642,6 +658,7 @@ mod tests {
             repo.path(),
             None,
             &setup::BudgetFlags::default(),
+            &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -655,6 +672,7 @@ mod tests {
             repo.path(),
             Some("builtin"),
             &setup::BudgetFlags::default(),
+            &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -668,6 +686,7 @@ mod tests {
             repo.path(),
             Some("claude"),
             &setup::BudgetFlags::default(),
+            &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
         )
@@ -681,6 +700,7 @@ mod tests {
             repo.path(),
             Some("nope"),
             &setup::BudgetFlags::default(),
+            &setup::ItemBudgetFlags::default(),
             Needs::Planning,
             &ConfigFiles::default(),
         )
