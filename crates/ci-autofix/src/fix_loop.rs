@@ -40,7 +40,7 @@
 //! the [`Vcs`] API has no way to.
 
 use jiff::Timestamp;
-use orchestrator_core::agent::{Agent, AgentRequest, Role};
+use orchestrator_core::agent::{Agent, AgentRequest, AgentSpend, AgentSpent, Role};
 use orchestrator_core::cadence::{Action, Cadence, Classification};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question};
@@ -58,6 +58,9 @@ pub use crate::context::{AutofixConfig, AutofixContext, AutofixError, is_protect
 
 mod prompt;
 pub use prompt::*;
+
+mod ending;
+use ending::*;
 
 const FLOW: &str = "ci-autofix";
 
@@ -186,6 +189,9 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
 
     loop {
         let iteration = state.iteration;
+        // What the agent spent in this iteration is the difference (for
+        // the audit log; agents that keep no count report nothing).
+        let spent_before = ctx.agent.spent();
         let logs = ctx.provider.failed_logs(&failures).await?;
         let mut warnings = Vec::new();
         let pr_diff = match ctx.provider.diff().await {
@@ -232,6 +238,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             checks: check_names.clone(),
             warnings,
             finished_at: String::new(),
+            agent_spend: None,
         };
 
         // The arguments of every "escalate, no patch applied" exit below.
@@ -244,6 +251,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             blocking: false,
             audit: (&audit_path, &header),
             now: now(),
+            spent_before,
         };
 
         if !decision.action.applies_patch() {
@@ -284,6 +292,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     blocking: decision.blocking,
                     audit: (&audit_path, &header),
                     now: now(),
+                    spent_before,
                 },
             )
             .await;
@@ -333,6 +342,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     Some(&report),
                     (&audit_path, &header),
                     now(),
+                    spend_since(ctx.agent.as_ref(), spent_before),
                 )?;
                 return Ok(AutofixOutcome::LimitReached { reason });
             }
@@ -422,6 +432,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 None,
                 (&audit_path, &header),
                 now(),
+                spend_since(ctx.agent.as_ref(), spent_before),
             )?;
             return Ok(AutofixOutcome::StillFailing {
                 reason: format!("push to {} was rejected: {reason}", cfg.remote),
@@ -440,6 +451,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             Some(&report),
             (&audit_path, &header),
             now(),
+            spend_since(ctx.agent.as_ref(), spent_before),
         )?;
         state.iteration = iteration + 1;
         file.save(&state)?;
@@ -472,98 +484,6 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             }
         }
     }
-}
-
-/// Records a finished iteration in the history and the audit log.
-fn finish(
-    file: &StateFile,
-    state: &mut AutofixState,
-    mut entry: HistoryEntry,
-    report: Option<&ClassificationReport>,
-    audit: (&std::path::Path, &str),
-    now: Timestamp,
-) -> Result<(), AutofixError> {
-    entry.finished_at = now.to_string();
-    append_audit(audit.0, audit.1, &audit_section(&entry, report))?;
-    state.history.push(entry);
-    file.save(state)?;
-    Ok(())
-}
-
-struct EscalateArgs<'a> {
-    action: Action,
-    reason: String,
-    report: &'a ClassificationReport,
-    per_check: &'a [(String, String)],
-    diagnosis: Option<&'a str>,
-    blocking: bool,
-    audit: (&'a std::path::Path, &'a str),
-    now: Timestamp,
-}
-
-async fn escalate(
-    ctx: &AutofixContext,
-    file: &StateFile,
-    state: &mut AutofixState,
-    mut entry: HistoryEntry,
-    args: EscalateArgs<'_>,
-) -> Result<AutofixOutcome, AutofixError> {
-    let md = escalation_report(&EscalationInput {
-        target: &ctx.config.target,
-        iteration: entry.iteration,
-        max_iterations: ctx.config.max_iterations,
-        report: args.report,
-        checks: args.per_check,
-        action: args.action.table_label(),
-        reason: &args.reason,
-        diagnosis: args.diagnosis,
-        history: &state.history,
-    });
-    let options = vec![
-        GateOption::new(
-            "Fix it by hand (recommended)",
-            "take over the failure manually",
-        ),
-        GateOption::new("Change the spec", "revise the requirements or the checks"),
-        GateOption::new("Abandon the PR", "stop working on this change"),
-    ];
-    let mut q = Question::new(
-        format!("ci-autofix.{}", args.action.as_str()),
-        format!(
-            "{}: {} — a person must decide",
-            ctx.config.target.label(),
-            args.reason
-        ),
-        options,
-    )
-    .with_details(md.clone());
-    if args.blocking {
-        q = q.blocking();
-    }
-    ctx.sink.emit(&Event::GateAsked {
-        question: q.id.clone(),
-        prompt: q.prompt.clone(),
-    });
-    let answer = ctx.gate.ask(&q).await?;
-    let choice = answer.index().and_then(|i| q.label(i)).map(str::to_owned);
-    ctx.sink.emit(&Event::GateAnswered {
-        question: q.id.clone(),
-        choice: choice.clone(),
-    });
-    ctx.sink.emit(&Event::Escalated {
-        id: Some(format!("iter-{}", entry.iteration)),
-        reason: args.reason.clone(),
-    });
-    entry.action = "escalated".into();
-    entry.escalation_reason = Some(args.reason.clone());
-    state.last_action = args.action.as_str().into();
-    finish(file, state, entry, Some(args.report), args.audit, args.now)?;
-    Ok(AutofixOutcome::Escalated {
-        action: args.action,
-        reason: args.reason,
-        report: md,
-        choice,
-    })
 }
 
 #[cfg(test)]

@@ -67,6 +67,15 @@ pub fn audit_section(entry: &HistoryEntry, report: Option<&ClassificationReport>
     if !entry.checks.is_empty() {
         let _ = writeln!(s, "- **failed_checks**: {}", entry.checks.join(", "));
     }
+    if let Some(spend) = &entry.agent_spend {
+        let _ = writeln!(
+            s,
+            "- **agent_spend**: {}, {} tokens, ${:.4}",
+            orchestrator_core::text::counted(u64::from(spend.calls), "call", "calls"),
+            spend.tokens(),
+            spend.cost_usd
+        );
+    }
     for w in &entry.warnings {
         let _ = writeln!(s, "- **warning**: {w}");
     }
@@ -230,6 +239,7 @@ mod tests {
             checks: vec!["Lint".into()],
             warnings: Vec::new(),
             finished_at: "2026-05-07T10:05:00Z".into(),
+            agent_spend: None,
         }
     }
 
@@ -244,7 +254,16 @@ mod tests {
             &path,
             &header,
             &audit_section(
-                &entry(1, "non-trivial", "applied", Some("abc1234")),
+                &HistoryEntry {
+                    agent_spend: Some(orchestrator_core::agent::AgentSpend {
+                        calls: 1,
+                        input_tokens: 2000,
+                        output_tokens: 400,
+                        cost_usd: 0.0123,
+                        turns: 6,
+                    }),
+                    ..entry(1, "non-trivial", "applied", Some("abc1234"))
+                },
                 Some(&lint),
             ),
         )

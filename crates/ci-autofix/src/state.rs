@@ -98,7 +98,7 @@ pub fn slug(branch: &str) -> String {
 }
 
 /// One finished iteration, as kept in `history[]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     /// 1-based iteration.
     pub iteration: u32,
@@ -123,10 +123,13 @@ pub struct HistoryEntry {
     pub warnings: Vec<String>,
     /// When the iteration ended (RFC 3339).
     pub finished_at: String,
+    /// What the agent spent in the iteration, when it keeps count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_spend: Option<orchestrator_core::agent::AgentSpend>,
 }
 
 /// The state file's content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AutofixState {
     /// Format version ([`STATE_VERSION`]); files without it are version 1.
     #[serde(default = "default_version")]

@@ -594,6 +594,31 @@ fn ci_autofix_patches_a_failing_check() {
         "no transcript under .moai/reports\n{report}"
     );
     assert!(sandbox.transcripts().iter().any(|l| l["kind"] == "end"));
+    // The audit log gives what the iteration's one call spent: every model
+    // answer of its tool loop was 200 + 40 tokens.
+    let audit = std::fs::read_dir(sandbox.repo.join(".moai/reports/ci-autofix"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("an audit log");
+    let line = audit
+        .lines()
+        .find(|l| l.starts_with("- **agent_spend**: 1 call, "))
+        .unwrap_or_else(|| panic!("no spend line:\n{audit}"));
+    let tokens: u64 = line["- **agent_spend**: 1 call, ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answers = requests
+        .iter()
+        .filter(|r| r.body.to_string().contains("role in this task: fix"))
+        .count() as u64;
+    assert!(answers > 0, "{report}");
+    assert_eq!(tokens, 240 * answers, "{audit}");
 }
 
 /// A model that writes nothing and claims success does not get a fix
