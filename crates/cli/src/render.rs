@@ -7,7 +7,7 @@
 //!   logs and CI output stay clean.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use orchestrator_core::event::{Event, EventSink, JobStatus};
@@ -39,6 +39,8 @@ struct Counts {
 pub struct Human {
     bar: Option<ProgressBar>,
     counts: Mutex<Counts>,
+    /// The run's agent, whose count (its budget's) the live line shows.
+    spend: std::sync::OnceLock<Arc<dyn orchestrator_core::Agent>>,
 }
 
 impl Default for Human {
@@ -62,7 +64,14 @@ impl Human {
         Self {
             bar,
             counts: Mutex::new(Counts::default()),
+            spend: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Shows what `agent` has spent so far (its budget's count) on the
+    /// live line; the first agent given stays.
+    pub fn watch_spend(&self, agent: Arc<dyn orchestrator_core::Agent>) {
+        let _ = self.spend.set(agent);
     }
 
     fn line(&self, text: &str) {
@@ -76,10 +85,8 @@ impl Human {
 
     fn refresh(&self, c: &Counts) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "running {} · done {} · failed {} · skipped {}",
-                c.running, c.done, c.failed, c.skipped
-            ));
+            let spent = self.spend.get().and_then(|a| a.spent());
+            bar.set_message(status_message(c, spent));
         }
     }
 
@@ -89,6 +96,24 @@ impl Human {
             bar.finish_and_clear();
         }
     }
+}
+
+/// The live line: the jobs by state and, once the agent has been called,
+/// what it has spent.
+fn status_message(c: &Counts, spent: Option<orchestrator_core::AgentSpent>) -> String {
+    let mut message = format!(
+        "running {} · done {} · failed {} · skipped {}",
+        c.running, c.done, c.failed, c.skipped
+    );
+    if let Some(spent) = spent.filter(|s| s.calls > 0) {
+        message.push_str(&format!(
+            " · agent {}, {} tokens, ${:.4}",
+            orchestrator_core::text::counted(u64::from(spent.calls), "call", "calls"),
+            spent.usage.input_tokens + spent.usage.output_tokens,
+            spent.usage.cost_usd
+        ));
+    }
+    message
 }
 
 /// The text line for an event, or `None` for events shown only as counts.
@@ -193,6 +218,33 @@ impl EventSink for Human {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_line_shows_the_running_spend_once_the_agent_was_called() {
+        let counts = Counts {
+            running: 2,
+            done: 3,
+            failed: 1,
+            skipped: 0,
+        };
+        assert_eq!(
+            status_message(&counts, None),
+            "running 2 · done 3 · failed 1 · skipped 0"
+        );
+        let mut spent = orchestrator_core::AgentSpent::default();
+        assert_eq!(
+            status_message(&counts, Some(spent)),
+            "running 2 · done 3 · failed 1 · skipped 0"
+        );
+        spent.calls = 7;
+        spent.usage.input_tokens = 1400;
+        spent.usage.output_tokens = 280;
+        spent.usage.cost_usd = 0.0421;
+        assert_eq!(
+            status_message(&counts, Some(spent)),
+            "running 2 · done 3 · failed 1 · skipped 0 · agent 7 calls, 1680 tokens, $0.0421"
+        );
+    }
 
     #[test]
     fn describes_the_common_events() {

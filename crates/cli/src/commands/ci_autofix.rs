@@ -443,6 +443,9 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
     cfg.remote = args.remote.clone();
     cfg.initial_failures = plan.handoff.map(|h| h.failed_checks);
     let (sink, human) = setup::reporter(args.json);
+    if let Some(h) = &human {
+        h.watch_spend(Arc::clone(&agent));
+    }
     let ctx = AutofixContext {
         vcs: Arc::new(vcs),
         agent,

@@ -379,6 +379,9 @@ fn prepare(
         .with_execution(execution)
         .with_item_limits(item_limits);
     let (sink, human) = setup::reporter(flags.json);
+    if let Some(h) = &human {
+        h.watch_spend(Arc::clone(&agents.executor));
+    }
     let planex = Planex::new(repo, agents, gate, sink, options);
     Ok((planex, action, human))
 }

@@ -411,6 +411,9 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
         // The budget around the agent counts the run's whole spend.
         let counter = Arc::clone(&agent);
+        if let Some(h) = &human {
+            h.watch_spend(Arc::clone(&agent));
+        }
         let services = Services {
             agent,
             vcs: Arc::new(vcs),
