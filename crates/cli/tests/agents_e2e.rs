@@ -331,6 +331,24 @@ fn task_of(prompt: &str) -> String {
     rest.split_whitespace().next().unwrap().to_owned()
 }
 
+/// The planex runs' requirement, approved as it goes, with the tool agent.
+const PLANEX_RUN: [&str; 5] = [
+    "planex",
+    "Say howdy in hello.txt",
+    "-y",
+    "--agent",
+    "openai",
+];
+
+/// The repository of the planex runs: its check wants `howdy` in
+/// `hello.txt`.
+fn planex_sandbox() -> Sandbox {
+    Sandbox::new(&[(
+        "check.sh",
+        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
+    )])
+}
+
 /// The scripted model of the planex runs: one angle, its exploration,
 /// three tasks in a chain (T1 creates `hello.txt`, T2 edits it and runs its
 /// directive `sh check.sh`, T3 creates `bye.txt`).
@@ -402,21 +420,9 @@ fn planex_server() -> ModelServer {
 /// `bye.txt`.
 #[test]
 fn planex_executes_tasks_that_write_files_in_scope() {
-    let sandbox = Sandbox::new(&[(
-        "check.sh",
-        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
-    )]);
+    let sandbox = planex_sandbox();
     let server = planex_server();
-    let o = sandbox.orchestrator(
-        &server,
-        &[
-            "planex",
-            "Say howdy in hello.txt",
-            "-y",
-            "--agent",
-            "openai",
-        ],
-    );
+    let o = sandbox.orchestrator(&server, &PLANEX_RUN);
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{report}");
     assert_eq!(sandbox.read("hello.txt"), "howdy\n", "{report}");
@@ -466,22 +472,11 @@ fn planex_executes_tasks_that_write_files_in_scope() {
 /// on, and `--continue` with a higher limit runs T2 and T3 to the end.
 #[test]
 fn planex_stops_at_a_run_limit_and_continues() {
-    let sandbox = Sandbox::new(&[(
-        "check.sh",
-        "#!/bin/sh\ngrep -q howdy hello.txt && echo 'all checks ok'\n",
-    )]);
+    let sandbox = planex_sandbox();
     let server = planex_server();
     let o = sandbox.orchestrator(
         &server,
-        &[
-            "planex",
-            "Say howdy in hello.txt",
-            "-y",
-            "--agent",
-            "openai",
-            "--max-agent-calls",
-            "4",
-        ],
+        &[&PLANEX_RUN[..], &["--max-agent-calls", "4"]].concat(),
     );
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(3), "{report}");

@@ -274,6 +274,30 @@ const FINDINGS: &str = r#"{
 }
 "#;
 
+/// The review-fix run of these tests with `cli_kind`: the findings, the
+/// test command, one fix at a time, `--json`; then `extra`.
+fn review_fix_args(cli_kind: Cli, extra: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec![
+        "review-fix",
+        "--fix",
+        "findings.json",
+        "--agent",
+        cli_kind.name(),
+        "--test-cmd",
+        "sh check.sh",
+        "--verify",
+        "each",
+        "--isolation",
+        "serial",
+        "--flaky-reruns",
+        "0",
+        "-y",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The scripted model of the review-fix flows (see [`review_fix_with`]) for
 /// the repository at `repo`, and the first prompt of each conversation.
 fn review_fix_server(
@@ -344,27 +368,7 @@ fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
     ]);
     let (server, conversations) = review_fix_server(cli_kind, sandbox.repo.clone(), plan);
     let started = Instant::now();
-    let o = sandbox.orchestrator(
-        cli_kind,
-        &server,
-        &[
-            "review-fix",
-            "--fix",
-            "findings.json",
-            "--agent",
-            cli_kind.name(),
-            "--test-cmd",
-            "sh check.sh",
-            "--verify",
-            "each",
-            "--isolation",
-            "serial",
-            "--flaky-reruns",
-            "0",
-            "-y",
-            "--json",
-        ],
-    );
+    let o = sandbox.orchestrator(cli_kind, &server, &review_fix_args(cli_kind, &[]));
     eprintln!(
         "{}: review-fix end to end in {:.1} s",
         cli_kind.name(),
@@ -735,27 +739,7 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
         ("check.sh", CHECK),
         ("findings.json", FINDINGS),
     ];
-    let args = |extra: &[&'static str]| {
-        let mut args = vec![
-            "review-fix",
-            "--fix",
-            "findings.json",
-            "--agent",
-            "claude",
-            "--test-cmd",
-            "sh check.sh",
-            "--verify",
-            "each",
-            "--isolation",
-            "serial",
-            "--flaky-reruns",
-            "0",
-            "-y",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        args
-    };
+    let args = |extra: &[&'static str]| review_fix_args(Cli::Claude, extra);
     let history = |sandbox: &Sandbox| sandbox.git(&["log", "--format=%s %T", "main"]);
 
     let free = Sandbox::new(&files);
