@@ -368,6 +368,7 @@ impl Planex {
         // Every state file's leftovers, wave files and results included.
         remove_stale_temp_files_in(session.dir())?;
         remove_wave_files(&session)?;
+        self.load_spend(&session, &mut warnings);
         session.checkpoint(&state)?;
         session.set_status(SessionStatus::Active, None)?;
         Ok(Run {
@@ -494,6 +495,7 @@ impl Planex {
         crate::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
         let completed_at = session_timestamp(Timestamp::now());
         let meta = run.session.meta();
+        self.save_spend(&run.session)?;
         let mut markdown = render_context_md(
             &ReportHeader {
                 session_id: &meta.id,
@@ -530,6 +532,7 @@ impl Planex {
     /// Ends a run before phase 5: checkpoint, metadata, outcome.
     fn stopped(&self, mut run: Run, stop: Stop) -> Result<Outcome, PlanexError> {
         run.session.checkpoint(&run.state)?;
+        self.save_spend(&run.session)?;
         let status = match stop {
             Stop::Cancelled { .. } => SessionStatus::Cancelled,
             _ => SessionStatus::Stopped,

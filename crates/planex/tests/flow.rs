@@ -285,6 +285,7 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
             "journal.ndjson",
             "results.csv",
             "session.json",
+            "spend.json",
             "tasks.csv",
             "timeline.svg"
         ]
@@ -1071,7 +1072,13 @@ async fn a_run_limit_stops_resumably_and_resume_runs_the_rest() {
     let refused = orchestrator_core::agent::AgentError::Budget {
         message: "$0.8000 of $0.5000 spent".into(),
     };
-    let agent = Arc::new(happy_agent_with(vec![("T4", Reply::Fail(refused))]));
+    let agent = Arc::new(happy_agent_with(vec![
+        ("T4", Reply::Fail(refused)),
+        (
+            "T1",
+            priced(done("T1", "Token types", &["src/token/mod.rs"]), 0.01),
+        ),
+    ]));
     let (p, sink) = planex(repo.path(), agent.clone(), Arc::new(AutoYes), options(true));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert_eq!(
@@ -1100,7 +1107,10 @@ async fn a_run_limit_stops_resumably_and_resume_runs_the_rest() {
     assert!(!dir.join("context.md").exists());
 
     // Resumed with room to spend: only T4 runs, and the run completes.
-    let fresh = Arc::new(happy_agent());
+    let fresh = Arc::new(happy_agent_with(vec![(
+        "T4",
+        priced(done("T4", "Router wired", &["src/router.rs"]), 0.02),
+    )]));
     let (p, _) = planex(repo.path(), fresh.clone(), Arc::new(AutoYes), options(true));
     let outcome = p.resume(None).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
@@ -1111,6 +1121,15 @@ async fn a_run_limit_stops_resumably_and_resume_runs_the_rest() {
             fresh.calls_for("T4")
         ),
         (0, 0, 1)
+    );
+    // context.md counts both runs' spend: T1's of the first, T4's of the
+    // second (the refused call counted nothing).
+    let context = std::fs::read_to_string(dir.join("context.md")).unwrap();
+    assert!(context.contains("| T1 | 1 | 240 | $0.0100 |"), "{context}");
+    assert!(context.contains("| T4 | 1 | 240 | $0.0200 |"), "{context}");
+    assert!(
+        context.contains("| **Total** | 8 | 480 | $0.0300 |"),
+        "{context}"
     );
 }
 
@@ -1184,7 +1203,7 @@ async fn context_md_shows_the_spend_per_row() {
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
     let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
-    let section = &context[context.find("## Agent spend (this run)").expect(&context)..];
+    let section = &context[context.find("## Agent spend").expect(&context)..];
     let table = &section[..section.find("\n\n## ").unwrap_or(section.len())];
     insta::assert_snapshot!("diamond_spend_section", table);
 }

@@ -23,6 +23,8 @@ use orchestrator_core::scheduler::CancelHandle;
 
 use super::Planex;
 use crate::Stop;
+use crate::error::PlanexError;
+use crate::session::Session;
 
 /// How long a refused call waits for the run to notice the stop before it
 /// answers with the budget error after all (only a caller that does not
@@ -32,8 +34,12 @@ const STOP_WAIT: Duration = Duration::from_secs(30);
 /// Why the run stopped at a limit, once it has; shared by a run's agents.
 pub(crate) type LimitSlot = Arc<Mutex<Option<String>>>;
 
-/// What each request id (`E1`, `T3`, `plan-tasks`) spent in this run.
+/// What each request id (`E1`, `T3`, `plan-tasks`) spent, over every run
+/// of the session (kept in [`SPEND_FILE`] between runs).
 pub(crate) type SpendBook = Arc<Mutex<BTreeMap<String, AgentSpend>>>;
+
+/// The session's spend per request id, beside `context.md`.
+pub(crate) const SPEND_FILE: &str = "spend.json";
 
 /// An agent whose refusal at a run limit stops the run: it records the
 /// reason, warns once, fires the run's cancel handle and does not answer,
@@ -133,7 +139,36 @@ impl Planex {
         })
     }
 
-    /// This run's agent spend per request id, as `context.md`'s section
+    /// Reads what the session's earlier runs spent into the book, so that
+    /// item limits and `context.md` count every run; an unreadable file is
+    /// a warning, and counting starts afresh.
+    pub(super) fn load_spend(&self, session: &Session, warnings: &mut Vec<String>) {
+        let path = session.dir().join(SPEND_FILE);
+        match orchestrator_core::state::read_json_if_exists::<BTreeMap<String, AgentSpend>>(&path) {
+            Ok(Some(book)) => *self.spend.lock().unwrap_or_else(PoisonError::into_inner) = book,
+            Ok(None) => {}
+            Err(e) => self.warn(
+                warnings,
+                format!("{e}; the agent spend of earlier runs is not counted"),
+            ),
+        }
+    }
+
+    /// Writes the book (atomically), when any call was made.
+    pub(super) fn save_spend(&self, session: &Session) -> Result<(), PlanexError> {
+        let book = self
+            .spend
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if book.is_empty() {
+            return Ok(());
+        }
+        orchestrator_core::state::write_json_atomic(session.dir().join(SPEND_FILE), &book)?;
+        Ok(())
+    }
+
+    /// The session's agent spend per request id, as `context.md`'s section
     /// (none when no call reported any usage: a shell or builtin agent).
     pub(super) fn spend_section(&self) -> Option<String> {
         let book = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
@@ -142,7 +177,7 @@ impl Planex {
         }
         let mut total = AgentSpend::default();
         let mut out = String::from(
-            "\n## Agent spend (this run)\n\n| Row | Calls | Tokens | Cost |\n|---|---|---|---|\n",
+            "\n## Agent spend\n\nOver every run of this session (`spend.json`).\n\n| Row | Calls | Tokens | Cost |\n|---|---|---|---|\n",
         );
         for (id, spend) in book.iter() {
             total.add(spend);
