@@ -304,6 +304,7 @@ fn review_fix_server(
     cli_kind: Cli,
     repo: PathBuf,
     plan: PlanAnswer,
+    retry: F2Retry,
 ) -> (ModelServer, Arc<Mutex<Vec<String>>>) {
     let conversations = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = Arc::clone(&conversations);
@@ -342,7 +343,7 @@ fn review_fix_server(
                 return step(&turns, exchange, "Fixed the typo.");
             }
             if prompt.contains("Fix review finding F2") {
-                let turns = if prompt.contains("FAIL calc_value") {
+                let turns = if prompt.contains("FAIL calc_value") && retry == F2Retry::Fixes {
                     cli_kind.edit(&repo, "calc.txt", "1", "2", "value = 2\n")
                 } else {
                     cli_kind.edit(&repo, "calc.txt", "value", "VALUE", "VALUE = 1\n")
@@ -366,7 +367,8 @@ fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
         ("check.sh", CHECK),
         ("findings.json", FINDINGS),
     ]);
-    let (server, conversations) = review_fix_server(cli_kind, sandbox.repo.clone(), plan);
+    let (server, conversations) =
+        review_fix_server(cli_kind, sandbox.repo.clone(), plan, F2Retry::Fixes);
     let started = Instant::now();
     let o = sandbox.orchestrator(cli_kind, &server, &review_fix_args(cli_kind, &[]));
     eprintln!(
@@ -683,6 +685,15 @@ enum PlanAnswer {
     Prose,
 }
 
+/// What the model does when F2's first edit broke the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum F2Retry {
+    /// Reads the failure and makes the right edit.
+    Fixes,
+    /// Makes the same breaking edit again.
+    Repeats,
+}
+
 fn tokio_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -743,7 +754,12 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
     let history = |sandbox: &Sandbox| sandbox.git(&["log", "--format=%s %T", "main"]);
 
     let free = Sandbox::new(&files);
-    let (server, _) = review_fix_server(Cli::Claude, free.repo.clone(), PlanAnswer::Valid);
+    let (server, _) = review_fix_server(
+        Cli::Claude,
+        free.repo.clone(),
+        PlanAnswer::Valid,
+        F2Retry::Fixes,
+    );
     let o = free.orchestrator(Cli::Claude, &server, &args(&[]));
     let unlimited = summary_of(&o);
     assert_eq!(o.status.code(), Some(0), "{unlimited:#}");
@@ -763,8 +779,12 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
     eprintln!("claude cost: planning ${planning:.6}, F1 ${f1:.6}, F2 ${f2:.6}; limit ${limit:.6}");
 
     let capped = Sandbox::new(&files);
-    let (server, conversations) =
-        review_fix_server(Cli::Claude, capped.repo.clone(), PlanAnswer::Valid);
+    let (server, conversations) = review_fix_server(
+        Cli::Claude,
+        capped.repo.clone(),
+        PlanAnswer::Valid,
+        F2Retry::Fixes,
+    );
     let limit_arg: &'static str = format!("{limit:.6}").leak();
     let o = capped.orchestrator(Cli::Claude, &server, &args(&["--max-cost-usd", limit_arg]));
     let stopped = summary_of(&o);
@@ -804,6 +824,115 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
     assert_eq!(o.status.code(), Some(0), "{resumed:#}\n{}", text(&o.stderr));
     assert_eq!(capped.read("greet.txt"), "hello world\n");
     assert_eq!(history(&capped), history(&free));
+}
+
+/// A finding's own limit with the real claude: `--item-max-agent-calls 1`
+/// lets F2's first attempt run (it breaks the tests) and refuses its retry,
+/// so F2 fails with the limit named and the tree as it was, while F1 (one
+/// call) is fixed and committed; the run ends with exit 1.
+#[test]
+fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
+    let sandbox = Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ]);
+    let (server, conversations) = review_fix_server(
+        Cli::Claude,
+        sandbox.repo.clone(),
+        PlanAnswer::Valid,
+        F2Retry::Fixes,
+    );
+    let o = sandbox.orchestrator(
+        Cli::Claude,
+        &server,
+        &review_fix_args(Cli::Claude, &["--item-max-agent-calls", "1"]),
+    );
+    let summary = summary_of(&o);
+    let report = format!("{summary:#}\nstderr:\n{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{report}");
+    let finding = |id: &str| {
+        summary["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let f2 = finding("F2");
+    assert_eq!(f2["result"], "failed", "{report}");
+    assert!(
+        f2["error"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 1 agent calls made"),
+        "{report}"
+    );
+    assert_eq!(f2["spend"]["calls"], 1, "{report}");
+    assert_eq!(finding("F1")["result"], "fixed", "{report}");
+    let f2_prompts = conversations
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.contains("Fix review finding F2"))
+        .count();
+    assert_eq!(f2_prompts, 1, "the retry reached the model\n{report}");
+    assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
+    assert_eq!(sandbox.read("greet.txt"), "hello world\n");
+    let log = sandbox.git(&["log", "--format=%s", "main"]);
+    assert!(log.contains("[F1]") && !log.contains("[F2]"), "{log}");
+}
+
+/// The loop guard with the real claude: F2's retry makes the very edit that
+/// broke the tests; the identical change is not tested again, and F2 fails
+/// as repeating attempt 1. Two test runs in all: F2's first attempt and F1.
+#[test]
+fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
+    let sandbox = Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ]);
+    let (server, conversations) = review_fix_server(
+        Cli::Claude,
+        sandbox.repo.clone(),
+        PlanAnswer::Valid,
+        F2Retry::Repeats,
+    );
+    let o = sandbox.orchestrator(Cli::Claude, &server, &review_fix_args(Cli::Claude, &[]));
+    let summary = summary_of(&o);
+    let report = format!("{summary:#}\nstderr:\n{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{report}");
+    let f2 = summary["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "F2")
+        .cloned()
+        .unwrap();
+    assert_eq!(f2["result"], "failed", "{report}");
+    assert_eq!(f2["attempts"], 2, "{report}");
+    assert!(
+        f2["error"]
+            .as_str()
+            .unwrap()
+            .contains("attempt 2 repeats attempt 1"),
+        "{report}"
+    );
+    // The retry did reach the model (the repeat is only known from its
+    // edit), but its change was not tested.
+    let f2_prompts = conversations
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.contains("Fix review finding F2"))
+        .count();
+    assert_eq!(f2_prompts, 2, "{report}");
+    assert_eq!(summary["test_runs"], 2, "{report}");
+    assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
 }
 
 #[test]
