@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use orchestrator_core::agent::{AgentError, AgentRequest};
+use orchestrator_core::agent::{AgentError, AgentRequest, AgentSpend};
 use orchestrator_core::event::Event;
 use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs};
 
@@ -313,7 +313,23 @@ async fn run_agent(
 ) -> Result<(Vec<String>, Option<Problem>), AutofixError> {
     let protected_paths = &ctx.config.protected_paths;
     request.workdir = tree.root().to_path_buf();
+    let iteration = request
+        .id
+        .rsplit('.')
+        .next()
+        .unwrap_or(&request.id)
+        .to_owned();
     let agent_result = ctx.agent.run(request).await;
+    if !matches!(agent_result, Err(AgentError::Budget { .. })) {
+        // One fix call per iteration: the call's spend is the iteration's.
+        let mut spend = AgentSpend::default();
+        spend.add_call(agent_result.as_ref().ok().and_then(|r| r.usage.as_ref()));
+        ctx.sink.emit(&Event::AgentCall {
+            id: iteration,
+            spend,
+            total: spend,
+        });
+    }
     let mut write_set = tree.changed_since(checkpoint).await?;
     let mut diff_problem = None;
     if write_set.is_empty()

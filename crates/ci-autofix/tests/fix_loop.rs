@@ -260,6 +260,18 @@ async fn a_run_limit_stops_without_using_up_the_iteration() {
         panic!("not green")
     };
     assert_eq!(commits.len(), 1);
+    // The iteration's one call is an event (`--json`); the refused call of
+    // the first run was none.
+    let calls: Vec<(String, u32)> = r
+        .sink
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::AgentCall { id, total, .. } => Some((id.clone(), total.calls)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [("iter-1".to_owned(), 1)]);
     let log = vcs.log_since(&head).await.unwrap();
     assert_eq!(log.len(), 1);
     assert!(log[0].message.trim_end().ends_with("(iter 1)"), "{log:?}");

@@ -450,6 +450,7 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
             match kind {
                 "commit_made" => format!("commit {}", e["id"].as_str().unwrap()),
                 "gate_asked" => format!("gate_asked {}", e["question"].as_str().unwrap()),
+                "agent_call" => format!("agent_call {}", e["id"].as_str().unwrap()),
                 other => other.to_owned(),
             }
         })
@@ -459,9 +460,11 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
         [
             "phase_started",
             "warning",
+            "agent_call iter-1",
             "gate_asked ci-autofix.apply-patch",
             "gate_answered",
             "commit iter-1",
+            "agent_call iter-2",
             "commit iter-2",
             "phase_finished",
             "outcome",
@@ -479,12 +482,12 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
         ev[1]
     );
     assert!(
-        ev[2]["prompt"]
+        ev[3]["prompt"]
             .as_str()
             .unwrap()
             .starts_with("Iteration 1: apply the mechanical/non-trivial fix"),
         "{}",
-        ev[2]
+        ev[3]
     );
     let outcome = ev.last().unwrap();
     assert_eq!(outcome["outcome"], "green");

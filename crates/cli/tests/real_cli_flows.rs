@@ -775,6 +775,15 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
         f1 > 0.0 && f2 > 0.0 && planning > 0.0,
         "claude reported no cost: {unlimited:#}"
     );
+    // Every fix call was an `agent_call` event with the finding's total:
+    // the last one of F1 carries what the summary says F1 spent.
+    let stdout = text(&o.stdout);
+    let f1_total = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|e| e["event"] == "agent_call" && e["id"] == "F1")
+        .and_then(|e| e["total"]["cost_usd"].as_f64());
+    assert_eq!(f1_total, Some(f1), "{stdout}");
     let limit = planning + f2 * 0.9;
     eprintln!("claude cost: planning ${planning:.6}, F1 ${f1:.6}, F2 ${f2:.6}; limit ${limit:.6}");
 

@@ -142,6 +142,17 @@ pub enum Event {
         /// The message.
         message: String,
     },
+    /// An agent call made for a job (a finding, a row, an iteration)
+    /// ended: what it spent, and what the job has spent so far.
+    AgentCall {
+        /// The job id (`F2`, `T3`, `iter-1`).
+        id: String,
+        /// This call's spend (one call; its usage when the agent reported
+        /// any).
+        spend: crate::agent::AgentSpend,
+        /// The job's spend over all its calls so far.
+        total: crate::agent::AgentSpend,
+    },
 }
 
 /// Receives events. Implementations must be cheap and never block for long:

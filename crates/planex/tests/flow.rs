@@ -1199,9 +1199,21 @@ async fn context_md_shows_the_spend_per_row() {
             priced(done("T2", "Issuer done", &["src/issue/mod.rs"]), 0.0125),
         ),
     ]));
-    let (p, _) = planex(repo.path(), agent, Arc::new(AutoYes), options(true));
+    let (p, sink) = planex(repo.path(), agent, Arc::new(AutoYes), options(true));
     let outcome = p.plan(REQUIREMENT).await.unwrap();
     assert_eq!(outcome.status, OutcomeStatus::Completed);
+    // Each call is an event too (`--json`), with the row's total.
+    let t1: Vec<(u32, f64)> = sink
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::AgentCall { id, spend, total } if id == "T1" => {
+                Some((spend.calls, total.cost_usd))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(t1, [(1, 0.01)]);
     let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
     let section = &context[context.find("## Agent spend").expect(&context)..];
     let table = &section[..section.find("\n\n## ").unwrap_or(section.len())];

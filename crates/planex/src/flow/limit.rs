@@ -80,12 +80,19 @@ impl Agent for StopAtLimit {
         let result = self.inner.run(request).await;
         if !matches!(result, Err(AgentError::Budget { .. })) {
             let usage = result.as_ref().ok().and_then(|r| r.usage.as_ref());
-            self.book
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(id)
-                .or_default()
-                .add_call(usage);
+            let mut call = AgentSpend::default();
+            call.add_call(usage);
+            let total = {
+                let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+                let total = book.entry(id.clone()).or_default();
+                total.add(&call);
+                *total
+            };
+            self.sink.emit(&Event::AgentCall {
+                id,
+                spend: call,
+                total,
+            });
         }
         match result {
             Err(AgentError::Budget { message }) => {

@@ -199,6 +199,15 @@ impl Agent for FixStep<'_> {
                 .get_or_insert_with(crate::files::AgentSpend::default)
                 .add_call(usage);
         });
+        let mut call = crate::files::AgentSpend::default();
+        call.add_call(usage);
+        if let Some(total) = self.progress.snapshot().finding(&id).and_then(|f| f.spend) {
+            self.shared.sink.emit(&Event::AgentCall {
+                id: id.clone(),
+                spend: call,
+                total,
+            });
+        }
         match answer {
             Ok(response) => {
                 if let Some(session) = &response.session {
