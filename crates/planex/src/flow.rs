@@ -492,7 +492,7 @@ impl Planex {
     /// Phase 5: results.csv, context.md, the summary.
     fn aggregate(&self, run: &mut Run) -> Result<Summary, PlanexError> {
         let tasks = run.state.task_rows();
-        crate::rows::write_tasks_csv(run.session.results_csv(), tasks)?;
+        crate::rows::write_tasks_csv(run.session.results_csv(), &self.with_spend(tasks))?;
         let completed_at = session_timestamp(Timestamp::now());
         let meta = run.session.meta();
         self.save_spend(&run.session)?;

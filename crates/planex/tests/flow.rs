@@ -1131,6 +1131,34 @@ async fn a_run_limit_stops_resumably_and_resume_runs_the_rest() {
         context.contains("| **Total** | 8 | 480 | $0.0300 |"),
         "{context}"
     );
+    // results.csv carries each task's spend after the seed's columns;
+    // tasks.csv keeps the seed's.
+    let results = read_tasks_csv(dir.join("results.csv")).unwrap();
+    let spend = |id: &str| {
+        results
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap()
+            .extra
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        spend("T1"),
+        "agent_calls=1 agent_tokens=240 agent_cost_usd=0.0100"
+    );
+    assert_eq!(
+        spend("T4"),
+        "agent_calls=1 agent_tokens=240 agent_cost_usd=0.0200"
+    );
+    assert_eq!(
+        spend("T3"),
+        "agent_calls=1 agent_tokens=0 agent_cost_usd=0.0000"
+    );
+    let tasks = read_tasks_csv(dir.join("tasks.csv")).unwrap();
+    assert!(tasks.iter().all(|r| r.extra.is_empty()));
 }
 
 /// A limit reached while the planner decomposes the tasks stops the run

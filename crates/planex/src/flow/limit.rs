@@ -41,6 +41,10 @@ pub(crate) type SpendBook = Arc<Mutex<BTreeMap<String, AgentSpend>>>;
 /// The session's spend per request id, beside `context.md`.
 pub(crate) const SPEND_FILE: &str = "spend.json";
 
+/// The columns `results.csv` gains after the seed's when the agent reported
+/// usage: a task's agent calls, tokens and dollars over every run.
+pub(crate) const SPEND_COLUMNS: [&str; 3] = ["agent_calls", "agent_tokens", "agent_cost_usd"];
+
 /// An agent whose refusal at a run limit stops the run: it records the
 /// reason, warns once, fires the run's cancel handle and does not answer,
 /// so the driver abandons the call (its row stays pending) as on Ctrl-C.
@@ -159,6 +163,32 @@ impl Planex {
                 format!("{e}; the agent spend of earlier runs is not counted"),
             ),
         }
+    }
+
+    /// `rows` for `results.csv`: with the agent's spend on each appended as
+    /// the extra columns [`SPEND_COLUMNS`] when any call reported usage (a
+    /// shell or builtin agent spends nothing, and the file stays the
+    /// seed's).
+    pub(super) fn with_spend(&self, rows: &[crate::rows::TaskRow]) -> Vec<crate::rows::TaskRow> {
+        let book = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rows = rows.to_vec();
+        if !book.values().any(|s| s.tokens() > 0 || s.cost_usd > 0.0) {
+            return rows;
+        }
+        for row in &mut rows {
+            let spend = book.get(&row.id).copied().unwrap_or_default();
+            row.extra
+                .retain(|(name, _)| !SPEND_COLUMNS.contains(&name.as_str()));
+            row.extra.extend([
+                (SPEND_COLUMNS[0].to_owned(), spend.calls.to_string()),
+                (SPEND_COLUMNS[1].to_owned(), spend.tokens().to_string()),
+                (
+                    SPEND_COLUMNS[2].to_owned(),
+                    format!("{:.4}", spend.cost_usd),
+                ),
+            ]);
+        }
+        rows
     }
 
     /// Writes the book (atomically), when any call was made.
