@@ -274,6 +274,17 @@ const FINDINGS: &str = r#"{
 }
 "#;
 
+/// The repository of the review-fix runs: a typo in `greet.txt`, a wrong
+/// value in `calc.txt`, the check and the two findings.
+fn review_fix_sandbox() -> Sandbox {
+    Sandbox::new(&[
+        ("greet.txt", "hello wrold\n"),
+        ("calc.txt", "value = 1\n"),
+        ("check.sh", CHECK),
+        ("findings.json", FINDINGS),
+    ])
+}
+
 /// The review-fix run of these tests with `cli_kind`: the findings, the
 /// test command, one fix at a time, `--json`; then `extra`.
 fn review_fix_args(cli_kind: Cli, extra: &[&'static str]) -> Vec<&'static str> {
@@ -361,12 +372,7 @@ fn review_fix_server(
 /// tests and is rolled back, its retry prompt carries the failing output,
 /// and the second edit lands. Two findings, two commits.
 fn review_fix_with(cli_kind: Cli, plan: PlanAnswer) {
-    let sandbox = Sandbox::new(&[
-        ("greet.txt", "hello wrold\n"),
-        ("calc.txt", "value = 1\n"),
-        ("check.sh", CHECK),
-        ("findings.json", FINDINGS),
-    ]);
+    let sandbox = review_fix_sandbox();
     let (server, conversations) =
         review_fix_server(cli_kind, sandbox.repo.clone(), plan, F2Retry::Fixes);
     let started = Instant::now();
@@ -723,15 +729,30 @@ fn summary_of(o: &Output) -> Value {
     })
 }
 
-/// A finding's dollars in a summary.
-fn finding_cost(summary: &Value, id: &str) -> f64 {
+/// A finding of a summary.
+fn finding_of(summary: &Value, id: &str) -> Value {
     summary["findings"]
         .as_array()
+        .and_then(|all| all.iter().find(|f| f["id"] == id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no finding {id}: {summary:#}"))
+}
+
+/// A finding's dollars in a summary.
+fn finding_cost(summary: &Value, id: &str) -> f64 {
+    finding_of(summary, id)["spend"]["cost_usd"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no spend for {id}: {summary:#}"))
+}
+
+/// How many conversations began with a prompt containing `needle`.
+fn conversations_with(conversations: &Mutex<Vec<String>>, needle: &str) -> usize {
+    conversations
+        .lock()
         .unwrap()
         .iter()
-        .find(|f| f["id"] == id)
-        .and_then(|f| f["spend"]["cost_usd"].as_f64())
-        .unwrap_or_else(|| panic!("no spend for {id}: {summary:#}"))
+        .filter(|p| p.contains(needle))
+        .count()
 }
 
 /// `--max-cost-usd` with the real claude, whose `total_cost_usd` comes from
@@ -744,16 +765,10 @@ fn finding_cost(summary: &Value, id: &str) -> f64 {
 /// the unlimited run's: the same commits, the same trees.
 #[test]
 fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
-    let files = [
-        ("greet.txt", "hello wrold\n"),
-        ("calc.txt", "value = 1\n"),
-        ("check.sh", CHECK),
-        ("findings.json", FINDINGS),
-    ];
     let args = |extra: &[&'static str]| review_fix_args(Cli::Claude, extra);
     let history = |sandbox: &Sandbox| sandbox.git(&["log", "--format=%s %T", "main"]);
 
-    let free = Sandbox::new(&files);
+    let free = review_fix_sandbox();
     let (server, _) = review_fix_server(
         Cli::Claude,
         free.repo.clone(),
@@ -787,7 +802,7 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
     let limit = planning + f2 * 0.9;
     eprintln!("claude cost: planning ${planning:.6}, F1 ${f1:.6}, F2 ${f2:.6}; limit ${limit:.6}");
 
-    let capped = Sandbox::new(&files);
+    let capped = review_fix_sandbox();
     let (server, conversations) = review_fix_server(
         Cli::Claude,
         capped.repo.clone(),
@@ -807,12 +822,9 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
         "{log}\n{report}"
     );
     assert_eq!(capped.read("greet.txt"), "hello wrold\n");
-    assert!(
-        !conversations
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|p| p.contains("Fix review finding F1")),
+    assert_eq!(
+        conversations_with(&conversations, "Fix review finding F1"),
+        0,
         "{report}"
     );
     // Within one in-flight attempt of the limit.
@@ -841,12 +853,7 @@ fn a_cost_limit_stops_review_fix_resumably_with_the_real_claude() {
 /// call) is fixed and committed; the run ends with exit 1.
 #[test]
 fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
-    let sandbox = Sandbox::new(&[
-        ("greet.txt", "hello wrold\n"),
-        ("calc.txt", "value = 1\n"),
-        ("check.sh", CHECK),
-        ("findings.json", FINDINGS),
-    ]);
+    let sandbox = review_fix_sandbox();
     let (server, conversations) = review_fix_server(
         Cli::Claude,
         sandbox.repo.clone(),
@@ -861,16 +868,7 @@ fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
     let summary = summary_of(&o);
     let report = format!("{summary:#}\nstderr:\n{}", text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{report}");
-    let finding = |id: &str| {
-        summary["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["id"] == id)
-            .cloned()
-            .unwrap()
-    };
-    let f2 = finding("F2");
+    let f2 = finding_of(&summary, "F2");
     assert_eq!(f2["result"], "failed", "{report}");
     assert!(
         f2["error"]
@@ -880,13 +878,8 @@ fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
         "{report}"
     );
     assert_eq!(f2["spend"]["calls"], 1, "{report}");
-    assert_eq!(finding("F1")["result"], "fixed", "{report}");
-    let f2_prompts = conversations
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|p| p.contains("Fix review finding F2"))
-        .count();
+    assert_eq!(finding_of(&summary, "F1")["result"], "fixed", "{report}");
+    let f2_prompts = conversations_with(&conversations, "Fix review finding F2");
     assert_eq!(f2_prompts, 1, "the retry reached the model\n{report}");
     assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
     assert_eq!(sandbox.read("greet.txt"), "hello world\n");
@@ -899,12 +892,7 @@ fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
 /// as repeating attempt 1. Two test runs in all: F2's first attempt and F1.
 #[test]
 fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
-    let sandbox = Sandbox::new(&[
-        ("greet.txt", "hello wrold\n"),
-        ("calc.txt", "value = 1\n"),
-        ("check.sh", CHECK),
-        ("findings.json", FINDINGS),
-    ]);
+    let sandbox = review_fix_sandbox();
     let (server, conversations) = review_fix_server(
         Cli::Claude,
         sandbox.repo.clone(),
@@ -915,13 +903,7 @@ fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
     let summary = summary_of(&o);
     let report = format!("{summary:#}\nstderr:\n{}", text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{report}");
-    let f2 = summary["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "F2")
-        .cloned()
-        .unwrap();
+    let f2 = finding_of(&summary, "F2");
     assert_eq!(f2["result"], "failed", "{report}");
     assert_eq!(f2["attempts"], 2, "{report}");
     assert!(
@@ -933,12 +915,7 @@ fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
     );
     // The retry did reach the model (the repeat is only known from its
     // edit), but its change was not tested.
-    let f2_prompts = conversations
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|p| p.contains("Fix review finding F2"))
-        .count();
+    let f2_prompts = conversations_with(&conversations, "Fix review finding F2");
     assert_eq!(f2_prompts, 2, "{report}");
     assert_eq!(summary["test_runs"], 2, "{report}");
     assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
