@@ -628,6 +628,45 @@ async fn claude_at_its_turn_limit_is_a_budget_failure() {
     assert_eq!(main.len(), 2, "two turns, then claude stops: {main:#?}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_stops_at_the_requests_own_dollar_limit() {
+    let sandbox = Sandbox::new();
+    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
+    let path = sandbox
+        .work()
+        .join("hello.txt")
+        .to_string_lossy()
+        .into_owned();
+    let server = ModelServer::always(
+        Protocol::Anthropic,
+        Turn::tool("Read", json!({"file_path": path})),
+    )
+    .await;
+    // One scripted turn costs claude more than this: it stops after it
+    // (`--max-budget-usd`), where `--max-turns` would let it go on.
+    let request = request(&sandbox, Role::Fix, "Read hello.txt forever.").with_spend_limits(
+        orchestrator_core::agent::ItemLimits::new(Some(0.001), None, None),
+    );
+    let result = claude(&server, &sandbox, &[])
+        .arg("--max-turns")
+        .arg("5")
+        .run(request)
+        .await;
+    let main = server.main_requests();
+    match &result {
+        Err(AgentError::CallLimit { message }) => {
+            assert!(
+                message.starts_with("claude stopped at the call's limit of $0.0010"),
+                "{message}"
+            );
+            assert!(message.contains("error_max_budget_usd"), "{message}");
+        }
+        other => panic!("expected the call's own limit, got {other:?}\nrequests: {main:#?}"),
+    }
+    assert!(result.unwrap_err().is_final());
+    assert_eq!(main.len(), 1, "one turn, then claude stops: {main:#?}");
+}
+
 /// A gemini run whose model asks for the same file forever, with the
 /// user's `settings` (None: the sandbox's own): the budget failure it ends
 /// in, its message.

@@ -340,6 +340,33 @@ async fn the_turn_limit_is_a_final_budget_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_own_token_limit_stops_the_loop_before_the_request_past_it() {
+    let tree = Tree::new();
+    let server =
+        ModelServer::always(Protocol::OpenAiChat, Turn::tool("list_files", json!({}))).await;
+    let agent = agent(&server, &tree, |_| {});
+    let request = fix_request(&tree, "Look around forever.").with_spend_limits(
+        orchestrator_core::agent::ItemLimits::new(None, Some(500), None),
+    );
+    let error = agent.run(request).await.unwrap_err();
+    let requests = server.main_requests().len();
+    match &error {
+        AgentError::CallLimit { message } => assert!(
+            message.contains(&format!(
+                "in {requests} turns, reaching the call's limit of 500"
+            )),
+            "{message}"
+        ),
+        other => panic!("expected the call's own limit, got {other:?}"),
+    }
+    assert!(error.is_final());
+    // Each scripted answer reports 240 tokens: 240 and 480 are below the
+    // limit, so a third request is made; 720 is past it, so no fourth.
+    assert_eq!(requests, 3);
+    assert_eq!(agent.stats()[0].outcome, "call_limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_flows_session_folder_gets_the_transcript_and_the_error_names_it() {
     let tree = Tree::new();
     let session = tree.outer.join("session");

@@ -10,11 +10,12 @@
 //! failure: an `api_error_status` of 401 or 403 (or "Not logged in", "Invalid
 //! API key") is an authentication error ([`AgentError::Unavailable`], not
 //! retried), `error_max_turns` and `error_max_budget_usd` are
-//! [`AgentError::Budget`], and the rest [`AgentError::Failed`] naming the API
+//! [`AgentError::Budget`] ([`AgentError::CallLimit`] when the request set
+//! the dollar limit passed as `--max-budget-usd`, see [`call_limit`]), and the rest [`AgentError::Failed`] naming the API
 //! status and the tool calls in `permission_denials`. Unknown fields are
 //! ignored.
 
-use orchestrator_core::agent::{AgentError, AgentResponse, Usage, snippet};
+use orchestrator_core::agent::{AgentError, AgentResponse, ItemLimits, Usage, snippet};
 use serde::Deserialize;
 
 use super::process::{RawOutput, authentication_error};
@@ -134,6 +135,26 @@ fn find_result(stdout: &str) -> Option<ResultMessage> {
     looks_right.then_some(message)
 }
 
+/// `error`, as the request's own limit when it is claude's
+/// `error_max_budget_usd` and the request set the dollar limit that claude
+/// was given as `--max-budget-usd` ([`AgentError::CallLimit`]: only this
+/// call is over); otherwise unchanged.
+pub fn call_limit(error: AgentError, limits: &ItemLimits) -> AgentError {
+    match error {
+        AgentError::Budget { message }
+            if limits.max_cost_usd.is_some() && message.contains("error_max_budget_usd") =>
+        {
+            AgentError::CallLimit {
+                message: format!(
+                    "claude stopped at the call's limit of ${:.4} ({message})",
+                    limits.max_cost_usd.unwrap_or_default()
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
 /// Maps Claude's output.
 pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
     let Some(message) = find_result(&raw.stdout) else {
@@ -237,6 +258,26 @@ mod tests {
                 turns: 2
             })
         );
+    }
+
+    #[test]
+    fn a_budget_stop_is_the_calls_own_limit_only_when_the_request_set_one() {
+        let stop = r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true,"total_cost_usd":0.0016}"#;
+        let err = parse(&raw(stop, 1)).unwrap_err();
+        assert!(matches!(&err, AgentError::Budget { .. }), "{err:?}");
+        assert_eq!(call_limit(err.clone(), &ItemLimits::default()), err);
+        let limited = call_limit(err, &ItemLimits::new(Some(0.001), None, None));
+        assert!(
+            matches!(&limited, AgentError::CallLimit { message }
+                if message.starts_with("claude stopped at the call's limit of $0.0010 (claude stopped with error_max_budget_usd")),
+            "{limited:?}"
+        );
+        let turns = r#"{"type":"result","subtype":"error_max_turns","is_error":true}"#;
+        let turns = call_limit(
+            parse(&raw(turns, 1)).unwrap_err(),
+            &ItemLimits::new(Some(0.001), None, None),
+        );
+        assert!(matches!(turns, AgentError::Budget { .. }), "{turns:?}");
     }
 
     #[test]

@@ -344,6 +344,12 @@ impl ProcessAgent {
                     }
                     args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
                 }
+                if let Some(usd) = request.spend_limits.max_cost_usd {
+                    // Claude checks it after each turn and stops with
+                    // `error_max_budget_usd`.
+                    args.push("--max-budget-usd".into());
+                    args.push(usd.to_string().into());
+                }
                 if let Some(session) = &request.resume_session {
                     args.push("--resume".into());
                     args.push(session.into());
@@ -438,7 +444,9 @@ impl ProcessAgent {
                     ..AgentResponse::default()
                 })
             }
-            Dialect::Claude => claude::parse(raw).map(|p| p.response),
+            Dialect::Claude => claude::parse(raw)
+                .map(|p| p.response)
+                .map_err(|e| claude::call_limit(e, &request.spend_limits)),
             Dialect::Codex => {
                 let mut response =
                     codex::parse(raw, &request.workdir, request.schema.is_some())?.response;
@@ -753,6 +761,21 @@ mod tests {
                 None
             )),
             ["-p", "--output-format", "json"]
+        );
+        let capped = AgentRequest::new("iter-1", Role::Fix, "fix it", "/w").with_spend_limits(
+            orchestrator_core::agent::ItemLimits::new(Some(0.25), Some(1000), None),
+        );
+        assert_eq!(
+            strings(ProcessAgent::claude().args_for(&capped, "p", None, None)),
+            [
+                "-p",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "acceptEdits",
+                "--max-budget-usd",
+                "0.25"
+            ]
         );
     }
 

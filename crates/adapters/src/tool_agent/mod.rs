@@ -41,8 +41,11 @@
 //! [`ToolAgentConfig::max_wall`] of wall time ([`AgentError::Budget`] when
 //! spent), the request's own time limit ([`AgentError::Timeout`]), and the
 //! same failing call three times in a row ([`AgentError::LoopDetected`]).
-//! Both are final: the engine does not retry them. Token and cost budgets
-//! are the [`crate::wrappers::Budget`] wrapper's.
+//! Both are final: the engine does not retry them. A request's own token
+//! limit ([`AgentRequest::spend_limits`](orchestrator_core::AgentRequest))
+//! stops the loop before the model request that would start past it
+//! ([`AgentError::CallLimit`]). The run's token and cost budgets are the
+//! [`crate::wrappers::Budget`] wrapper's.
 //!
 //! ## Transcripts
 //! Each attempt writes `<dir>/<request id>-<ms>-<n>.jsonl`, where `<dir>`
@@ -386,6 +389,9 @@ fn name_transcript(error: AgentError, transcript: Option<&str>) -> AgentError {
             exit_code,
         },
         AgentError::Budget { message } => AgentError::Budget {
+            message: format!("{message} (transcript: {path})"),
+        },
+        AgentError::CallLimit { message } => AgentError::CallLimit {
             message: format!("{message} (transcript: {path})"),
         },
         AgentError::LoopDetected { signature, count } => AgentError::LoopDetected {

@@ -246,6 +246,19 @@ impl<'a> Attempt<'a> {
                     ),
                 });
             }
+            let tokens = self.stats.input_tokens + self.stats.output_tokens;
+            if let Some(max) = self.request.spend_limits.max_tokens
+                && tokens >= max
+            {
+                // The request's own limit (a ci-autofix iteration's): the
+                // loop stops before the next model request.
+                return Err(AgentError::CallLimit {
+                    message: format!(
+                        "the tool agent used {tokens} tokens in {} turns, reaching the call's limit of {max}",
+                        self.stats.turns
+                    ),
+                });
+            }
             if let Some(deadline) = self.wall_deadline
                 && Instant::now() >= deadline
             {

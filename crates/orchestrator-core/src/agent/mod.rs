@@ -101,6 +101,15 @@ pub struct AgentRequest {
     /// agent's own configuration says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts_dir: Option<PathBuf>,
+    /// What this one call may spend (dollars, tokens; `max_calls` does not
+    /// apply to a single call). An adapter whose agent can stop itself
+    /// mid-call passes it on (claude `--max-budget-usd`, the tool agent's
+    /// loop) and answers [`AgentError::CallLimit`] when the agent stopped
+    /// there; a flow that sets it checks the answer's usage afterwards
+    /// with [`ItemLimits::overrun`] for the agents that cannot stop
+    /// themselves. Unset (the default): no limit of its own.
+    #[serde(default, skip_serializing_if = "ItemLimits::is_unlimited")]
+    pub spend_limits: ItemLimits,
 }
 
 impl AgentRequest {
@@ -122,6 +131,7 @@ impl AgentRequest {
             allowed_commands: Vec::new(),
             resume_session: None,
             artifacts_dir: None,
+            spend_limits: ItemLimits::default(),
         }
     }
 
@@ -179,6 +189,13 @@ impl AgentRequest {
     /// [`AgentRequest::artifacts_dir`]).
     pub fn with_artifacts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.artifacts_dir = Some(dir.into());
+        self
+    }
+
+    /// Builder: hold this one call to `limits` (see
+    /// [`AgentRequest::spend_limits`]).
+    pub fn with_spend_limits(mut self, limits: ItemLimits) -> Self {
+        self.spend_limits = limits;
         self
     }
 
@@ -368,6 +385,15 @@ pub enum AgentError {
     /// The call was cancelled (Ctrl-C, shutdown).
     #[error("agent call cancelled")]
     Cancelled,
+    /// The call reached its own spending limit
+    /// ([`AgentRequest::spend_limits`]): the agent stopped there, or spent
+    /// past it. Unlike [`AgentError::Budget`] (the run's limits), only this
+    /// request is over: the flow fails the item and goes on.
+    #[error("the call's own limit was reached: {message}")]
+    CallLimit {
+        /// Which limit, and what was spent.
+        message: String,
+    },
 }
 
 impl From<schema::SchemaError> for AgentError {
@@ -391,8 +417,8 @@ impl AgentError {
     /// ([`AgentError::Unavailable`]), the schema is wrong
     /// ([`AgentError::InvalidSchema`]), the agent declined
     /// ([`AgentError::Unsupported`]), a budget is spent
-    /// ([`AgentError::Budget`]) or a loop was stopped
-    /// ([`AgentError::LoopDetected`]). A garbled or off-schema answer is
+    /// ([`AgentError::Budget`], [`AgentError::CallLimit`]) or a loop was
+    /// stopped ([`AgentError::LoopDetected`]). A garbled or off-schema answer is
     /// not final: the next attempt may answer well.
     pub fn is_final(&self) -> bool {
         matches!(
@@ -401,6 +427,7 @@ impl AgentError {
                 | AgentError::InvalidSchema { .. }
                 | AgentError::Unsupported { .. }
                 | AgentError::Budget { .. }
+                | AgentError::CallLimit { .. }
                 | AgentError::LoopDetected { .. }
         )
     }

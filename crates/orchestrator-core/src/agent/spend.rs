@@ -72,15 +72,20 @@ impl AgentSpend {
     }
 }
 
-/// Limits on what the agent may spend on one item (unset: unlimited).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Limits on what the agent may spend on one item, or on one call
+/// ([`AgentRequest::spend_limits`](super::AgentRequest::spend_limits));
+/// unset: unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ItemLimits {
     /// US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
     /// Input plus output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
     /// Agent calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_calls: Option<u32>,
 }
 
@@ -92,5 +97,93 @@ impl ItemLimits {
             max_tokens,
             max_calls,
         }
+    }
+
+    /// Whether no limit is set.
+    pub fn is_unlimited(&self) -> bool {
+        self.max_cost_usd.is_none() && self.max_tokens.is_none() && self.max_calls.is_none()
+    }
+
+    /// What one more call may spend once `spent` is spent of these limits:
+    /// the dollars and tokens left (at least zero); `max_calls` does not
+    /// apply to one call. A flow passes it as the call's
+    /// [`AgentRequest::spend_limits`](super::AgentRequest::spend_limits), so
+    /// an agent that can stop mid-call stops at the item's limit.
+    pub fn left_after(&self, spent: &AgentSpend) -> ItemLimits {
+        ItemLimits {
+            max_cost_usd: self.max_cost_usd.map(|max| (max - spent.cost_usd).max(0.0)),
+            max_tokens: self
+                .max_tokens
+                .map(|max| max.saturating_sub(spent.tokens())),
+            max_calls: None,
+        }
+    }
+
+    /// Whether one call's `usage` went past these limits (dollars or
+    /// tokens; `max_calls` does not apply to one call), as a message naming
+    /// the limit. Reaching a limit exactly is not past it.
+    pub fn overrun(&self, usage: &Usage) -> Option<String> {
+        let tokens = usage.input_tokens + usage.output_tokens;
+        if let Some(max) = self.max_tokens
+            && tokens > max
+        {
+            return Some(format!(
+                "the call used {tokens} tokens, over its limit of {max}"
+            ));
+        }
+        if let Some(max) = self.max_cost_usd
+            && usage.cost_usd > max
+        {
+            return Some(format!(
+                "the call spent ${:.4}, over its limit of ${max:.4}",
+                usage.cost_usd
+            ));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_calls_usage_overruns_only_past_a_limit() {
+        let usage = Usage {
+            input_tokens: 150,
+            output_tokens: 50,
+            cost_usd: 0.02,
+            turns: 2,
+        };
+        assert_eq!(ItemLimits::default().overrun(&usage), None);
+        assert_eq!(
+            ItemLimits::new(Some(0.02), Some(200), None).overrun(&usage),
+            None
+        );
+        assert_eq!(
+            ItemLimits::new(None, Some(199), None)
+                .overrun(&usage)
+                .as_deref(),
+            Some("the call used 200 tokens, over its limit of 199")
+        );
+        assert_eq!(
+            ItemLimits::new(Some(0.01), None, Some(1))
+                .overrun(&usage)
+                .as_deref(),
+            Some("the call spent $0.0200, over its limit of $0.0100")
+        );
+        let mut spent = AgentSpend::default();
+        spent.add_call(Some(&usage));
+        assert_eq!(
+            ItemLimits::new(Some(0.05), Some(150), Some(3)).left_after(&spent),
+            ItemLimits::new(Some(0.03), Some(0), None)
+        );
+        assert!(
+            ItemLimits::new(None, None, Some(3))
+                .left_after(&spent)
+                .is_unlimited()
+        );
+        assert!(ItemLimits::default().is_unlimited());
+        assert!(!ItemLimits::new(None, None, Some(1)).is_unlimited());
     }
 }

@@ -341,6 +341,7 @@ fn detail(error: &AgentError) -> Option<String> {
         | AgentError::Failed { message, .. }
         | AgentError::Garbage { message, .. }
         | AgentError::Budget { message }
+        | AgentError::CallLimit { message }
         | AgentError::InvalidSchema { message, .. } => Some(message.clone()),
         AgentError::Unsupported { reason } => Some(reason.clone()),
         AgentError::LoopDetected { signature, .. } => Some(signature.clone()),
