@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use orchestrator_core::agent::Agent;
+use orchestrator_core::agent::{Agent, ItemLimits};
 use orchestrator_core::event::EventSink;
 use orchestrator_core::gate::Gate;
 use orchestrator_core::vcs::{Vcs, VcsError};
@@ -37,6 +37,12 @@ pub struct AutofixConfig {
     pub protected_paths: Vec<String>,
     /// A fixed clock for reproducible files (tests); `None` is the real clock.
     pub now: Option<Timestamp>,
+    /// What the agent may spend on one iteration (its one fix call:
+    /// dollars and tokens; `max_calls` does not apply). Passed with the
+    /// request, so an agent that can stop itself stops there; a call that
+    /// spent past it anyway has its patch discarded, and the iteration
+    /// escalates with the limit named.
+    pub iteration_limits: ItemLimits,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -45,6 +51,12 @@ impl AutofixConfig {
     /// Sets [`AutofixConfig::target`].
     pub fn with_target(mut self, target: Target) -> Self {
         self.target = target;
+        self
+    }
+
+    /// Sets [`AutofixConfig::iteration_limits`].
+    pub fn with_iteration_limits(mut self, limits: ItemLimits) -> Self {
+        self.iteration_limits = limits;
         self
     }
 
@@ -96,6 +108,7 @@ impl AutofixConfig {
             initial_failures: None,
             protected_paths: Vec::new(),
             now: None,
+            iteration_limits: ItemLimits::default(),
         }
     }
 }

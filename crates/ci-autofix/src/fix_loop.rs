@@ -306,7 +306,8 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, true),
             root.clone(),
         )
-        .with_context(fix_context(&report, &logs));
+        .with_context(fix_context(&report, &logs))
+        .with_spend_limits(cfg.iteration_limits);
         // Agent records (transcripts) go beside the audit log that names them.
         let req = match audit_path.parent() {
             Some(dir) => req.with_artifacts_dir(dir),

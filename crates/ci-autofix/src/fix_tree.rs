@@ -313,6 +313,7 @@ async fn run_agent(
 ) -> Result<(Vec<String>, Option<Problem>), AutofixError> {
     let protected_paths = &ctx.config.protected_paths;
     request.workdir = tree.root().to_path_buf();
+    let limits = request.spend_limits;
     let iteration = request
         .id
         .rsplit('.')
@@ -343,8 +344,22 @@ async fn run_agent(
         }
         write_set = tree.changed_since(checkpoint).await?;
     }
+    // The iteration's own limit, for the agents that cannot stop at it
+    // themselves: a call that spent past it has its patch discarded.
+    let overrun = agent_result
+        .as_ref()
+        .ok()
+        .and_then(|r| r.usage.as_ref())
+        .and_then(|usage| limits.overrun(usage));
     let problem = match (&agent_result, diff_problem, write_set.is_empty()) {
         (Err(AgentError::Budget { message }), _, _) => Some(Problem::Limit(message.clone())),
+        (Err(AgentError::CallLimit { message }), _, _) => Some(Problem::Other(format!(
+            "the iteration's limit was reached: {message}"
+        ))),
+        (Ok(_), _, _) if overrun.is_some() => Some(Problem::Other(format!(
+            "the iteration's limit was passed: {}; its patch was discarded",
+            overrun.unwrap_or_default()
+        ))),
         (Err(e), _, _) => Some(Problem::Other(format!("the agent failed: {e}"))),
         (Ok(_), Some(reason), _) => Some(Problem::Other(reason)),
         (Ok(_), None, true) => Some(Problem::NoPatch),

@@ -277,6 +277,104 @@ async fn a_run_limit_stops_without_using_up_the_iteration() {
     assert!(log[0].message.trim_end().ends_with("(iter 1)"), "{log:?}");
 }
 
+/// An edit whose answer reports `cost_usd` dollars for 1000 tokens.
+fn costly_edit(cost_usd: f64) -> Reply {
+    let mut response = AgentResponse::text("fixed");
+    response.usage = Some(orchestrator_core::agent::Usage {
+        input_tokens: 900,
+        output_tokens: 100,
+        cost_usd,
+        turns: 3,
+    });
+    Reply::Edit {
+        files: vec![(
+            "src/lib.rs".into(),
+            Some("pub fn f() -> u32 {\n    1\n}\n".into()),
+        )],
+        response,
+    }
+}
+
+/// The iteration's own limit goes with the request (for the agents that
+/// can stop at it), and a call that spent past it anyway has its patch
+/// discarded: the iteration escalates with the limit named, no patch is
+/// offered and nothing committed. A call within the limit lands as usual.
+#[tokio::test]
+async fn a_patch_made_past_the_iterations_limit_is_discarded() {
+    use orchestrator_core::agent::ItemLimits;
+    let limits = ItemLimits::new(Some(0.25), Some(5000), None);
+    let (_dir, vcs) = repo();
+    let head = vcs.head().await.unwrap();
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let agent = FakeAgent::new("fmt").otherwise(costly_edit(0.30));
+    let r = run(&vcs, agent, vec![], ci.clone(), "Lint", |c| {
+        c.iteration_limits = limits;
+    })
+    .await;
+    assert_eq!(r.agent.calls()[0].spend_limits, limits);
+    let AutofixOutcome::Escalated { action, reason, .. } = r.outcome.unwrap() else {
+        panic!("not escalated")
+    };
+    assert_eq!(action, Action::EscalateNoPatch);
+    assert!(
+        reason.contains(
+            "the iteration's limit was passed: the call spent $0.3000, over its limit of $0.2500; its patch was discarded"
+        ),
+        "{reason}"
+    );
+    assert!(
+        r.gate
+            .asked()
+            .iter()
+            .all(|q| q.id != "ci-autofix.apply-patch"),
+        "no patch to apply: {:?}",
+        r.gate.asked()
+    );
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert!(vcs.status().await.unwrap().is_clean());
+    assert_eq!(
+        std::fs::read_to_string(vcs.root().join("src/lib.rs")).unwrap(),
+        "pub fn f()->u32{1}\n"
+    );
+
+    let (_dir, vcs) = repo();
+    let agent = FakeAgent::new("fmt").otherwise(costly_edit(0.20));
+    let r = run(&vcs, agent, vec![Answer::chose(0)], ci, "Lint", |c| {
+        c.iteration_limits = limits;
+    })
+    .await;
+    assert!(matches!(r.outcome.unwrap(), AutofixOutcome::Green { commits } if commits.len() == 1));
+}
+
+/// An agent that stopped at the iteration's limit itself (claude's
+/// `--max-budget-usd`, the tool agent's token count) answers
+/// [`AgentError::CallLimit`]: the iteration escalates with it named; the
+/// run's limits are untouched, so this is no resumable stop.
+#[tokio::test]
+async fn an_agent_stopped_at_the_iterations_limit_escalates_with_it_named() {
+    let (_dir, vcs) = repo();
+    let head = vcs.head().await.unwrap();
+    let stopped = orchestrator_core::agent::AgentError::CallLimit {
+        message: "claude stopped at the call's limit of $0.0010".into(),
+    };
+    let agent = FakeAgent::new("x").otherwise(Reply::Fail(stopped));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, agent, vec![], ci, "Lint", |_| {}).await;
+    let outcome = r.outcome.unwrap();
+    assert_eq!(outcome.exit_code(), 3);
+    let AutofixOutcome::Escalated { reason, .. } = outcome else {
+        panic!("not escalated")
+    };
+    assert!(
+        reason.contains(
+            "the iteration's limit was reached: claude stopped at the call's limit of $0.0010"
+        ),
+        "{reason}"
+    );
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert!(vcs.status().await.unwrap().is_clean());
+}
+
 #[tokio::test]
 async fn iteration_two_trivial_is_applied_silently() {
     let (dir, vcs) = repo();

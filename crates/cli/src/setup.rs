@@ -146,7 +146,9 @@ fn parse_wall(text: &str) -> Result<u64, String> {
 pub struct ItemBudgetFlags {
     /// Start no further attempt at an item (a review-fix finding, a planex
     /// task) once the agent has spent this many US dollars on it; the item
-    /// fails with the limit named and the run goes on
+    /// fails with the limit named and the run goes on. In ci-autofix: what
+    /// one iteration's call may spend (claude stops at it; a patch that
+    /// cost more is discarded)
     #[arg(long, global = true, value_name = "USD")]
     pub item_max_cost_usd: Option<f64>,
     /// The same, in input plus output tokens

@@ -754,11 +754,35 @@ fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
             "nonsense",
         ][..],
         &["ci-autofix", "--pr", "7", "--local", "--check", "true"][..],
+        &[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "true",
+            "--item-max-agent-calls",
+            "2",
+        ][..],
     ] {
         let o = f.run(bad);
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", show(&o));
         assert!(stderr(&o).contains("error"), "{bad:?}: {}", show(&o));
     }
+    let o = f.run(&[
+        "ci-autofix",
+        "--local",
+        "--check",
+        "true",
+        "--item-max-agent-calls",
+        "2",
+    ]);
+    assert!(
+        stderr(&o).contains(
+            "error: --item-max-agent-calls: a ci-autofix iteration is one agent call; \
+             limit its dollars or tokens (--item-max-cost-usd, --item-max-tokens)"
+        ),
+        "{}",
+        show(&o)
+    );
     // Not the top of a git work tree.
     let o = Run::new(
         f.tmp.path(),

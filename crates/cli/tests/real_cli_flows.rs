@@ -611,10 +611,9 @@ fn planex_with(cli_kind: Cli) {
 /// `src/lib.rs` has its `return`.
 const LINT: &str = "#!/bin/sh\nif grep -q 'return 1;' src/lib.rs; then\n  echo 'error: unneeded `return` statement'\n  echo ' --> src/lib.rs:2:5'\n  echo '  = help: for further information visit https://rust-lang.github.io/rust-clippy/master/index.html#needless_return'\n  echo '  = note: `-D clippy::needless-return` implied by `-D warnings`'\n  echo 'error: could not compile `demo` (lib) due to 1 previous error'\n  exit 1\nfi\necho 'lint clean'\n";
 
-/// `ci-autofix --local` with the real `cli`: the failing check's log goes
-/// to the CLI, its own tool edits the tree, the check re-runs green, and
-/// the fix is one new commit.
-fn ci_autofix_with(cli_kind: Cli) {
+/// A repository whose `sh lint.sh` check fails on `src/lib.rs`'s needless
+/// `return`, committed.
+fn lint_failure_sandbox() -> Sandbox {
     let sandbox = Sandbox::new(&[("lint.sh", LINT)]);
     std::fs::create_dir_all(sandbox.repo.join("src")).unwrap();
     std::fs::write(
@@ -624,25 +623,38 @@ fn ci_autofix_with(cli_kind: Cli) {
     .unwrap();
     sandbox.git(&["add", "-A"]);
     sandbox.git(&["commit", "-qm", "a lint failure"]);
+    sandbox
+}
+
+/// The scripted model of ci-autofix's fix call: the CLI's edit removing
+/// the needless return, the granted check run, a closing answer.
+fn lint_fix_script(cli_kind: Cli, repo: PathBuf) -> impl Fn(&Exchange) -> Turn + Send + Sync {
+    move |exchange| {
+        let prompt = exchange.user_text();
+        if prompt.contains("## CI Auto-Fix Context") && prompt.contains("needless_return") {
+            let mut turns = cli_kind.edit(
+                &repo,
+                "src/lib.rs",
+                "return 1;",
+                "1",
+                "pub fn one() -> i32 {\n    1\n}\n",
+            );
+            turns.push(cli_kind.shell("sh lint.sh"));
+            return step(&turns, exchange, "Removed the needless return.");
+        }
+        Turn::Status(500, format!("unscripted prompt: {prompt}"))
+    }
+}
+
+/// `ci-autofix --local` with the real `cli`: the failing check's log goes
+/// to the CLI, its own tool edits the tree, the check re-runs green, and
+/// the fix is one new commit.
+fn ci_autofix_with(cli_kind: Cli) {
+    let sandbox = lint_failure_sandbox();
     let before = sandbox.git(&["rev-parse", "HEAD"]);
-    let repo = sandbox.repo.clone();
     let server = tokio_runtime().block_on(ModelServer::scripted(
         cli_kind.protocol(),
-        move |exchange| {
-            let prompt = exchange.user_text();
-            if prompt.contains("## CI Auto-Fix Context") && prompt.contains("needless_return") {
-                let mut turns = cli_kind.edit(
-                    &repo,
-                    "src/lib.rs",
-                    "return 1;",
-                    "1",
-                    "pub fn one() -> i32 {\n    1\n}\n",
-                );
-                turns.push(cli_kind.shell("sh lint.sh"));
-                return step(&turns, exchange, "Removed the needless return.");
-            }
-            Turn::Status(500, format!("unscripted prompt: {prompt}"))
-        },
+        lint_fix_script(cli_kind, sandbox.repo.clone()),
     ));
     let started = Instant::now();
     let o = sandbox.orchestrator(
@@ -680,6 +692,79 @@ fn ci_autofix_with(cli_kind: Cli) {
             .any(|r| r.body.to_string().contains("lint clean")),
         "no tool result shows the granted check's output\n{report}"
     );
+}
+
+/// `ci-autofix --local` with the real `cli` and a per-iteration limit the
+/// fix call cannot stay under (`limit_flag`): the iteration escalates with
+/// the limit named (exit 3), nothing is committed and the tree is as it
+/// was. Returns the run's stdout and the model requests made.
+fn ci_autofix_over_the_iteration_limit(cli_kind: Cli, limit_flag: &[&str]) -> (String, usize) {
+    let sandbox = lint_failure_sandbox();
+    let before = sandbox.git(&["rev-parse", "HEAD"]);
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        cli_kind.protocol(),
+        lint_fix_script(cli_kind, sandbox.repo.clone()),
+    ));
+    let mut args = vec![
+        "ci-autofix",
+        "--local",
+        "--check",
+        "sh lint.sh",
+        "--agent",
+        cli_kind.name(),
+        "-y",
+    ];
+    args.extend_from_slice(limit_flag);
+    let started = Instant::now();
+    let o = sandbox.orchestrator(cli_kind, &server, &args);
+    eprintln!(
+        "{}: ci-autofix over its iteration limit in {:.1} s",
+        cli_kind.name(),
+        started.elapsed().as_secs_f64()
+    );
+    let out = text(&o.stdout);
+    let report = format!("stdout:\n{out}\nstderr:\n{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(3), "{report}");
+    assert!(out.contains("ci-autofix: escalated on"), "{report}");
+    assert_eq!(
+        sandbox.read("src/lib.rs"),
+        "pub fn one() -> i32 {\n    return 1;\n}\n",
+        "{report}"
+    );
+    assert_eq!(sandbox.git(&["rev-parse", "HEAD"]), before, "{report}");
+    assert_eq!(sandbox.git(&["status", "--porcelain"]), "", "{report}");
+    (out, server.main_requests().len())
+}
+
+/// The real claude is given the iteration's dollars as `--max-budget-usd`
+/// and stops after its first turn, which costs more: one model request of
+/// the three the fix takes, the iteration's limit named.
+#[test]
+fn ci_autofix_iteration_dollar_limit_stops_the_real_claude() {
+    let (out, requests) =
+        ci_autofix_over_the_iteration_limit(Cli::Claude, &["--item-max-cost-usd", "0.001"]);
+    assert!(
+        out.contains(
+            "the iteration's limit was reached: claude stopped at the call's limit of $0.0010"
+        ),
+        "{out}"
+    );
+    assert_eq!(requests, 1, "{out}");
+}
+
+/// The real codex cannot be stopped at a token count: its call finishes,
+/// the engine reads the usage it reported, and the patch it made past the
+/// iteration's limit is discarded with the limit named.
+#[test]
+fn ci_autofix_discards_the_patch_the_real_codex_made_past_the_iteration_limit() {
+    let (out, requests) =
+        ci_autofix_over_the_iteration_limit(Cli::Codex, &["--item-max-tokens", "100"]);
+    assert!(
+        out.contains("the iteration's limit was passed: the call used ")
+            && out.contains("tokens, over its limit of 100; its patch was discarded"),
+        "{out}"
+    );
+    assert!(requests >= 2, "the edit and the answer: {requests}\n{out}");
 }
 
 /// What the scripted planner answers in [`review_fix_with`].
@@ -1015,15 +1100,7 @@ fn a_planex_session_stopped_at_a_gate_resumes_with_the_real_claude() {
 /// editing: the loop applies the diff strictly and commits it.
 #[test]
 fn ci_autofix_applies_a_diff_the_real_claude_answers_with() {
-    let sandbox = Sandbox::new(&[("lint.sh", LINT)]);
-    std::fs::create_dir_all(sandbox.repo.join("src")).unwrap();
-    std::fs::write(
-        sandbox.repo.join("src/lib.rs"),
-        "pub fn one() -> i32 {\n    return 1;\n}\n",
-    )
-    .unwrap();
-    sandbox.git(&["add", "-A"]);
-    sandbox.git(&["commit", "-qm", "a lint failure"]);
+    let sandbox = lint_failure_sandbox();
     let diff = "The return is needless. Patch:\n\n```diff\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n pub fn one() -> i32 {\n-    return 1;\n+    1\n }\n```\n";
     let server =
         tokio_runtime().block_on(ModelServer::always(Protocol::Anthropic, Turn::text(diff)));

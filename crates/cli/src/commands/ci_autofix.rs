@@ -40,6 +40,7 @@ use orchestrator_ci_autofix::{
     Handoff, LocalConfig, RunSource, Target, WatchOutcome, classify, plan_run, watch,
 };
 use orchestrator_core::Agent;
+use orchestrator_core::agent::ItemLimits;
 use orchestrator_core::command::CommandRunner;
 use orchestrator_core::state::StateError;
 use orchestrator_core::vcs::Vcs;
@@ -164,6 +165,10 @@ pub struct FixArgs {
     /// Limits on what the run's agents may spend.
     #[command(flatten)]
     pub budget: setup::BudgetFlags,
+    /// Limits on what the agent may spend on one iteration (its one fix
+    /// call; `--item-max-agent-calls` does not apply).
+    #[command(flatten)]
+    pub item_budget: setup::ItemBudgetFlags,
     /// Iterations before the mandatory escalation.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: u32,
@@ -358,8 +363,22 @@ fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
         eprintln!("error: --check needs a command (got an empty one)");
         return Exit::BadInput;
     }
-    let config = match setup::config(&args.repo, args.agent.as_deref(), &args.budget, files) {
-        Ok(c) => c,
+    if args.item_budget.item_max_agent_calls.is_some() {
+        eprintln!(
+            "error: --item-max-agent-calls: a ci-autofix iteration is one agent call; \
+             limit its dollars or tokens (--item-max-cost-usd, --item-max-tokens), \
+             or the run's calls (--max-agent-calls)"
+        );
+        return Exit::BadInput;
+    }
+    let config = match setup::effective_config_with_items(
+        &args.repo,
+        args.agent.as_deref(),
+        &args.budget,
+        &args.item_budget,
+        files,
+    ) {
+        Ok(c) => c.into_config(),
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::BadInput;
@@ -442,6 +461,13 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
     cfg.allow_dirty = args.allow_dirty;
     cfg.remote = args.remote.clone();
     cfg.initial_failures = plan.handoff.map(|h| h.failed_checks);
+    // `[budget] item_max_agent_calls` is the other flows' (an iteration is
+    // one call); the dollars and tokens hold each iteration's call.
+    cfg.iteration_limits = ItemLimits::new(
+        config.budget.item_max_cost_usd,
+        config.budget.item_max_tokens,
+        None,
+    );
     let (sink, human) = setup::reporter(args.json);
     if let Some(h) = &human {
         h.watch_spend(Arc::clone(&agent));
