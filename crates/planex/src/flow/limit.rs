@@ -70,7 +70,7 @@ impl Agent for StopAtLimit {
         self.inner.spent()
     }
 
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+    async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = request.id.clone();
         if request.role == Role::Execute {
             let spent = self.spend_of(&id);
@@ -80,6 +80,10 @@ impl Agent for StopAtLimit {
                     message: format!("task {id}'s limit: {reached}"),
                 });
             }
+            // What is left of it goes with the call, so an agent that can
+            // stop mid-call stops there (answering `CallLimit`: the task
+            // fails, the run goes on).
+            request.spend_limits = self.item_limits.left_after(&spent);
         }
         let result = self.inner.run(request).await;
         if !matches!(result, Err(AgentError::Budget { .. })) {

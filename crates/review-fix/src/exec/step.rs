@@ -164,6 +164,13 @@ impl Agent for FixStep<'_> {
             self.with(|s| s.stop = Some(error.clone()));
             return self.fail(error, "budget");
         }
+        // What is left of it goes with the call, so an agent that can stop
+        // mid-call (claude's `--max-budget-usd`) stops at the limit.
+        request.spend_limits = self
+            .shared
+            .config
+            .item_limits
+            .left_after(&spent.unwrap_or_default());
         self.progress.update(|p| {
             if let Some(f) = p.finding_mut(&id) {
                 f.attempts = attempt;
@@ -220,7 +227,7 @@ impl Agent for FixStep<'_> {
                 self.progress.end_step("failed");
                 let kind = match &e {
                     AgentError::Unsupported { .. } => "not_fixable",
-                    AgentError::Budget { .. } => "budget",
+                    AgentError::Budget { .. } | AgentError::CallLimit { .. } => "budget",
                     _ => "agent_error",
                 };
                 if e.is_final() {

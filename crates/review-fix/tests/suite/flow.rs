@@ -586,6 +586,18 @@ async fn a_findings_budget_fails_that_finding_only_and_the_spend_is_reported() {
     assert_eq!(report.outcome, Outcome::SomeFailed);
     assert_eq!(agent.calls_for("F1"), 1);
     assert_eq!(agent.calls_for("F3"), 2, "the third attempt is over budget");
+    // Each call carries what is left of the finding's limit.
+    let left: Vec<Option<f64>> = agent
+        .calls()
+        .iter()
+        .filter(|r| r.id == "F3")
+        .map(|r| {
+            r.spend_limits
+                .max_cost_usd
+                .map(|usd| (usd * 100.0).round() / 100.0)
+        })
+        .collect();
+    assert_eq!(left, [Some(0.5), Some(0.2)]);
     let f1 = report.findings.iter().find(|f| f.id == "F1").unwrap();
     assert_eq!(f1.result, "fixed");
     let f3 = report.findings.iter().find(|f| f.id == "F3").unwrap();
