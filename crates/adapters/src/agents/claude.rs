@@ -18,7 +18,7 @@
 use orchestrator_core::agent::{AgentError, AgentResponse, ItemLimits, Usage, snippet};
 use serde::Deserialize;
 
-use super::process::{RawOutput, authentication_error};
+use super::raw::{RawOutput, authentication_error};
 
 /// The answer and what else Claude reported.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,7 +25,7 @@ use std::path::Path;
 use orchestrator_core::agent::{AgentError, AgentResponse, Usage, extract_json, snippet};
 use serde_json::Value;
 
-use super::process::{RawOutput, authentication_error};
+use super::raw::{RawOutput, authentication_error};
 
 /// What to set when the endpoint refuses codex's credentials.
 const AUTH_HINT: &str = "set the API key variable of the configured model provider \

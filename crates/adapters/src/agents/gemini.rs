@@ -12,7 +12,7 @@
 use orchestrator_core::agent::{AgentError, AgentResponse, Usage, extract_json, snippet};
 use serde_json::Value;
 
-use super::process::{RawOutput, authentication_error};
+use super::raw::{RawOutput, authentication_error};
 
 /// The answer and the raw statistics Gemini reported.
 #[derive(Debug, Clone, PartialEq)]

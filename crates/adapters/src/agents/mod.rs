@@ -11,5 +11,6 @@ pub mod claude;
 pub mod codex;
 pub mod gemini;
 pub mod process;
+mod raw;
 
 pub use process::{Dialect, InstructionInput, ProcessAgent, RawOutput};

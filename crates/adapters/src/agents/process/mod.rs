@@ -8,13 +8,17 @@
 //! CLI and every command it started are gone when `run` returns.
 
 use std::ffi::OsString;
-use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{
     Agent, AgentError, AgentRequest, AgentResponse, Role, extract_json, snippet,
 };
+
+mod args;
+
+pub use super::raw::{RawOutput, authentication_error};
+pub use args::gemini_policy;
 
 use super::{claude, codex, gemini};
 use crate::process::{self, ProcessOutput, ProcessSpec};
@@ -53,63 +57,6 @@ impl Dialect {
     /// carry it).
     fn native_schema(self) -> bool {
         matches!(self, Dialect::Claude | Dialect::Codex)
-    }
-}
-
-/// What the child left, as the dialect parsers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawOutput {
-    /// Exit status code, `None` when killed by a signal.
-    pub code: Option<i32>,
-    /// stdout as text.
-    pub stdout: String,
-    /// stderr as text.
-    pub stderr: String,
-}
-
-impl RawOutput {
-    fn from_process(out: &ProcessOutput) -> Self {
-        Self {
-            code: out.code(),
-            stdout: out.stdout_text(),
-            stderr: out.stderr_text(),
-        }
-    }
-
-    /// A message for a failed run: the end of stderr, else the start of
-    /// stdout, else the exit status.
-    pub fn failure_message(&self, tool: &str) -> String {
-        const MAX: usize = 1000;
-        let stderr = self.stderr.trim();
-        let detail = if !stderr.is_empty() {
-            let start = stderr.char_indices().rev().nth(MAX).map_or(0, |(i, _)| i);
-            stderr[start..].to_owned()
-        } else if !self.stdout.trim().is_empty() {
-            snippet(self.stdout.trim())
-        } else {
-            "no output".to_owned()
-        };
-        match self.code {
-            Some(code) => format!("`{tool}` exited with status {code}: {detail}"),
-            None => format!("`{tool}` was killed by a signal: {detail}"),
-        }
-    }
-
-    /// An [`AgentError::Failed`] from [`Self::failure_message`].
-    pub fn failed(&self, tool: &str) -> AgentError {
-        AgentError::Failed {
-            message: self.failure_message(tool),
-            exit_code: self.code,
-        }
-    }
-}
-
-/// The non-retried error for an agent CLI whose endpoint refused its
-/// credentials: names the agent, says "authentication", what the CLI
-/// reported, and what to set (`hint`).
-pub fn authentication_error(agent: &str, detail: &str, hint: &str) -> AgentError {
-    AgentError::Unavailable {
-        message: format!("{agent} authentication failed: {}; {hint}", detail.trim()),
     }
 }
 
@@ -311,106 +258,6 @@ impl ProcessAgent {
         prompt
     }
 
-    /// The arguments for `request` (without the program), given the path of
-    /// the schema file when the dialect needs one (codex) and of the policy
-    /// file granting the request's commands (gemini, see
-    /// [`gemini_policy`]).
-    pub fn args_for(
-        &self,
-        request: &AgentRequest,
-        prompt: &str,
-        schema_file: Option<&Path>,
-        policy_file: Option<&Path>,
-    ) -> Vec<OsString> {
-        let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
-        let mut args: Vec<OsString> = Vec::new();
-        match self.dialect {
-            Dialect::Claude => {
-                args.extend(["-p", "--output-format", "json"].map(OsString::from));
-                if let Some(schema) = &request.schema {
-                    args.push("--json-schema".into());
-                    args.push(schema.to_string().into());
-                }
-                if writes {
-                    if !request.allowed_commands.is_empty() {
-                        // Variadic: the flag after the values ends them.
-                        args.push("--allowedTools".into());
-                        args.extend(
-                            request
-                                .allowed_commands
-                                .iter()
-                                .map(|argv| OsString::from(format!("Bash({}:*)", argv.join(" ")))),
-                        );
-                    }
-                    args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
-                }
-                if let Some(usd) = request.spend_limits.max_cost_usd {
-                    // Claude checks it after each turn and stops with
-                    // `error_max_budget_usd`.
-                    args.push("--max-budget-usd".into());
-                    args.push(usd.to_string().into());
-                }
-                if let Some(session) = &request.resume_session {
-                    args.push("--resume".into());
-                    args.push(session.into());
-                }
-            }
-            Dialect::Codex => {
-                args.extend(["exec", "--json"].map(OsString::from));
-                if let Some(file) = schema_file {
-                    args.push("--output-schema".into());
-                    args.push(file.as_os_str().to_owned());
-                }
-                if writes {
-                    args.extend(["--sandbox", "workspace-write"].map(OsString::from));
-                }
-            }
-            Dialect::Gemini => {
-                args.extend(["--skip-trust", "-o", "json"].map(OsString::from));
-                if writes {
-                    args.extend(["--approval-mode", "auto_edit"].map(OsString::from));
-                    if let Some(file) = policy_file {
-                        args.push("--policy".into());
-                        args.push(file.as_os_str().to_owned());
-                    }
-                }
-                if let Some(session) = &request.resume_session {
-                    args.push("--resume".into());
-                    args.push(session.into());
-                }
-            }
-            Dialect::Text | Dialect::Json => {}
-        }
-        let prompt = &prompt_argument(prompt);
-        let mut placed = false;
-        for arg in &self.args {
-            if self.input == InstructionInput::Argument && arg.contains(INSTRUCTION_PLACEHOLDER) {
-                placed = true;
-                args.push(arg.replace(INSTRUCTION_PLACEHOLDER, prompt).into());
-            } else {
-                args.push(arg.into());
-            }
-        }
-        match (self.dialect, self.input) {
-            (Dialect::Gemini, InstructionInput::Argument) if !placed => {
-                args.push("-p".into());
-                args.push(prompt.into());
-            }
-            (_, InstructionInput::Argument) if !placed => args.push(prompt.into()),
-            (Dialect::Codex, InstructionInput::Stdin) => {
-                // `exec resume <id> -`: the subcommand after every option
-                // of `exec` (sandbox, schema, the user's `-c`), which apply
-                // to the resumed thread too.
-                if let Some(session) = &request.resume_session {
-                    args.extend(["resume".into(), session.into()]);
-                }
-                args.push("-".into());
-            }
-            _ => {}
-        }
-        args
-    }
-
     /// Maps the finished child's output to the agent's answer.
     pub fn parse_output(
         &self,
@@ -457,18 +304,6 @@ impl ProcessAgent {
             }
             Dialect::Gemini => gemini::parse(raw, request.schema.is_some()).map(|p| p.response),
         }
-    }
-}
-
-/// The prompt as (part of) a command-line argument. One that starts with `-`
-/// gets a leading space, so that no CLI reads an instruction — which may
-/// quote a finding or a task title such as `--yolo` — as an option (`gemini
-/// -p --yolo` would be read as a flag). Models ignore the space.
-fn prompt_argument(prompt: &str) -> String {
-    if prompt.starts_with('-') {
-        format!(" {prompt}")
-    } else {
-        prompt.to_owned()
     }
 }
 
@@ -667,22 +502,6 @@ impl ProcessAgent {
     }
 }
 
-/// A gemini policy file (TOML, loaded with `--policy`) that allows exactly
-/// `commands` through its shell tool, each as a command prefix. Headless
-/// gemini otherwise denies every shell command under `auto_edit`.
-pub fn gemini_policy(commands: &[Vec<String>]) -> String {
-    let mut policy =
-        String::from("# Written by orchestrator: the commands this request may run.\n");
-    for argv in commands {
-        // A JSON string literal is a valid TOML basic string.
-        let prefix = serde_json::Value::String(argv.join(" ")).to_string();
-        policy.push_str(&format!(
-            "\n[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = {prefix}\ndecision = \"allow\"\npriority = 100\n"
-        ));
-    }
-    policy
-}
-
 fn write_temp_file(
     what: &str,
     suffix: &str,
@@ -707,6 +526,7 @@ fn write_temp_file(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::path::Path;
 
     fn strings(args: Vec<OsString>) -> Vec<String> {
         args.into_iter()
