@@ -173,10 +173,17 @@ mod tests {
             Some("the call spent $0.0200, over its limit of $0.0100")
         );
         let mut spent = AgentSpend::default();
-        spent.add_call(Some(&usage));
+        spent.add_call(Some(&Usage {
+            cost_usd: 0.25,
+            ..usage
+        }));
         assert_eq!(
-            ItemLimits::new(Some(0.05), Some(150), Some(3)).left_after(&spent),
-            ItemLimits::new(Some(0.03), Some(0), None)
+            ItemLimits::new(Some(0.75), Some(150), Some(3)).left_after(&spent),
+            ItemLimits::new(Some(0.5), Some(0), None)
+        );
+        assert_eq!(
+            ItemLimits::new(Some(0.125), None, None).left_after(&spent),
+            ItemLimits::new(Some(0.0), None, None)
         );
         assert!(
             ItemLimits::new(None, None, Some(3))
