@@ -47,16 +47,18 @@ use crate::sync::lock;
 use crate::{ReviewFixConfig, TestRunnerFactory, TreeEnv};
 use orchestrator_core::verify::VerifyMode;
 
+mod commit;
+mod finding;
 mod groups;
 mod progress;
 mod recover;
 mod step;
 mod testing;
 
+pub(crate) use finding::*;
 pub(crate) use groups::*;
 pub(crate) use progress::*;
 pub(crate) use recover::*;
-pub(crate) use step::*;
 pub(crate) use testing::*;
 
 /// Ignored dependency folders linked into worktrees.

@@ -1,5 +1,6 @@
-//! One finding: the fix attempts (agent, write-set, tests) through the
-//! retry executor, then exactly one commit.
+//! One attempt at one finding, as an [`Agent`] for the retry executor
+//! ([`FixStep`]): the agent's fix, its write-set checked, the tests, and a
+//! failure rolled back; with the gate and event sink the attempts run under.
 
 use super::*;
 
@@ -22,7 +23,7 @@ impl Gate for StopOnEscalation {
 
 /// Forwards milestone events except the internal escalation and gate traffic.
 #[derive(Debug)]
-pub(super) struct MilestoneSink<'a>(&'a dyn EventSink);
+pub(super) struct MilestoneSink<'a>(pub(super) &'a dyn EventSink);
 
 impl EventSink for MilestoneSink<'_> {
     fn emit(&self, event: &Event) {
@@ -36,34 +37,34 @@ impl EventSink for MilestoneSink<'_> {
 /// Per-finding attempt state.
 #[derive(Debug, Default)]
 pub(super) struct StepState {
-    attempt: u32,
-    stop: Option<AgentError>,
-    failed: Vec<KnownFailure>,
-    write_set: Option<Vec<String>>,
-    digest: Option<String>,
-    last_error: Option<String>,
+    pub(super) attempt: u32,
+    pub(super) stop: Option<AgentError>,
+    pub(super) failed: Vec<KnownFailure>,
+    pub(super) write_set: Option<Vec<String>>,
+    pub(super) digest: Option<String>,
+    pub(super) last_error: Option<String>,
     /// The agent session of the last answered attempt: the next attempt
     /// resumes it, so the agent keeps what it read and tried.
-    session: Option<String>,
+    pub(super) session: Option<String>,
     /// The run stopped at a run limit before or during this finding's
     /// attempt: the finding stays pending for `--resume`.
-    halted: bool,
+    pub(super) halted: bool,
 }
 
 /// One attempt at one finding, as an [`Agent`] for the retry executor: the
 /// inner agent's fix, then the tests; a failure restores the write-set.
 #[derive(Debug)]
 pub(super) struct FixStep<'a> {
-    shared: &'a Shared,
-    tree: &'a Tree,
-    progress: &'a Progress,
-    finding: &'a Finding,
-    pattern: Option<String>,
-    checkpoint: &'a Checkpoint,
+    pub(super) shared: &'a Shared,
+    pub(super) tree: &'a Tree,
+    pub(super) progress: &'a Progress,
+    pub(super) finding: &'a Finding,
+    pub(super) pattern: Option<String>,
+    pub(super) checkpoint: &'a Checkpoint,
     /// The edit history of each file of the finding's suggestions, as they
     /// were before the fix (`None`: unrecorded changes).
-    histories: BTreeMap<String, Option<EditHistory>>,
-    state: Mutex<StepState>,
+    pub(super) histories: BTreeMap<String, Option<EditHistory>>,
+    pub(super) state: Mutex<StepState>,
 }
 
 impl FixStep<'_> {
@@ -386,349 +387,4 @@ pub(super) fn write_set_digest(root: &Path, changed: &[String]) -> String {
     }
     let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
     digest_hex(&refs)
-}
-
-/// The prompt for fixing one finding.
-pub(super) fn fix_prompt(f: &Finding, group: &PlanGroup) -> String {
-    let mut s = format!(
-        "Fix review finding {id} ({sev}, {dim}) in {file}{line}: {title}\n",
-        id = f.id,
-        sev = f.severity,
-        dim = f.dimension_or_general(),
-        file = f.file_or_unknown(),
-        line = f.line.map(|l| format!(":{l}")).unwrap_or_default(),
-        title = f.title,
-    );
-    if !f.description.is_empty() {
-        s.push_str(&format!("\n{}\n", f.description));
-    }
-    if !f.recommendations.is_empty() {
-        s.push_str("\nRecommendations:\n");
-        for r in &f.recommendations {
-            s.push_str(&format!("- {r}\n"));
-        }
-    }
-    s.push_str(&format!(
-        "\nGroup strategy: {}\nChange only what the fix needs and keep the code style; do not commit, the engine runs the tests and commits.",
-        group.fix_strategy.approach
-    ));
-    s
-}
-
-/// Where a finding's attempts start: a fresh finding, or a fix sent back by
-/// batch verification.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FixStart {
-    /// Attempts already made.
-    pub attempts: u32,
-    /// The failing output of the last attempt, fed into the first prompt.
-    pub failure: Option<String>,
-    /// Attempts known to fail, by digest.
-    pub known: Vec<KnownFailure>,
-}
-
-/// A fix committed by [`fix_one`].
-#[derive(Debug, Clone)]
-pub(crate) struct Committed {
-    pub commit: CommitId,
-    pub digest: Option<String>,
-    pub attempts: u32,
-}
-
-/// One finding: analyse, attempts (fix + tests) through the retry executor,
-/// commit. `None` when the finding failed (recorded as failed).
-pub(crate) async fn fix_one(
-    shared: &Shared,
-    group: &PlanGroup,
-    tree: &Tree,
-    progress: &Progress,
-    finding: &Finding,
-    start: FixStart,
-) -> Option<Committed> {
-    let id = finding.id.to_string();
-    if shared.halted().is_some() {
-        // Stopped at a run limit: the finding stays pending for --resume.
-        return None;
-    }
-    shared.sink.emit(&Event::JobStarted {
-        id: id.clone(),
-        title: Some(finding.title.clone()),
-    });
-    progress.update(|p| {
-        if let Some(f) = p.finding_mut(&id) {
-            f.status = ProgressStatus::InProgress;
-            f.started_at.get_or_insert_with(now);
-        }
-        p.current_finding = Some(CurrentFinding {
-            finding_id: id.clone(),
-            finding_title: finding.title.clone(),
-            file: finding.file.clone().unwrap_or_default(),
-            line: finding.line,
-            status: "analyzing".to_owned(),
-            action: "Reading file and understanding code structure".to_owned(),
-        });
-        p.flow_control = FlowControl::default();
-    });
-    progress.step(
-        "analyze_context",
-        "analyzing",
-        "Reading file and understanding code structure",
-    );
-    let files = crate::plan::finding_files(finding);
-    if let Some(missing) = files.iter().find(|f| !tree.env.root.join(f).is_file()) {
-        progress.end_step("failed");
-        let msg = format!("{missing} does not exist in the working tree");
-        progress.error(&id, "analysis", &msg);
-        finish_failed(shared, progress, &id, msg);
-        return None;
-    }
-    if tree.is_main {
-        let dirty = shared.dirty_before();
-        if let Some(d) = files.iter().find(|f| dirty.contains(*f)) {
-            progress.end_step("failed");
-            let msg = format!("{d} had uncommitted changes before the run; it is never touched");
-            progress.error(&id, "dirty_file", &msg);
-            finish_failed(shared, progress, &id, msg);
-            return None;
-        }
-    }
-    progress.end_step("completed");
-    let checkpoint = match tree.vcs.checkpoint().await {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("failed to take a checkpoint: {e}");
-            progress.error(&id, "vcs_error", &msg);
-            finish_failed(shared, progress, &id, msg);
-            return None;
-        }
-    };
-    shared.update_active(|a| {
-        a.in_flight.push(InFlight {
-            group_id: group.group_id.clone(),
-            finding_id: id.clone(),
-            tree: tree.env.root.clone(),
-            checkpoint: checkpoint.clone(),
-        });
-    });
-    let pattern = Some(group.fix_strategy.test_pattern.trim().to_owned()).filter(|p| !p.is_empty());
-    let edit_files: BTreeSet<String> = finding
-        .suggestions
-        .iter()
-        .flat_map(|s| s.edits.iter().map(|e| e.file.clone()))
-        .collect();
-    let histories = shared.ledger.histories(&tree.env.root, &edit_files);
-    let step = FixStep {
-        shared,
-        tree,
-        progress,
-        finding,
-        pattern: pattern.clone(),
-        checkpoint: &checkpoint,
-        histories: histories.clone(),
-        state: Mutex::new(StepState {
-            attempt: start.attempts,
-            failed: start.known.clone(),
-            ..StepState::default()
-        }),
-    };
-    let mut instruction = fix_prompt(finding, group);
-    if let Some(failure) = &start.failure {
-        instruction.push_str(&format!(
-            "\n\nAn earlier attempt was tested at landing and dropped:\n{failure}"
-        ));
-    }
-    let milestone = Milestone {
-        id: id.clone(),
-        title: finding.title.clone(),
-        instruction,
-        exit_criteria: Vec::new(),
-    };
-    let max = shared.config.max_iterations.max(1);
-    let left = max.saturating_sub(start.attempts);
-    if left == 0 {
-        shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
-        let message = start
-            .failure
-            .unwrap_or_else(|| "the fix did not pass".to_owned());
-        finish_failed(
-            shared,
-            progress,
-            &id,
-            format!("max iterations reached ({max}): {message}"),
-        );
-        return None;
-    }
-    let policy = RetryPolicy {
-        attempts_per_round: left,
-        max_rounds: 1,
-        auto_mode: true,
-    };
-    let mut request = AgentRequest::new(id.clone(), Role::Fix, "", tree.env.root.clone())
-        .with_artifacts_dir(shared.paths.dir.clone())
-        .with_context(serde_json::json!({
-            "finding": finding,
-            "edit_history": histories,
-            "group_id": group.group_id,
-            "fix_strategy": group.fix_strategy,
-            "test_pattern": pattern,
-        }));
-    if let Some(limit) = shared.config.fix_time_limit {
-        request = request.with_time_limit(limit);
-    }
-    // The agent may run the tests that will judge its fix, and nothing else
-    // by default (see `AgentRequest::allowed_commands`).
-    if let Some(argv) = &shared.config.test_command {
-        request = request.allow_command(argv.iter().cloned());
-    }
-    let outcome = run_milestone(
-        &step,
-        &StopOnEscalation,
-        &MilestoneSink(shared.sink.as_ref()),
-        &milestone,
-        &policy,
-        request,
-        None,
-    )
-    .await;
-    let state = match step.state.into_inner() {
-        Ok(s) => s,
-        Err(p) => p.into_inner(),
-    };
-    if state.halted {
-        leave_pending(shared, progress, &id);
-        return None;
-    }
-    let result = match (outcome, state.write_set) {
-        (MilestoneOutcome::Passed { .. }, Some(write_set)) => {
-            commit_fix(shared, tree, progress, finding, &write_set, &checkpoint)
-                .await
-                .map(|commit| Committed {
-                    commit,
-                    digest: state.digest.clone(),
-                    attempts: state.attempt,
-                })
-        }
-        (MilestoneOutcome::Passed { .. }, None) => {
-            Err("the retry executor passed without a verified fix".to_owned())
-        }
-        (_, _) => Err(state
-            .last_error
-            .unwrap_or_else(|| "the fix did not pass".to_owned())),
-    };
-    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
-    match result {
-        Ok(committed) => {
-            if let Some(digest) = &committed.digest {
-                match shared.digests.lock() {
-                    Ok(mut g) => g.insert(id.clone(), digest.clone()),
-                    Err(p) => p.into_inner().insert(id.clone(), digest.clone()),
-                };
-            }
-            Some(committed)
-        }
-        Err(message) => {
-            if let Some(AgentError::Unsupported { reason }) = &state.stop {
-                // Declined by the agent: not a failed fix, and not retried.
-                finish_unfixed(shared, progress, &id, reason.clone(), FixResult::NotFixable);
-                return None;
-            }
-            let attempts = state.attempt.min(shared.config.max_iterations.max(1));
-            let message = if attempts >= shared.config.max_iterations.max(1) {
-                format!("max iterations reached ({attempts}): {message}")
-            } else {
-                message
-            };
-            finish_failed(shared, progress, &id, message);
-            None
-        }
-    }
-}
-
-/// A finding the run stopped at (a run limit): back to pending, its tree
-/// already restored, so `--resume` starts it afresh.
-fn leave_pending(shared: &Shared, progress: &Progress, id: &str) {
-    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
-    progress.finding(id, |f| {
-        f.status = ProgressStatus::Pending;
-        f.result = None;
-        f.test_passed = None;
-        f.commit_hash = None;
-    });
-    progress.update(|p| {
-        p.current_finding = None;
-        p.flow_control = FlowControl::default();
-    });
-    shared.sink.emit(&Event::JobFinished {
-        id: id.to_owned(),
-        status: JobStatus::Skipped,
-        detail: Some("not started: the run stopped at its limit".to_owned()),
-    });
-}
-
-/// Commits exactly the write-set.
-pub(super) async fn commit_fix(
-    shared: &Shared,
-    tree: &Tree,
-    progress: &Progress,
-    finding: &Finding,
-    write_set: &[String],
-    checkpoint: &Checkpoint,
-) -> Result<CommitId, String> {
-    let id = finding.id.to_string();
-    progress.step(
-        "commit_changes",
-        "committing",
-        "Creating git commit for successful fix",
-    );
-    let message = commit_message(finding);
-    match tree.vcs.commit(write_set, &message).await {
-        Ok(commit) if tree.defer => {
-            progress.end_step("completed");
-            // Committed untested: the finding waits for verification.
-            progress.finding(&id, |f| {
-                f.commit_hash = Some(commit.to_string());
-                f.error_message = None;
-            });
-            progress.update(|p| {
-                p.current_finding = None;
-                p.flow_control = FlowControl::default();
-            });
-            Ok(commit)
-        }
-        Ok(commit) => {
-            progress.end_step("completed");
-            progress.finding(&id, |f| {
-                f.status = ProgressStatus::Completed;
-                f.result = Some(FixResult::Fixed);
-                f.commit_hash = Some(commit.to_string());
-                f.test_passed = Some(true);
-                f.completed_at = Some(now());
-                f.error_message = None;
-            });
-            progress.update(|p| {
-                p.current_finding = None;
-                p.flow_control = FlowControl::default();
-            });
-            if tree.is_main {
-                shared.sink.emit(&Event::CommitMade {
-                    id: id.clone(),
-                    commit: commit.to_string(),
-                    summary: message,
-                });
-            }
-            shared.sink.emit(&Event::JobFinished {
-                id,
-                status: JobStatus::Completed,
-                detail: Some(format!("committed {}", commit.short())),
-            });
-            Ok(commit)
-        }
-        Err(e) => {
-            progress.end_step("failed");
-            let _ = tree.vcs.restore(checkpoint).await;
-            let msg = format!("failed to commit the fix: {e}");
-            progress.error(&id, "vcs_error", &msg);
-            Err(msg)
-        }
-    }
 }

@@ -1,0 +1,212 @@
+//! Commits and history: committing exactly a set of paths, diffs and logs
+//! between commits, cherry-picks and pushes.
+
+use std::ffi::OsString;
+use std::path::{Component, Path};
+
+use orchestrator_core::vcs::{CherryPick, CommitInfo, PushOutcome, check_relative_path};
+use orchestrator_core::{CommitId, Vcs, VcsError};
+
+use super::run::os_args;
+use super::{GitVcs, parse};
+
+impl GitVcs {
+    /// [`Vcs::commit`]: commits the work-tree content of exactly `paths`
+    /// with `message`, stored byte for byte.
+    pub(super) async fn commit_paths(
+        &self,
+        paths: &[String],
+        message: &str,
+    ) -> Result<CommitId, VcsError> {
+        let mut normalized = Vec::with_capacity(paths.len());
+        for path in paths {
+            check_relative_path(path)?;
+            let path = normalize(path);
+            if path.is_empty() {
+                return Err(VcsError::BadPath {
+                    path: path.clone(),
+                    reason: "it names the repository root".into(),
+                });
+            }
+            let full = self.root.join(&path);
+            if let Ok(meta) = tokio::fs::symlink_metadata(&full).await
+                && meta.is_dir()
+            {
+                return Err(VcsError::BadPath {
+                    path,
+                    reason: "it is a directory; commit takes file paths".into(),
+                });
+            }
+            normalized.push(path);
+        }
+        if normalized.is_empty() {
+            return Err(VcsError::NothingToCommit { paths: Vec::new() });
+        }
+        let _guard = self.write_lock.lock().await;
+        let dirty = self.status_of(Some(&normalized)).await?.dirty_paths();
+        if dirty.is_empty() {
+            return Err(VcsError::NothingToCommit {
+                paths: paths.to_vec(),
+            });
+        }
+        self.run_paths("add", &["-A"], &dirty).await?;
+        // `--only` commits the work-tree content of exactly these paths and
+        // leaves anything else that was staged staged, not committed.
+        let mut argv = os_args(["--only", "--cleanup=verbatim", "--no-edit", "-F", "-", "--"]);
+        argv.extend(dirty.iter().map(OsString::from));
+        self.run("commit", argv, Some(message.as_bytes().to_vec()))
+            .await?
+            .into_ok()?;
+        self.head().await
+    }
+
+    /// [`Vcs::diff`]: the unified diff between two commits.
+    pub(super) async fn diff_commits(
+        &self,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<String, VcsError> {
+        let from = self.resolve_commit(from).await?;
+        let to = self.resolve_commit(to).await?;
+        let out = self
+            .run_ok(
+                "diff",
+                os_args([
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--no-renames",
+                    "-U3",
+                    &from,
+                    &to,
+                    "--",
+                ]),
+            )
+            .await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// [`Vcs::log_since`]: the commits after `base` up to HEAD, oldest first.
+    pub(super) async fn commits_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
+        let base = self.resolve_commit(base).await?;
+        let ids = self
+            .run_ok("rev-list", os_args(["--reverse", &format!("{base}..HEAD")]))
+            .await?;
+        if ids.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .run("cat-file", os_args(["--batch"]), Some(ids))
+            .await?
+            .into_ok()?;
+        parse::cat_file_batch(&out)?
+            .into_iter()
+            .map(|object| {
+                let (tree, message) = parse::commit_object(&object.content)?;
+                Ok(CommitInfo {
+                    id: CommitId(object.id),
+                    message,
+                    tree,
+                })
+            })
+            .collect()
+    }
+
+    /// [`Vcs::cherry_pick`]: applies `commit` on HEAD, aborting on a conflict.
+    pub(super) async fn cherry_pick_commit(
+        &self,
+        commit: &CommitId,
+    ) -> Result<CherryPick, VcsError> {
+        let id = self.resolve_commit(commit).await?;
+        let _guard = self.write_lock.lock().await;
+        let out = self
+            .run("cherry-pick", os_args([id.as_str()]), None)
+            .await?;
+        if out.status.success() {
+            return Ok(CherryPick::Applied {
+                commit: self.head().await?,
+            });
+        }
+        let in_progress = self
+            .run(
+                "rev-parse",
+                os_args(["--verify", "--quiet", "CHERRY_PICK_HEAD"]),
+                None,
+            )
+            .await?
+            .status
+            .success();
+        if !in_progress {
+            return Err(out.error());
+        }
+        let conflicted = parse::nul_list(
+            &self
+                .run_ok(
+                    "diff",
+                    os_args(["--name-only", "-z", "--diff-filter=U", "--no-ext-diff"]),
+                )
+                .await?,
+        )?;
+        self.run_ok("cherry-pick", os_args(["--abort"])).await?;
+        if conflicted.is_empty() {
+            // Stopped without conflicts (the change is already applied and
+            // the commit would be empty): aborted, reported as a failure.
+            return Err(out.error());
+        }
+        Ok(CherryPick::Conflict { paths: conflicted })
+    }
+
+    /// [`Vcs::push`]: pushes `branch` to the same branch of `remote`, never
+    /// forced.
+    pub(super) async fn push_branch(
+        &self,
+        remote: &str,
+        branch: &str,
+    ) -> Result<PushOutcome, VcsError> {
+        if remote.is_empty() || remote.starts_with(['-', '+']) || remote.contains(['\0', '\n']) {
+            return Err(VcsError::Other(format!("`{remote}` is not a valid remote")));
+        }
+        self.check_branch(branch).await?;
+        let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+        let out = self
+            .run("push", os_args(["--porcelain", remote, &refspec]), None)
+            .await?;
+        let rejected = parse::push_rejections(&out.stdout);
+        if !rejected.is_empty() {
+            return Ok(PushOutcome::Rejected {
+                reason: rejected.join("; "),
+            });
+        }
+        if !out.status.success() {
+            return Err(out.error());
+        }
+        Ok(PushOutcome::Pushed)
+    }
+}
+
+/// Lexically normalises a checked relative path: drops `.` components and
+/// resolves `..` (which [`check_relative_path`] keeps inside the root).
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_drops_dots() {
+        assert_eq!(normalize("./a/./b/../c.rs"), "a/c.rs");
+        assert_eq!(normalize("a b/ü.rs"), "a b/ü.rs");
+    }
+}

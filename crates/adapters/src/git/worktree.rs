@@ -1,0 +1,139 @@
+//! Worktrees: adding one on a new branch, and removing it with its branch
+//! (also after a crash left only part of it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use orchestrator_core::{CommitId, Vcs, VcsError};
+
+use super::GitVcs;
+use super::run::os_args;
+
+impl GitVcs {
+    /// [`Vcs::worktree_add`]: a new worktree at `path` on a new branch
+    /// `branch` from `base`, sharing this value's write lock.
+    pub(super) async fn add_worktree(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        self.check_branch(branch).await?;
+        let base = self.resolve_commit(base).await?;
+        let path = self.worktree_path(path);
+        {
+            let _guard = self.write_lock.lock().await;
+            let mut argv = os_args(["add", "-b", branch, "--"]);
+            argv.push(path.clone().into_os_string());
+            argv.push(base.into());
+            self.run_ok("worktree", argv).await?;
+        }
+        let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
+            VcsError::Other(format!(
+                "cannot resolve the new worktree {}: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Arc::new(GitVcs {
+            root,
+            program: self.program.clone(),
+            write_lock: Arc::clone(&self.write_lock),
+        }))
+    }
+
+    /// [`Vcs::worktree_remove`]: removes a clean worktree on `branch`, then
+    /// the branch.
+    pub(super) async fn remove_worktree(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+        self.check_branch(branch).await?;
+        let path = self.worktree_path(path);
+        if tokio::fs::symlink_metadata(&path)
+            .await
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return self.forget_worktree(&path, branch).await;
+        }
+        let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
+            VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
+        })?;
+        let worktree = GitVcs {
+            root,
+            program: self.program.clone(),
+            write_lock: Arc::clone(&self.write_lock),
+        };
+        let status = worktree.status().await?;
+        if !status.is_clean() {
+            return Err(VcsError::Other(format!(
+                "refusing to remove worktree {}: it has uncommitted changes ({})",
+                path.display(),
+                status.dirty_paths().join(", ")
+            )));
+        }
+        let on = worktree.current_branch().await?;
+        if on.as_deref() != Some(branch) {
+            return Err(VcsError::Other(format!(
+                "refusing to remove worktree {}: it is on {}, not on branch `{branch}`",
+                path.display(),
+                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
+            )));
+        }
+        let _guard = self.write_lock.lock().await;
+        let mut argv = os_args(["remove", "--"]);
+        argv.push(worktree.root.clone().into_os_string());
+        self.run_ok("worktree", argv).await?;
+        // The branch was created by worktree_add for this worktree only; its
+        // commits have been cherry-picked (new ids), so `-d` would refuse.
+        self.run_ok("branch", os_args(["-D", "--", branch])).await?;
+        Ok(())
+    }
+
+    /// [`Vcs::worktree_remove`] of a worktree whose directory is gone (a
+    /// crash after `git worktree remove` but before `git branch -D`, or
+    /// before `git worktree add` ran): drops git's record of the worktree,
+    /// if it has one, and deletes the branch, if it exists.
+    pub(super) async fn forget_worktree(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
+        // git lists a worktree by its real path; the directory is gone, so
+        // resolve its parent.
+        let wanted = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => tokio::fs::canonicalize(parent)
+                .await
+                .map_or_else(|_| path.to_owned(), |p| p.join(name)),
+            _ => path.to_owned(),
+        };
+        let _guard = self.write_lock.lock().await;
+        let listing = self
+            .run_ok("worktree", os_args(["list", "--porcelain"]))
+            .await?;
+        let registered = String::from_utf8_lossy(&listing)
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .any(|p| Path::new(p) == wanted);
+        if registered {
+            let mut argv = os_args(["remove", "--"]);
+            argv.push(wanted.into_os_string());
+            self.run_ok("worktree", argv).await?;
+        }
+        let branch_exists = self
+            .run(
+                "rev-parse",
+                os_args(["--verify", "--quiet", &format!("refs/heads/{branch}")]),
+                None,
+            )
+            .await?
+            .status
+            .success();
+        if branch_exists {
+            self.run_ok("branch", os_args(["-D", "--", branch])).await?;
+        }
+        Ok(())
+    }
+
+    /// The path of a worktree given to `worktree_add`/`worktree_remove`:
+    /// relative paths are taken from this work tree's root.
+    pub(super) fn worktree_path(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.root.join(path)
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! One task through the retry executor: the agent call held to its time
+//! limit, its report validated and kept, and the milestone's outcome made
+//! a task result or a pause.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, SessionCarry};
+use orchestrator_core::ask::run_within;
+use orchestrator_core::event::EventSink;
+use orchestrator_core::gate::Gate;
+use orchestrator_core::retry::{
+    HistoryEntry, Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
+};
+use serde_json::Value;
+
+use super::results::{LastReport, completed_task, failed_task};
+use crate::journal::{PausedTask, TaskResult};
+use crate::protocol::{status_field, str_field};
+use crate::rows::RowStatus;
+
+/// What a task job yields.
+pub(crate) enum TaskOutput {
+    /// Completed or failed.
+    Done(TaskResult),
+    /// Needs a human; resume from the state.
+    Paused(PausedTask),
+}
+
+/// One task, run through the retry executor.
+pub(super) struct TaskJob {
+    pub(super) agent: Arc<dyn Agent>,
+    pub(super) gate: Arc<dyn Gate>,
+    pub(super) sink: Arc<dyn EventSink>,
+    pub(super) milestone: Milestone,
+    pub(super) policy: RetryPolicy,
+    pub(super) request: AgentRequest,
+    pub(super) resume: Option<MilestoneState>,
+    pub(super) limit: Duration,
+    pub(super) auto_yes: bool,
+}
+
+impl TaskJob {
+    /// Runs the task's attempts; its result, or the pause for a human.
+    pub(super) async fn run(self) -> TaskOutput {
+        let id = self.milestone.id.clone();
+        // A retry of the task resumes the agent's own session: it keeps
+        // what it read and tried (see `SessionCarry`).
+        let reporter = ReportingAgent {
+            inner: Arc::new(SessionCarry::new(self.agent)),
+            limit: self.limit,
+            last: Mutex::new(None),
+        };
+        let outcome = run_milestone(
+            &reporter,
+            self.gate.as_ref(),
+            self.sink.as_ref(),
+            &self.milestone,
+            &self.policy,
+            self.request,
+            self.resume,
+        )
+        .await;
+        let last = reporter.take_last();
+        match outcome {
+            MilestoneOutcome::Passed { .. } => TaskOutput::Done(completed_task(&id, last)),
+            MilestoneOutcome::Failed { reason, history } => {
+                TaskOutput::Done(failed_task(&id, last, failure_text(&history, &reason)))
+            }
+            MilestoneOutcome::NeedsHuman {
+                reason,
+                report_markdown,
+                state,
+            } => {
+                if self.auto_yes {
+                    let error = format!(
+                        "{} (escalated: {reason})",
+                        failure_text(&state.history, &reason)
+                    );
+                    TaskOutput::Done(failed_task(&id, last, error))
+                } else {
+                    TaskOutput::Paused(PausedTask {
+                        id,
+                        reason,
+                        report_markdown,
+                        state,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The last failed attempt's summary, or `reason` when no attempt ran.
+fn failure_text(history: &[HistoryEntry], reason: &str) -> String {
+    orchestrator_core::retry::attempts(history)
+        .last()
+        .filter(|a| !a.passed())
+        .map_or_else(|| reason.to_owned(), |a| a.summary())
+}
+
+/// Wraps the task agent for the retry executor: enforces the per-attempt time
+/// limit, validates the report against the schema, keeps the last report, and
+/// turns a report with status `failed` into a failed attempt.
+#[derive(Debug)]
+struct ReportingAgent {
+    inner: Arc<dyn Agent>,
+    limit: Duration,
+    last: Mutex<LastReport>,
+}
+
+impl ReportingAgent {
+    fn take_last(&self) -> LastReport {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+#[async_trait]
+impl Agent for ReportingAgent {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
+
+    async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        request.time_limit = Some(self.limit);
+        let response = run_within(self.inner.as_ref(), request, self.limit).await?;
+        let value = response.structured.clone().unwrap_or(Value::Null);
+        let status = status_field(&value);
+        let error = str_field(&value, "error");
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((value, response.files_changed.clone()));
+        if status != RowStatus::Completed {
+            return Err(AgentError::Failed {
+                message: if error.trim().is_empty() {
+                    "the agent reported status failed".to_owned()
+                } else {
+                    error
+                },
+                exit_code: None,
+            });
+        }
+        Ok(response)
+    }
+}

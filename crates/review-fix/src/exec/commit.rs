@@ -1,0 +1,94 @@
+//! The end of a finding's attempts: its write-set committed and recorded
+//! (progress and events), or the finding left pending when the run stopped
+//! at its limit.
+
+use super::*;
+
+/// A finding the run stopped at (a run limit): back to pending, its tree
+/// already restored, so `--resume` starts it afresh.
+pub(super) fn leave_pending(shared: &Shared, progress: &Progress, id: &str) {
+    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+    progress.finding(id, |f| {
+        f.status = ProgressStatus::Pending;
+        f.result = None;
+        f.test_passed = None;
+        f.commit_hash = None;
+    });
+    progress.update(|p| {
+        p.current_finding = None;
+        p.flow_control = FlowControl::default();
+    });
+    shared.sink.emit(&Event::JobFinished {
+        id: id.to_owned(),
+        status: JobStatus::Skipped,
+        detail: Some("not started: the run stopped at its limit".to_owned()),
+    });
+}
+
+/// Commits exactly the write-set.
+pub(super) async fn commit_fix(
+    shared: &Shared,
+    tree: &Tree,
+    progress: &Progress,
+    finding: &Finding,
+    write_set: &[String],
+    checkpoint: &Checkpoint,
+) -> Result<CommitId, String> {
+    let id = finding.id.to_string();
+    progress.step(
+        "commit_changes",
+        "committing",
+        "Creating git commit for successful fix",
+    );
+    let message = commit_message(finding);
+    match tree.vcs.commit(write_set, &message).await {
+        Ok(commit) if tree.defer => {
+            progress.end_step("completed");
+            // Committed untested: the finding waits for verification.
+            progress.finding(&id, |f| {
+                f.commit_hash = Some(commit.to_string());
+                f.error_message = None;
+            });
+            progress.update(|p| {
+                p.current_finding = None;
+                p.flow_control = FlowControl::default();
+            });
+            Ok(commit)
+        }
+        Ok(commit) => {
+            progress.end_step("completed");
+            progress.finding(&id, |f| {
+                f.status = ProgressStatus::Completed;
+                f.result = Some(FixResult::Fixed);
+                f.commit_hash = Some(commit.to_string());
+                f.test_passed = Some(true);
+                f.completed_at = Some(now());
+                f.error_message = None;
+            });
+            progress.update(|p| {
+                p.current_finding = None;
+                p.flow_control = FlowControl::default();
+            });
+            if tree.is_main {
+                shared.sink.emit(&Event::CommitMade {
+                    id: id.clone(),
+                    commit: commit.to_string(),
+                    summary: message,
+                });
+            }
+            shared.sink.emit(&Event::JobFinished {
+                id,
+                status: JobStatus::Completed,
+                detail: Some(format!("committed {}", commit.short())),
+            });
+            Ok(commit)
+        }
+        Err(e) => {
+            progress.end_step("failed");
+            let _ = tree.vcs.restore(checkpoint).await;
+            let msg = format!("failed to commit the fix: {e}");
+            progress.error(&id, "vcs_error", &msg);
+            Err(msg)
+        }
+    }
+}
