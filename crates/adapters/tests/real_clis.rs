@@ -592,8 +592,9 @@ async fn claude_on_a_hung_endpoint_is_stopped_at_our_time_limit_with_no_process_
     assert_hang_is_stopped(claude(&server, &sandbox, &[]), &server, &sandbox).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn claude_at_its_turn_limit_is_a_budget_failure() {
+/// A sandbox with `hello.txt`, and an Anthropic endpoint whose model asks
+/// claude to read it forever (it never stops calling tools).
+async fn claude_reading_forever() -> (Sandbox, ModelServer) {
     let sandbox = Sandbox::new();
     std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
     let path = sandbox
@@ -601,12 +602,17 @@ async fn claude_at_its_turn_limit_is_a_budget_failure() {
         .join("hello.txt")
         .to_string_lossy()
         .into_owned();
-    // A model that never stops calling tools.
     let server = ModelServer::always(
         Protocol::Anthropic,
         Turn::tool("Read", json!({"file_path": path})),
     )
     .await;
+    (sandbox, server)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_at_its_turn_limit_is_a_budget_failure() {
+    let (sandbox, server) = claude_reading_forever().await;
     let result = claude(&server, &sandbox, &[])
         .arg("--max-turns")
         .arg("2")
@@ -630,18 +636,7 @@ async fn claude_at_its_turn_limit_is_a_budget_failure() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_stops_at_the_requests_own_dollar_limit() {
-    let sandbox = Sandbox::new();
-    std::fs::write(sandbox.work().join("hello.txt"), "hello\n").unwrap();
-    let path = sandbox
-        .work()
-        .join("hello.txt")
-        .to_string_lossy()
-        .into_owned();
-    let server = ModelServer::always(
-        Protocol::Anthropic,
-        Turn::tool("Read", json!({"file_path": path})),
-    )
-    .await;
+    let (sandbox, server) = claude_reading_forever().await;
     // One scripted turn costs claude more than this: it stops after it
     // (`--max-budget-usd`), where `--max-turns` would let it go on.
     let request = request(&sandbox, Role::Fix, "Read hello.txt forever.").with_spend_limits(

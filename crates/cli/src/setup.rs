@@ -145,10 +145,9 @@ fn parse_wall(text: &str) -> Result<u64, String> {
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct ItemBudgetFlags {
     /// Start no further attempt at an item (a review-fix finding, a planex
-    /// task) once the agent has spent this many US dollars on it; the item
-    /// fails with the limit named and the run goes on. In ci-autofix: what
-    /// one iteration's call may spend (claude stops at it; a patch that
-    /// cost more is discarded)
+    /// task) once the agent has spent this many US dollars on it, and hold a
+    /// ci-autofix iteration's one call to it; the item fails with the limit
+    /// named and the run goes on
     #[arg(long, global = true, value_name = "USD")]
     pub item_max_cost_usd: Option<f64>,
     /// The same, in input plus output tokens

@@ -754,14 +754,6 @@ fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
             "nonsense",
         ][..],
         &["ci-autofix", "--pr", "7", "--local", "--check", "true"][..],
-        &[
-            "ci-autofix",
-            "--local",
-            "--check",
-            "true",
-            "--item-max-agent-calls",
-            "2",
-        ][..],
     ] {
         let o = f.run(bad);
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", show(&o));
@@ -775,6 +767,7 @@ fn bad_usage_of_the_fix_loop_is_exit_2_and_changes_nothing() {
         "--item-max-agent-calls",
         "2",
     ]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     assert!(
         stderr(&o).contains(
             "error: --item-max-agent-calls: a ci-autofix iteration is one agent call; \

@@ -646,35 +646,46 @@ fn lint_fix_script(cli_kind: Cli, repo: PathBuf) -> impl Fn(&Exchange) -> Turn +
     }
 }
 
-/// `ci-autofix --local` with the real `cli`: the failing check's log goes
-/// to the CLI, its own tool edits the tree, the check re-runs green, and
-/// the fix is one new commit.
-fn ci_autofix_with(cli_kind: Cli) {
+/// `ci-autofix --local --check "sh lint.sh" --agent <cli> -y` and `extra`
+/// flags, run on a fresh [`lint_failure_sandbox`] against the scripted
+/// [`lint_fix_script`]: the sandbox, the server, the run's output and HEAD
+/// before it.
+fn lint_fix_run(
+    cli_kind: Cli,
+    extra: &[&str],
+    what: &str,
+) -> (Sandbox, ModelServer, Output, String) {
     let sandbox = lint_failure_sandbox();
     let before = sandbox.git(&["rev-parse", "HEAD"]);
     let server = tokio_runtime().block_on(ModelServer::scripted(
         cli_kind.protocol(),
         lint_fix_script(cli_kind, sandbox.repo.clone()),
     ));
+    let mut args = vec![
+        "ci-autofix",
+        "--local",
+        "--check",
+        "sh lint.sh",
+        "--agent",
+        cli_kind.name(),
+        "-y",
+    ];
+    args.extend_from_slice(extra);
     let started = Instant::now();
-    let o = sandbox.orchestrator(
-        cli_kind,
-        &server,
-        &[
-            "ci-autofix",
-            "--local",
-            "--check",
-            "sh lint.sh",
-            "--agent",
-            cli_kind.name(),
-            "-y",
-        ],
-    );
+    let o = sandbox.orchestrator(cli_kind, &server, &args);
     eprintln!(
-        "{}: ci-autofix end to end in {:.1} s",
+        "{}: ci-autofix {what} in {:.1} s",
         cli_kind.name(),
         started.elapsed().as_secs_f64()
     );
+    (sandbox, server, o, before)
+}
+
+/// `ci-autofix --local` with the real `cli`: the failing check's log goes
+/// to the CLI, its own tool edits the tree, the check re-runs green, and
+/// the fix is one new commit.
+fn ci_autofix_with(cli_kind: Cli) {
+    let (sandbox, server, o, before) = lint_fix_run(cli_kind, &[], "end to end");
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{report}");
     assert_eq!(
@@ -699,29 +710,8 @@ fn ci_autofix_with(cli_kind: Cli) {
 /// the limit named (exit 3), nothing is committed and the tree is as it
 /// was. Returns the run's stdout and the model requests made.
 fn ci_autofix_over_the_iteration_limit(cli_kind: Cli, limit_flag: &[&str]) -> (String, usize) {
-    let sandbox = lint_failure_sandbox();
-    let before = sandbox.git(&["rev-parse", "HEAD"]);
-    let server = tokio_runtime().block_on(ModelServer::scripted(
-        cli_kind.protocol(),
-        lint_fix_script(cli_kind, sandbox.repo.clone()),
-    ));
-    let mut args = vec![
-        "ci-autofix",
-        "--local",
-        "--check",
-        "sh lint.sh",
-        "--agent",
-        cli_kind.name(),
-        "-y",
-    ];
-    args.extend_from_slice(limit_flag);
-    let started = Instant::now();
-    let o = sandbox.orchestrator(cli_kind, &server, &args);
-    eprintln!(
-        "{}: ci-autofix over its iteration limit in {:.1} s",
-        cli_kind.name(),
-        started.elapsed().as_secs_f64()
-    );
+    let (sandbox, server, o, before) =
+        lint_fix_run(cli_kind, limit_flag, "over its iteration limit");
     let out = text(&o.stdout);
     let report = format!("stdout:\n{out}\nstderr:\n{}", text(&o.stderr));
     assert_eq!(o.status.code(), Some(3), "{report}");
