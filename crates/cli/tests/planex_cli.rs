@@ -921,3 +921,73 @@ fn eager_and_waves_run_a_sleep_dag_within_physics() {
         "faster than the lower bound {bound:?}? eager {eager:?}, waves {waves:?}"
     );
 }
+
+/// `planex run --verify` with the shell agent in a git repository: a task
+/// that writes inside its scope lands as its own commit; one that writes
+/// outside fails with the path named, its change rolled back, and its
+/// dependent is skipped; the summary's exit code says some failed.
+#[test]
+fn verify_commits_each_task_and_holds_tasks_to_their_scope() {
+    let repo = Repo::new();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(&repo.path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    std::fs::create_dir_all(repo.path.join("src")).unwrap();
+    repo.write("src/lib.txt", "one\n");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    repo.write(
+        "tasks.csv",
+        &format!(
+            "{HEADER}\n\
+             T1,Write a,,,,src/**,,echo a > src/a.txt,,,\n\
+             T2,Stray write,,,,src/**,,echo x > NOTES.md,,,\n\
+             T3,After the stray,,,,src/**,,echo c > src/c.txt,T2,,\n"
+        ),
+    );
+    let o = orchestrator(
+        &repo.path,
+        &["planex", "run", "tasks.csv", "-y", "--verify", "-c", "1"],
+    );
+    assert_exit(&o, 1);
+    assert_eq!(
+        git(&["log", "--format=%s", "-1"]).trim(),
+        "feat(planex): Write a [T1]"
+    );
+    assert_eq!(git(&["rev-list", "--count", "HEAD"]).trim(), "2");
+    // Only the tasks file the user wrote is left untracked.
+    assert_eq!(git(&["status", "--porcelain"]), "?? tasks.csv\n");
+    let results = read_tasks_csv(repo.session().join("results.csv")).unwrap();
+    let t2 = results.iter().find(|r| r.id == "T2").unwrap();
+    assert_eq!(t2.status, RowStatus::Failed);
+    assert!(
+        t2.error
+            .contains("the task changed files outside its scope `src/**`: NOTES.md"),
+        "{}",
+        t2.error
+    );
+    assert_eq!(status_of(&results, "T3"), RowStatus::Skipped);
+    let t1 = results.iter().find(|r| r.id == "T1").unwrap();
+    assert_eq!(t1.files_modified, ["src/a.txt"]);
+    assert_eq!(t1.tests_passed, Some(true));
+
+    // A dirty tree is refused before anything runs.
+    repo.write("src/lib.txt", "my work\n");
+    let o = orchestrator(
+        &repo.path,
+        &["planex", "run", "tasks.csv", "-y", "--verify"],
+    );
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains("the working tree has uncommitted changes (src/lib.txt)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(repo.read("src/lib.txt"), "my work\n");
+}

@@ -48,6 +48,22 @@ pub enum PlanexError {
         found: Vec<String>,
     },
 
+    /// Verified execution ([`crate::verify`]) found uncommitted changes:
+    /// each task lands as its own commit, so the tree must be clean first
+    /// (the session folder and the `planex run` file aside).
+    #[error(
+        "the working tree has uncommitted changes ({}): verified tasks land as their own commits, so commit or stash them first, or run without --verify",
+        paths.join(", ")
+    )]
+    DirtyTree {
+        /// The dirty paths.
+        paths: Vec<String>,
+    },
+
+    /// Verified execution could not read or checkpoint the repository.
+    #[error("verified execution: {0}")]
+    Vcs(#[from] orchestrator_core::vcs::VcsError),
+
     /// A session id that cannot name a directory (a `/`, `..`, empty).
     #[error("invalid session id {id:?}: expected a directory name such as wpp-20260228-auth")]
     InvalidSessionId {

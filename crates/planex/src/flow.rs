@@ -47,6 +47,8 @@ mod planner;
 
 mod limit;
 
+mod verifying;
+
 /// How many times the planner is asked before its answer counts as unusable.
 const PLANNER_ATTEMPTS: u32 = 2;
 
@@ -103,6 +105,8 @@ pub struct Planex {
     limit: limit::LimitSlot,
     /// What each row and planning step spent in this run.
     spend: limit::SpendBook,
+    /// Verified execution ([`Planex::with_verification`]).
+    verification: Option<Arc<crate::verify::Verification>>,
 }
 
 /// Records the approval of the plan a session waits at — the newest
@@ -165,6 +169,7 @@ impl Planex {
             cancel: CancelHandle::new(),
             limit: limit::LimitSlot::default(),
             spend: limit::SpendBook::default(),
+            verification: None,
         }
     }
 
@@ -200,6 +205,7 @@ impl Planex {
                 "the requirement is empty".to_owned(),
             ));
         }
+        self.check_clean(None).await?;
         let session = Session::create(
             &self.repo,
             requirement,
@@ -312,6 +318,7 @@ impl Planex {
                 lines: Some(&lines),
             },
         )?;
+        self.check_clean(Some(&name)).await?;
         let file_name = tasks_csv
             .file_name()
             .map_or_else(|| name.clone(), |n| n.to_string_lossy().into_owned());
@@ -328,7 +335,7 @@ impl Planex {
             state: SessionState {
                 explore: None,
                 tasks: Some(rows),
-                paused: Default::default(),
+                ..SessionState::default()
             },
             warnings: Vec::new(),
         };
@@ -449,13 +456,14 @@ impl Planex {
         // Phase 4.
         self.phase_started("execute");
         let specs = task_specs(&run.state);
-        let mut sched = Scheduler::new(specs, scheduler_config(&self.options)).map_err(|e| {
+        let mut sched = Scheduler::new(specs, self.task_scheduler_config()).map_err(|e| {
             PlanexError::InvalidPlan {
                 source_name: name.clone(),
                 problems: vec![e.to_string()],
             }
         })?;
-        let env = self.env(self.stopping_at_limit(self.agents.executor.clone()));
+        let mut env = self.env(self.stopping_at_limit(self.agents.executor.clone()));
+        env.verify = self.verify_env(&run.session).await?;
         let mut host = TaskHost::new(&mut run.session, &mut run.state, env, &sched);
         let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
         let paused = host.finish()?;
@@ -492,7 +500,10 @@ impl Planex {
     /// Phase 5: results.csv, context.md, the summary.
     fn aggregate(&self, run: &mut Run) -> Result<Summary, PlanexError> {
         let tasks = run.state.task_rows();
-        crate::rows::write_tasks_csv(run.session.results_csv(), &self.with_spend(tasks))?;
+        crate::rows::write_tasks_csv(
+            run.session.results_csv(),
+            &verifying::with_verified(self.with_spend(tasks), &run.state.verified),
+        )?;
         let completed_at = session_timestamp(Timestamp::now());
         let meta = run.session.meta();
         self.save_spend(&run.session)?;
@@ -507,6 +518,9 @@ impl Planex {
             tasks,
             &scope_waits(tasks, &self.options),
         );
+        if let Some(section) = verifying::verification_section(tasks, &run.state.verified) {
+            markdown.push_str(&section);
+        }
         if let Some(section) = self.spend_section() {
             markdown.push_str(&section);
         }

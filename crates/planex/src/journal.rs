@@ -80,6 +80,10 @@ pub struct TaskResult {
     /// Error message if it failed or was skipped.
     #[serde(default)]
     pub error: String,
+    /// What the engine's verification found (verified runs only, see
+    /// [`crate::verify`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<crate::verify::Verified>,
 }
 
 /// A task stopped for a human: its milestone state, to resume from.
@@ -234,6 +238,7 @@ mod tests {
             tests_passed: Some(true),
             acceptance_met: "all".into(),
             error: String::new(),
+            verified: None,
         })
     }
 

@@ -30,7 +30,13 @@
 //!
 //! Everything touches the world through core traits: [`Agent`] (planner,
 //! explorers, executors), [`Gate`], [`EventSink`], and — for the
-//! [`ShellTaskAgent`] — [`CommandRunner`]. This crate spawns no process.
+//! [`ShellTaskAgent`] and verified execution — [`CommandRunner`] and
+//! [`Vcs`]. This crate spawns no process.
+//!
+//! With [`Planex::with_verification`] phase 4 trusts no agent: each task's
+//! change is measured from a checkpoint, held to its scope, verified by the
+//! engine's own run of its directives, and landed as its own commit (see
+//! [`verify`]).
 //!
 //! ## Entry points ([`Planex`])
 //!
@@ -90,6 +96,7 @@
 //! [`Gate`]: orchestrator_core::gate::Gate
 //! [`EventSink`]: orchestrator_core::event::EventSink
 //! [`CommandRunner`]: orchestrator_core::command::CommandRunner
+//! [`Vcs`]: orchestrator_core::vcs::Vcs
 
 mod error;
 mod exec;
@@ -102,6 +109,7 @@ pub mod rows;
 mod scopes;
 pub mod session;
 mod shell;
+pub mod verify;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -117,6 +125,7 @@ pub use report::Summary;
 pub use scopes::scope_waits;
 pub use session::{SessionInfo, list_sessions};
 pub use shell::{EXIT_STATUS_CRITERION, PREV_CONTEXT_ENV, ShellTaskAgent};
+pub use verify::{ScopeMode, Verification};
 
 /// The flow name in [`Event::PhaseStarted`](orchestrator_core::event::Event::PhaseStarted).
 pub const FLOW: &str = "planex";

@@ -480,7 +480,7 @@ impl Session {
         let mut state = SessionState {
             explore,
             tasks,
-            paused: BTreeMap::new(),
+            ..SessionState::default()
         };
         let journal = read_journal(self.journal.path())?;
         for entry in &journal.entries {

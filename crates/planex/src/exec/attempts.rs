@@ -11,22 +11,16 @@ use orchestrator_core::ask::run_within;
 use orchestrator_core::event::EventSink;
 use orchestrator_core::gate::Gate;
 use orchestrator_core::retry::{
-    HistoryEntry, Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
+    Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
 };
 use serde_json::Value;
 
-use super::results::{LastReport, completed_task, failed_task};
-use crate::journal::{PausedTask, TaskResult};
+use super::results::{LastReport, TaskOutput, completed_task, failed_task, failure_text};
+use super::verified::{Start, verified_end, verified_start};
+use crate::journal::PausedTask;
 use crate::protocol::{status_field, str_field};
 use crate::rows::RowStatus;
-
-/// What a task job yields.
-pub(crate) enum TaskOutput {
-    /// Completed or failed.
-    Done(TaskResult),
-    /// Needs a human; resume from the state.
-    Paused(PausedTask),
-}
+use crate::rows::TaskRow;
 
 /// One task, run through the retry executor.
 pub(super) struct TaskJob {
@@ -39,6 +33,9 @@ pub(super) struct TaskJob {
     pub(super) resume: Option<MilestoneState>,
     pub(super) limit: Duration,
     pub(super) auto_yes: bool,
+    /// Verified execution of this row, when the run has it.
+    pub(super) verify: Option<(super::VerifyEnv, TaskRow)>,
+    pub(super) sink_for_verify: Arc<dyn EventSink>,
 }
 
 impl TaskJob {
@@ -47,8 +44,19 @@ impl TaskJob {
         let id = self.milestone.id.clone();
         // A retry of the task resumes the agent's own session: it keeps
         // what it read and tried (see `SessionCarry`).
+        let carried: Arc<dyn Agent> = Arc::new(SessionCarry::new(self.agent.clone()));
+        let (inner, verifying) = match &self.verify {
+            None => (carried, None),
+            Some((env, row)) => {
+                match verified_start(env, row, carried, &self.sink_for_verify).await {
+                    Ok(Start::Run(agent)) => (agent.clone() as Arc<dyn Agent>, Some(agent)),
+                    Ok(Start::Landed(result)) => return TaskOutput::Done(*result),
+                    Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
+                }
+            }
+        };
         let reporter = ReportingAgent {
-            inner: Arc::new(SessionCarry::new(self.agent)),
+            inner,
             limit: self.limit,
             last: Mutex::new(None),
         };
@@ -63,6 +71,9 @@ impl TaskJob {
         )
         .await;
         let last = reporter.take_last();
+        if let (Some(agent), Some((env, row))) = (&verifying, &self.verify) {
+            return verified_end(agent, env, row, outcome, last, self.auto_yes).await;
+        }
         match outcome {
             MilestoneOutcome::Passed { .. } => TaskOutput::Done(completed_task(&id, last)),
             MilestoneOutcome::Failed { reason, history } => {
@@ -90,14 +101,6 @@ impl TaskJob {
             }
         }
     }
-}
-
-/// The last failed attempt's summary, or `reason` when no attempt ran.
-fn failure_text(history: &[HistoryEntry], reason: &str) -> String {
-    orchestrator_core::retry::attempts(history)
-        .last()
-        .filter(|a| !a.passed())
-        .map_or_else(|| reason.to_owned(), |a| a.summary())
 }
 
 /// Wraps the task agent for the retry executor: enforces the per-attempt time

@@ -39,6 +39,7 @@ mod drive;
 mod explore;
 mod results;
 mod task;
+mod verified;
 mod waves;
 
 pub(crate) use drive::drive;
@@ -71,4 +72,17 @@ pub(crate) struct JobEnv {
     pub sink: Arc<dyn EventSink>,
     pub workdir: PathBuf,
     pub options: PlanexOptions,
+    /// Verified execution, when the run has it.
+    pub verify: Option<VerifyEnv>,
+}
+
+/// What a verified task needs from the run (see [`crate::verify`]).
+#[derive(Clone)]
+pub(crate) struct VerifyEnv {
+    pub verification: Arc<crate::verify::Verification>,
+    /// HEAD when the session's first verified run started: a task's commit
+    /// since then means it landed before a crash.
+    pub base: orchestrator_core::vcs::CommitId,
+    /// The session id, in the commit trailers.
+    pub session: String,
 }

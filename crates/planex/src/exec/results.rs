@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use crate::journal::TaskResult;
+use orchestrator_core::retry::HistoryEntry;
+
+use crate::journal::{PausedTask, TaskResult};
 use crate::protocol::{TASK_FINDINGS_MAX, list_field, str_field, truncate_chars};
 use crate::rows::RowStatus;
 
@@ -43,5 +45,22 @@ fn result_from_report(id: &str, last: LastReport) -> TaskResult {
         tests_passed: value.get("tests_passed").and_then(Value::as_bool),
         acceptance_met: str_field(&value, "acceptance_met"),
         error: String::new(),
+        verified: None,
     }
+}
+
+/// What a task job yields.
+pub(crate) enum TaskOutput {
+    /// Completed or failed.
+    Done(TaskResult),
+    /// Needs a human; resume from the state.
+    Paused(PausedTask),
+}
+
+/// The last failed attempt's summary, or `reason` when no attempt ran.
+pub(super) fn failure_text(history: &[HistoryEntry], reason: &str) -> String {
+    orchestrator_core::retry::attempts(history)
+        .last()
+        .filter(|a| !a.passed())
+        .map_or_else(|| reason.to_owned(), |a| a.summary())
 }

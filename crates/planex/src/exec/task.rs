@@ -6,8 +6,9 @@ use orchestrator_core::retry::{Milestone, RetryPolicy};
 use orchestrator_core::scheduler::{JobOutcome, JobSpec, Scheduler};
 use serde_json::Value;
 
-use super::attempts::{TaskJob, TaskOutput};
+use super::attempts::TaskJob;
 use super::drive::{Finish, Host, JobFuture};
+use super::results::TaskOutput;
 use super::results::failed_task;
 use super::waves::WaveFiles;
 use super::{JobEnv, initial_status};
@@ -181,6 +182,8 @@ impl Host for TaskHost<'_> {
             resume: self.state.paused.get(id).map(|p| p.state.clone()),
             limit,
             auto_yes: options.auto_yes,
+            verify: self.env.verify.clone().map(|env| (env, row.clone())),
+            sink_for_verify: self.env.sink.clone(),
         };
         Ok(Box::pin(job.run()))
     }
@@ -222,6 +225,7 @@ impl Host for TaskHost<'_> {
             tests_passed: None,
             acceptance_met: String::new(),
             error: detail.to_owned(),
+            verified: None,
         })
     }
 

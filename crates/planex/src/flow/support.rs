@@ -48,6 +48,7 @@ impl Planex {
             sink: self.sink.clone(),
             workdir: self.repo.clone(),
             options: self.options.clone(),
+            verify: None,
         }
     }
 

@@ -77,6 +77,9 @@ pub struct SessionState {
     pub tasks: Option<Vec<TaskRow>>,
     /// Tasks paused for a human, by id.
     pub paused: BTreeMap<String, PausedTask>,
+    /// What the engine's verification found per task, by id (verified
+    /// runs only).
+    pub verified: BTreeMap<String, crate::verify::Verified>,
 }
 
 impl SessionState {
@@ -94,6 +97,14 @@ impl SessionState {
             }
             JournalEntry::Task(r) => {
                 self.paused.remove(&r.id);
+                match &r.verified {
+                    Some(v) => {
+                        self.verified.insert(r.id.clone(), v.clone());
+                    }
+                    None => {
+                        self.verified.remove(&r.id);
+                    }
+                }
                 if let Some(row) = self.tasks.iter_mut().flatten().find(|row| row.id == r.id) {
                     row.status = r.status;
                     row.findings = r.findings.clone();

@@ -166,7 +166,7 @@ mod props {
             prop::collection::vec(task_row(extra), 1..6).prop_map(move |tasks| SessionState {
                 explore: Some(explore.clone()),
                 tasks: Some(tasks),
-                paused: BTreeMap::new(),
+                ..SessionState::default()
             })
         })
     }
@@ -209,6 +209,7 @@ mod props {
                 s.record(JournalEntry::Task(TaskResult {
                     id, status: *st, findings: findings.clone(), files_modified: vec!["f.rs".into()],
                     tests_passed: Some(true), acceptance_met: String::new(), error: String::new(),
+                    verified: None,
                 })).unwrap();
                 s.record(JournalEntry::Explore(ExploreResult {
                     id: state.explore_rows()[0].id.clone(), status: *st, findings: findings.clone(),
@@ -248,6 +249,7 @@ fn journal_replays_over_the_csv_and_checkpoint_folds_it_in() {
         tests_passed: Some(true),
         acceptance_met: "yes".into(),
         error: String::new(),
+        verified: None,
     }))
     .unwrap();
     let (state, warning) = s.load().unwrap();

@@ -51,6 +51,7 @@ use serde_json::json;
 use super::{Exit, out};
 
 mod agents;
+mod verify;
 use crate::setup::{self, ConfigFiles};
 use agents::{Picked, agents_for, session_needs};
 
@@ -171,6 +172,10 @@ pub struct PlanexFlags {
     /// JSON lines on stdout (every event, then a summary line) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Verified execution.
+    #[command(flatten)]
+    pub verify: verify::VerifyFlags,
 }
 
 /// `--schedule`.
@@ -249,13 +254,18 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             let result = runtime.block_on(async {
                 let cancel = CancelHandle::new();
                 setup::cancel_on_ctrl_c(cancel.clone());
-                let planex = planex.with_cancel(cancel);
-                match &action {
+                let planex =
+                    match verify::verified(planex.with_cancel(cancel), &args.flags.verify).await {
+                        Ok(p) => p,
+                        Err(failure) => return Err(failure),
+                    };
+                let result = match &action {
                     Action::Plan(requirement) => planex.plan(requirement).await,
                     Action::Run(path) => planex.run_tasks_file(path).await,
                     Action::Continue(id) => planex.resume(id.as_deref()).await,
                     Action::RetryFailed(id) => planex.retry_failed(id.as_deref()).await,
-                }
+                };
+                Ok(result)
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
             drop(runtime);
@@ -263,8 +273,9 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                 human.finish();
             }
             match result {
-                Ok(outcome) => report(json, &outcome),
-                Err(e) => fail(json, flow_failure(&args.flags.repo, &e)),
+                Ok(Ok(outcome)) => report(json, &outcome),
+                Ok(Err(e)) => fail(json, flow_failure(&args.flags.repo, &e)),
+                Err(failure) => fail(json, failure),
             }
         }
         Err(failure) => fail(json, failure),

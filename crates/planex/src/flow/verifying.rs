@@ -1,0 +1,190 @@
+//! Verified execution's part of the flow (see [`crate::verify`]): the
+//! builder, the clean-tree check, the base commit a crashed run's commits
+//! are found from, and one task at a time.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use orchestrator_core::event::Event;
+use orchestrator_core::scheduler::SchedulerConfig;
+use orchestrator_core::vcs::CommitId;
+
+use super::Planex;
+use crate::error::PlanexError;
+use crate::exec::{VerifyEnv, scheduler_config};
+use crate::session::{Session, SessionSource};
+use crate::verify::Verification;
+
+/// The file in a session folder holding the HEAD its first verified run
+/// started from.
+const BASE_FILE: &str = "verify-base.txt";
+
+impl Planex {
+    /// Builder: verify each task instead of trusting its agent — its change
+    /// measured, held to its scope, checked by the engine's own run of its
+    /// directives (or the test command), and landed as its own commit; see
+    /// [`crate::verify`]. Tasks then run one at a time, and the working
+    /// tree must be clean.
+    pub fn with_verification(mut self, verification: Verification) -> Self {
+        self.verification = Some(Arc::new(verification));
+        self
+    }
+
+    /// The scheduler settings of phase 4: one task at a time when verified.
+    pub(super) fn task_scheduler_config(&self) -> SchedulerConfig {
+        let mut config = scheduler_config(&self.options);
+        if self.verification.is_some() {
+            config.concurrency = 1;
+        }
+        config
+    }
+
+    /// Refuses a dirty working tree before anything is paid for, when
+    /// verified (`run_file`: the `planex run` CSV, which may be dirty).
+    pub(super) async fn check_clean(&self, run_file: Option<&str>) -> Result<(), PlanexError> {
+        let Some(verification) = &self.verification else {
+            return Ok(());
+        };
+        let root = verification.vcs.root().to_path_buf();
+        let allowed = run_file.and_then(|f| relative_to(&root, Path::new(f)));
+        let dirty: Vec<String> = verification
+            .vcs
+            .status()
+            .await?
+            .dirty_paths()
+            .into_iter()
+            .filter(|p| Some(p) != allowed.as_ref() && !p.starts_with(".workflow/"))
+            .collect();
+        if dirty.is_empty() {
+            Ok(())
+        } else {
+            Err(PlanexError::DirtyTree { paths: dirty })
+        }
+    }
+
+    /// What phase 4's verified tasks need, or `None` unverified: the tree
+    /// checked clean, the session's base commit (written by its first
+    /// verified run), a warning when `-c` cannot be honoured.
+    pub(crate) async fn verify_env(
+        &self,
+        session: &Session,
+    ) -> Result<Option<VerifyEnv>, PlanexError> {
+        let Some(verification) = &self.verification else {
+            return Ok(None);
+        };
+        let run_file = match &session.meta().source {
+            SessionSource::Run { tasks_csv } => Some(tasks_csv.as_str()),
+            _ => None,
+        };
+        self.check_clean(run_file).await?;
+        if self.options.concurrency > 1 {
+            self.sink.emit(&Event::Warning {
+                message: format!(
+                    "verified tasks run one at a time in the working tree (-c {} applies to exploration only)",
+                    self.options.concurrency
+                ),
+            });
+        }
+        let path = session.dir().join(BASE_FILE);
+        let base = match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => CommitId(text.trim().to_owned()),
+            _ => {
+                let head = verification.vcs.head().await?;
+                orchestrator_core::state::write_atomic(&path, head.as_str().as_bytes())?;
+                head
+            }
+        };
+        Ok(Some(VerifyEnv {
+            verification: Arc::clone(verification),
+            base,
+            session: session.id().to_owned(),
+        }))
+    }
+}
+
+/// `file` relative to `root` (both made absolute), with `/` separators.
+fn relative_to(root: &Path, file: &Path) -> Option<String> {
+    let root = std::fs::canonicalize(root).ok()?;
+    let file = std::fs::canonicalize(file).ok()?;
+    let rel = file.strip_prefix(&root).ok()?;
+    Some(rel.to_string_lossy().replace('\\', "/"))
+}
+
+/// The columns `results.csv` gains after the seed's (and the spend
+/// columns) in a verified session: a task's commit, the files its agent
+/// claimed when they differ from the measured `files_modified`, and the
+/// engine's verification command.
+pub(super) const VERIFY_COLUMNS: [&str; 3] = ["commit", "claimed_files_modified", "verification"];
+
+/// `rows` with [`VERIFY_COLUMNS`] appended when any task was verified.
+pub(super) fn with_verified(
+    mut rows: Vec<crate::rows::TaskRow>,
+    verified: &std::collections::BTreeMap<String, crate::verify::Verified>,
+) -> Vec<crate::rows::TaskRow> {
+    if verified.is_empty() {
+        return rows;
+    }
+    for row in &mut rows {
+        let v = verified.get(&row.id).cloned().unwrap_or_default();
+        row.extra
+            .retain(|(name, _)| !VERIFY_COLUMNS.contains(&name.as_str()));
+        row.extra.extend([
+            (VERIFY_COLUMNS[0].to_owned(), v.commit.unwrap_or_default()),
+            (VERIFY_COLUMNS[1].to_owned(), v.claimed_files.join(";")),
+            (VERIFY_COLUMNS[2].to_owned(), v.check.unwrap_or_default()),
+        ]);
+    }
+    rows
+}
+
+/// The `## Verification` section of `context.md`: per task the measured
+/// files, the engine's check and its result, the commit, and what the agent
+/// claimed when it differs. `None` when nothing was verified.
+pub(super) fn verification_section(
+    rows: &[crate::rows::TaskRow],
+    verified: &std::collections::BTreeMap<String, crate::verify::Verified>,
+) -> Option<String> {
+    if verified.is_empty() {
+        return None;
+    }
+    let cell = |s: &str| {
+        if s.is_empty() {
+            "—".to_owned()
+        } else {
+            s.replace('|', "\\|").replace('\n', "<br>")
+        }
+    };
+    let mut out = String::from(
+        "\n\n---\n\n## Verification\n\n\
+         Each task's change is what the working tree shows, its tests are the engine's own run, \
+         and a task that passed landed as its own commit.\n\n\
+         | Task | Status | Measured files | Check | Tests passed | Commit | Agent claimed |\n\
+         |------|--------|----------------|-------|--------------|--------|---------------|\n",
+    );
+    for row in rows {
+        let Some(v) = verified.get(&row.id) else {
+            continue;
+        };
+        let tests = row.tests_passed.map(|t| t.to_string()).unwrap_or_default();
+        let commit = v
+            .commit
+            .as_deref()
+            .map(|c| &c[..c.len().min(12)])
+            .unwrap_or("");
+        let mut claimed = v.claimed_files.join(", ");
+        if !v.outside_scope.is_empty() {
+            claimed.push_str(&format!(" (outside scope: {})", v.outside_scope.join(", ")));
+        }
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            row.id,
+            row.status,
+            cell(&row.files_modified.join(", ")),
+            cell(v.check.as_deref().unwrap_or("")),
+            cell(&tests),
+            cell(commit),
+            cell(claimed.trim()),
+        ));
+    }
+    Some(out)
+}

@@ -1,0 +1,394 @@
+//! Verify, don't trust: what a task changed is measured, held to its
+//! scope, checked by the engine, and landed as the task's own commit.
+//!
+//! With a [`Verification`] ([`Planex::with_verification`](crate::Planex::with_verification)),
+//! each task runs from a [`Checkpoint`] of the working tree, and every
+//! attempt of its agent goes through the engine's verifying wrapper:
+//!
+//! 1. the agent answers; a failure or a `failed` report rolls the tree back
+//!    to the checkpoint (the retry executor then decides what follows);
+//! 2. the **measured** change is what the tree shows changed since the
+//!    checkpoint (created and deleted files included) — not the agent's
+//!    `files_modified`, which is kept as its claim;
+//! 3. a change outside the task's `scope` globs fails the attempt with the
+//!    paths named and is rolled back ([`ScopeMode::Enforce`]; with
+//!    [`ScopeMode::Warn`] it is a warning); an empty scope allows any path;
+//! 4. an agent-executed task that changed nothing fails with "no change";
+//! 5. the engine runs the task's verification itself — its
+//!    `execution_directives`, else the project's test command — and
+//!    `tests_passed` is that run's result; a failing run fails the attempt
+//!    with its output (which the retry executor passes to the next
+//!    attempt) and rolls the change back.
+//!
+//! A task that passes lands as one commit, `feat(planex): <title> [<id>]`
+//! with a `Planex-Task: <session>/<id>` trailer, of exactly the measured
+//! paths; a task that fails or pauses leaves the tree at its checkpoint.
+//! Before a task runs, a commit with its trailer since the run's start
+//! means it landed before a crash: it is recorded as completed, never run
+//! or committed twice.
+//!
+//! Tasks run one at a time in the working tree (separate worktrees for
+//! concurrent verified tasks are not built yet). The shell agent runs the
+//! directives itself ([`Verification::with_executor_runs_directives`]):
+//! they are its verification, run once, and a task of it that changes
+//! nothing passes.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
+use orchestrator_core::command::{CommandRunner, CommandSpec};
+use orchestrator_core::event::{Event, EventSink};
+use orchestrator_core::scheduler::scope::glob_matches;
+use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs, VcsError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::protocol::{list_field, status_field};
+use crate::rows::{RowStatus, TaskRow};
+
+/// How much of a failing verification's output the error keeps.
+const CHECK_OUTPUT_MAX: usize = 2000;
+
+/// What a change outside a task's scope does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeMode {
+    /// The attempt fails with the paths named, and the change is rolled back.
+    #[default]
+    Enforce,
+    /// A warning names the paths; the task goes on (`--scope-mode warn`).
+    Warn,
+}
+
+/// The services and settings of verified execution.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Verification {
+    /// The repository's working tree.
+    pub vcs: Arc<dyn Vcs>,
+    /// Runs the verification commands.
+    pub runner: Arc<dyn CommandRunner>,
+    /// The project's test command, run for a task without
+    /// `execution_directives` (none: such a task is not tested, and its
+    /// `tests_passed` stays empty).
+    pub test_command: Option<String>,
+    /// What a change outside a task's scope does.
+    pub scope_mode: ScopeMode,
+    /// Whether the executor runs the task's directives itself (the shell
+    /// agent): then they are not run again, and a task that changes nothing
+    /// passes.
+    pub executor_runs_directives: bool,
+    /// Time limit of one verification run.
+    pub check_time_limit: Duration,
+}
+
+impl Verification {
+    /// Verification over `vcs`, commands through `runner`: scopes enforced,
+    /// no project test command, 10 minutes per verification run.
+    pub fn new(vcs: Arc<dyn Vcs>, runner: Arc<dyn CommandRunner>) -> Self {
+        Self {
+            vcs,
+            runner,
+            test_command: None,
+            scope_mode: ScopeMode::Enforce,
+            executor_runs_directives: false,
+            check_time_limit: Duration::from_secs(600),
+        }
+    }
+
+    /// Sets [`Verification::test_command`].
+    pub fn with_test_command(mut self, command: Option<String>) -> Self {
+        self.test_command = command.filter(|c| !c.trim().is_empty());
+        self
+    }
+
+    /// Sets [`Verification::scope_mode`].
+    pub fn with_scope_mode(mut self, mode: ScopeMode) -> Self {
+        self.scope_mode = mode;
+        self
+    }
+
+    /// Sets [`Verification::executor_runs_directives`].
+    pub fn with_executor_runs_directives(mut self, yes: bool) -> Self {
+        self.executor_runs_directives = yes;
+        self
+    }
+
+    /// Sets [`Verification::check_time_limit`].
+    pub fn with_check_time_limit(mut self, limit: Duration) -> Self {
+        self.check_time_limit = limit;
+        self
+    }
+
+    /// The command that verifies `row`, if any: its directives, else the
+    /// project's test command; none when the executor runs the directives.
+    pub fn check_for(&self, row: &TaskRow) -> Option<String> {
+        if self.executor_runs_directives {
+            return None;
+        }
+        let directives = row.execution_directives.trim();
+        if directives.is_empty() {
+            self.test_command.clone()
+        } else {
+            Some(directives.to_owned())
+        }
+    }
+}
+
+/// What verification found for one task, journaled with its result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verified {
+    /// The task's commit, when it landed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The files the agent said it modified, when that differs from the
+    /// measured change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claimed_files: Vec<String>,
+    /// The verification command run by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// Paths changed outside the task's scope (kept with [`ScopeMode::Warn`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_scope: Vec<String>,
+}
+
+/// The commit message of a task: `feat(planex): <title> [<id>]` and the
+/// `Planex-Task` trailer that finds it again after a crash.
+pub fn commit_message(session: &str, row: &TaskRow) -> String {
+    let title = row.title.lines().next().unwrap_or_default().trim();
+    format!(
+        "feat(planex): {title} [{}]\n\n{}",
+        row.id,
+        trailer(session, &row.id)
+    )
+}
+
+/// The trailer line of a task's commit.
+fn trailer(session: &str, id: &str) -> String {
+    format!("Planex-Task: {session}/{id}")
+}
+
+/// The commit since `base` that landed task `id` of `session`, if one did.
+pub(crate) async fn landed_commit(
+    vcs: &dyn Vcs,
+    base: &CommitId,
+    session: &str,
+    id: &str,
+) -> Result<Option<CommitId>, VcsError> {
+    let line = trailer(session, id);
+    Ok(vcs
+        .log_since(base)
+        .await?
+        .into_iter()
+        .find(|c| c.message.lines().any(|l| l.trim() == line))
+        .map(|c| c.id))
+}
+
+/// The agent of one verified task: the executor's answer measured, held to
+/// the scope and checked, attempt by attempt (see the module docs).
+#[derive(Debug)]
+pub(crate) struct VerifyingAgent {
+    pub(crate) inner: Arc<dyn Agent>,
+    pub(crate) verification: Arc<Verification>,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) row: TaskRow,
+    pub(crate) checkpoint: Checkpoint,
+    /// What the last passing attempt found.
+    pub(crate) found: Mutex<Verified>,
+}
+
+impl VerifyingAgent {
+    /// Rolls the tree back to the task's checkpoint; a failure is an agent
+    /// failure naming it (the user's dirty files are never touched: the
+    /// restore refuses instead).
+    async fn rollback(&self) -> Result<(), AgentError> {
+        self.verification
+            .vcs
+            .restore(&self.checkpoint)
+            .await
+            .map(drop)
+            .map_err(|e| AgentError::Failed {
+                message: format!("the task's change could not be rolled back: {e}"),
+                exit_code: None,
+            })
+    }
+
+    /// Fails the attempt with `message`, the change rolled back.
+    async fn reject(&self, message: String) -> Result<AgentResponse, AgentError> {
+        self.rollback().await?;
+        Err(AgentError::Failed {
+            message,
+            exit_code: None,
+        })
+    }
+
+    /// The paths of `changed` outside the row's scope (none when it has no
+    /// scope).
+    fn outside_scope(&self, changed: &[String]) -> Vec<String> {
+        let globs: Vec<&str> = self
+            .row
+            .scope
+            .split(';')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .collect();
+        if globs.is_empty() {
+            return Vec::new();
+        }
+        changed
+            .iter()
+            .filter(|p| !globs.iter().any(|g| glob_matches(g, p)))
+            .cloned()
+            .collect()
+    }
+
+    /// Runs `line` in the tree; `Err` with its output when it fails.
+    async fn check(&self, line: &str) -> Result<(), String> {
+        let root = self.verification.vcs.root().to_path_buf();
+        let spec =
+            CommandSpec::shell(line, root).with_time_limit(self.verification.check_time_limit);
+        let output = match self.verification.runner.run(spec).await {
+            Ok(o) => o,
+            Err(e) => return Err(format!("verification `{line}` could not run: {e}")),
+        };
+        if output.success() && !output.timed_out {
+            return Ok(());
+        }
+        let status = if output.timed_out {
+            format!(
+                "timed out after {:.0}s",
+                self.verification.check_time_limit.as_secs_f64()
+            )
+        } else {
+            output.exit_code.map_or_else(
+                || "was killed by a signal".to_owned(),
+                |c| format!("exited with status {c}"),
+            )
+        };
+        let combined = output.combined();
+        let tail = tail(combined.trim(), CHECK_OUTPUT_MAX);
+        Err(format!(
+            "verification by the engine failed: `{line}` {status} (the agent's report is not taken for it):\n{tail}"
+        ))
+    }
+}
+
+#[async_trait]
+impl Agent for VerifyingAgent {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn changes_files(&self) -> bool {
+        self.inner.changes_files()
+    }
+
+    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        let vcs = &self.verification.vcs;
+        // Each attempt starts from the task's checkpoint.
+        if !vcs
+            .changed_since(&self.checkpoint)
+            .await
+            .map_err(failed)?
+            .is_empty()
+        {
+            self.rollback().await?;
+        }
+        let mut response = match self.inner.run(request).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.rollback().await?;
+                return Err(e);
+            }
+        };
+        let mut report = response.structured.clone().unwrap_or(Value::Null);
+        if status_field(&report) != RowStatus::Completed {
+            // The agent's own failure: the report turns it into a failed
+            // attempt.
+            self.rollback().await?;
+            return Ok(response);
+        }
+        let measured = match vcs.changed_since(&self.checkpoint).await {
+            Ok(m) => m,
+            Err(e) => {
+                return self
+                    .reject(format!("the task's change cannot be measured: {e}"))
+                    .await;
+            }
+        };
+        let outside = self.outside_scope(&measured);
+        if !outside.is_empty() {
+            let paths = outside.join(", ");
+            match self.verification.scope_mode {
+                ScopeMode::Enforce => {
+                    return self
+                        .reject(format!(
+                            "the task changed files outside its scope `{}`: {paths}; its change was rolled back",
+                            self.row.scope
+                        ))
+                        .await;
+                }
+                ScopeMode::Warn => self.sink.emit(&Event::Warning {
+                    message: format!(
+                        "task {} changed files outside its scope `{}`: {paths}",
+                        self.row.id, self.row.scope
+                    ),
+                }),
+            }
+        }
+        if measured.is_empty() && !self.verification.executor_runs_directives {
+            return self
+                .reject(
+                    "no change: the agent reported the task completed, but no file changed"
+                        .to_owned(),
+                )
+                .await;
+        }
+        let check = self.verification.check_for(&self.row);
+        if let Some(line) = &check
+            && let Err(message) = self.check(line).await
+        {
+            return self.reject(message).await;
+        }
+        let claimed = list_field(report.get("files_modified"));
+        if let Some(map) = report.as_object_mut() {
+            map.insert("files_modified".into(), json!(measured));
+            if check.is_some() || self.verification.executor_runs_directives {
+                // The engine's run (or the shell agent's directives) passed.
+                // Untested, the report keeps its schema-valid claim here and
+                // the task's result records no test (see `verified_end`).
+                map.insert("tests_passed".into(), Value::Bool(true));
+            }
+        }
+        let mut claimed_sorted = claimed.clone();
+        claimed_sorted.sort();
+        *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Verified {
+            commit: None,
+            claimed_files: if claimed_sorted == measured {
+                Vec::new()
+            } else {
+                claimed
+            },
+            check,
+            outside_scope: outside,
+        };
+        response.structured = Some(report);
+        response.files_changed = measured;
+        Ok(response)
+    }
+}
+
+fn failed(e: VcsError) -> AgentError {
+    AgentError::Failed {
+        message: format!("the working tree cannot be read: {e}"),
+        exit_code: None,
+    }
+}
+
+/// The last `max` characters of `text`.
+fn tail(text: &str, max: usize) -> &str {
+    let start = text.char_indices().rev().nth(max).map_or(0, |(i, _)| i);
+    &text[start..]
+}

@@ -1,0 +1,477 @@
+//! Verified execution (`Planex::with_verification`) on a real git
+//! repository, with real commands: what a task changed is measured, held
+//! to its scope, checked by the engine and landed as its own commit —
+//! whatever its (scripted) agent claims.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::process::ProcessRunner;
+use orchestrator_core::agent::{AgentResponse, Role};
+use orchestrator_core::event::CollectingSink;
+use orchestrator_core::fakes::{FakeAgent, Reply};
+use orchestrator_core::gate::AutoYes;
+use orchestrator_core::scheduler::Mode;
+use orchestrator_planex::rows::{RowStatus, read_tasks_csv};
+use orchestrator_planex::{
+    Agents, ExecutionPolicy, Outcome, Planex, PlanexError, PlanexOptions, ScopeMode, Verification,
+};
+use serde_json::json;
+
+const HEADER: &str = "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A repository with `src/lib.txt` committed, and the tasks file `rows`
+/// outside it.
+fn sandbox(rows: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "t@example.com"]);
+    git(&repo, &["config", "user.name", "T"]);
+    std::fs::write(repo.join("src/lib.txt"), "one\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "start"]);
+    let mut csv = format!("{HEADER}\n");
+    for r in rows {
+        csv.push_str(r);
+        csv.push('\n');
+    }
+    std::fs::write(dir.path().join("tasks.csv"), csv).unwrap();
+    (dir, repo)
+}
+
+/// The task report an agent answers, claiming `files` and passing tests.
+fn report(id: &str, files: &[&str]) -> AgentResponse {
+    AgentResponse::structured(json!({
+        "id": id, "status": "completed", "findings": format!("{id} done"),
+        "files_modified": files, "tests_passed": true, "acceptance_met": "all", "error": ""
+    }))
+}
+
+/// An agent answer that writes `files` and claims `claimed`.
+fn edit(id: &str, files: &[(&str, &str)], claimed: &[&str]) -> Reply {
+    Reply::Edit {
+        files: files
+            .iter()
+            .map(|(p, c)| ((*p).to_owned(), Some((*c).to_owned())))
+            .collect(),
+        response: report(id, claimed),
+    }
+}
+
+async fn run(
+    dir: &Path,
+    repo: &Path,
+    agent: Arc<FakeAgent>,
+    tweak: impl FnOnce(Verification) -> Verification,
+) -> (Result<Outcome, PlanexError>, Arc<CollectingSink>) {
+    let vcs = Arc::new(GitVcs::open(repo).await.unwrap());
+    let verification = tweak(Verification::new(vcs, Arc::new(ProcessRunner::default())));
+    let sink = Arc::new(CollectingSink::new());
+    let options = PlanexOptions::default()
+        .with_auto_yes(true)
+        .with_concurrency(4)
+        .with_schedule(Mode::Eager)
+        .with_task_time_limit(Duration::from_secs(20))
+        .with_execution(ExecutionPolicy::agent());
+    let planex = Planex::new(
+        repo,
+        Agents::all(agent),
+        Arc::new(AutoYes),
+        sink.clone(),
+        options,
+    )
+    .with_verification(verification);
+    (planex.run_tasks_file(&dir.join("tasks.csv")).await, sink)
+}
+
+fn results(outcome: &Outcome) -> Vec<orchestrator_planex::rows::TaskRow> {
+    read_tasks_csv(outcome.summary.session_dir.join("results.csv")).unwrap()
+}
+
+fn row<'a>(
+    rows: &'a [orchestrator_planex::rows::TaskRow],
+    id: &str,
+) -> &'a orchestrator_planex::rows::TaskRow {
+    rows.iter().find(|r| r.id == id).unwrap()
+}
+
+fn extra<'a>(row: &'a orchestrator_planex::rows::TaskRow, column: &str) -> &'a str {
+    row.extra
+        .iter()
+        .find(|(name, _)| name == column)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// The subjects of the commits after `start`, oldest first.
+fn subjects(repo: &Path) -> Vec<String> {
+    git(repo, &["log", "--reverse", "--format=%s"])
+        .lines()
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_file_is_measured_and_lands_as_the_tasks_commit() {
+    let (dir, repo) =
+        sandbox(&["T1,Add greeting,Write src/hello.txt,,,src/**,,grep -q hi src/hello.txt,,,"]);
+    // The agent writes a file but lists nothing.
+    let agent =
+        Arc::new(FakeAgent::new("fake").on("T1", edit("T1", &[("src/hello.txt", "hi\n")], &[])));
+    let (outcome, _) = run(dir.path(), &repo, agent, |v| v).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    let rows = results(&outcome);
+    let t1 = row(&rows, "T1");
+    assert_eq!(t1.status, RowStatus::Completed);
+    assert_eq!(t1.files_modified, ["src/hello.txt"]);
+    assert_eq!(t1.tests_passed, Some(true));
+    assert_eq!(extra(t1, "verification"), "grep -q hi src/hello.txt");
+    assert_eq!(extra(t1, "claimed_files_modified"), "");
+    assert_eq!(subjects(&repo), ["feat(planex): Add greeting [T1]"]);
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    assert_eq!(extra(t1, "commit"), head.trim());
+    let message = git(&repo, &["log", "-1", "--format=%B"]);
+    assert!(
+        message.contains(&format!("Planex-Task: {}/T1", outcome.summary.session_id)),
+        "{message}"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
+    assert!(context.contains("## Verification"), "{context}");
+    assert!(
+        context.contains("| T1 | completed | src/hello.txt | grep -q hi src/hello.txt | true |"),
+        "{context}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_the_scope_fails_and_is_rolled_back_and_its_dependent_skipped() {
+    let (dir, repo) = sandbox(&[
+        "T1,Change lib,Edit src/lib.txt,,,src/lib.txt,,,,,",
+        "T2,Use it,Needs T1,,,src/**,,,T1,,",
+    ]);
+    let agent = Arc::new(FakeAgent::new("fake").otherwise(edit(
+        "T1",
+        &[("src/lib.txt", "two\n"), ("README.md", "sneaky\n")],
+        &["src/lib.txt"],
+    )));
+    let (outcome, _) = run(dir.path(), &repo, agent.clone(), |v| v).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.exit_code(), 1);
+    let rows = results(&outcome);
+    let t1 = row(&rows, "T1");
+    assert_eq!(t1.status, RowStatus::Failed);
+    assert!(
+        t1.error
+            .contains("changed files outside its scope `src/lib.txt`: README.md"),
+        "{}",
+        t1.error
+    );
+    assert!(t1.files_modified.is_empty(), "{:?}", t1.files_modified);
+    let t2 = row(&rows, "T2");
+    assert_eq!(t2.status, RowStatus::Skipped);
+    assert!(t2.error.contains("Dependency"), "{}", t2.error);
+    assert_eq!(agent.calls_for("T2"), 0);
+    // Nothing stays changed, inside the scope or out of it; no commit.
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert!(!repo.join("README.md").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(subjects(&repo).is_empty());
+
+    // With --scope-mode warn the same change lands, the paths named.
+    let (dir, repo) = sandbox(&["T1,Change lib,Edit src/lib.txt,,,src/lib.txt,,,,,"]);
+    let agent = Arc::new(FakeAgent::new("fake").otherwise(edit(
+        "T1",
+        &[("src/lib.txt", "two\n"), ("README.md", "sneaky\n")],
+        &["src/lib.txt"],
+    )));
+    let (outcome, sink) = run(dir.path(), &repo, agent, |v| {
+        v.with_scope_mode(ScopeMode::Warn)
+    })
+    .await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    assert!(sink.events().iter().any(|e| matches!(e,
+        orchestrator_core::event::Event::Warning { message }
+            if message == "task T1 changed files outside its scope `src/lib.txt`: README.md")));
+    let rows = results(&outcome);
+    assert_eq!(
+        row(&rows, "T1").files_modified,
+        ["README.md", "src/lib.txt"]
+    );
+    assert_eq!(
+        extra(row(&rows, "T1"), "claimed_files_modified"),
+        "src/lib.txt"
+    );
+    assert_eq!(subjects(&repo), ["feat(planex): Change lib [T1]"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_pass_whose_directive_fails_is_a_failed_task_with_the_output() {
+    let (dir, repo) = sandbox(&[
+        "T1,Fix lib,Make the check pass,,,src/**,,sh -c 'grep -q fixed src/lib.txt || { echo CHECK FAILED: lib not fixed; exit 1; }',,,",
+    ]);
+    // Both attempts claim tests_passed=true, neither fixes it.
+    let agent = Arc::new(FakeAgent::new("fake").otherwise(edit(
+        "T1",
+        &[("src/lib.txt", "still broken\n")],
+        &["src/lib.txt"],
+    )));
+    let (outcome, _) = run(dir.path(), &repo, agent.clone(), |v| v).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.exit_code(), 1);
+    let rows = results(&outcome);
+    let t1 = row(&rows, "T1");
+    assert_eq!(t1.status, RowStatus::Failed);
+    assert!(
+        t1.error.contains("verification by the engine failed"),
+        "{}",
+        t1.error
+    );
+    assert!(
+        t1.error.contains("CHECK FAILED: lib not fixed"),
+        "{}",
+        t1.error
+    );
+    assert_eq!(t1.tests_passed, None, "the agent's claim is not taken");
+    // Retried with the failure in its prompt (ExecutionPolicy::agent: 2
+    // rounds), rolled back each time.
+    let calls = agent.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].role, Role::Execute);
+    assert!(
+        calls[1].instruction.contains("CHECK FAILED: lib not fixed"),
+        "{}",
+        calls[1].instruction
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert!(subjects(&repo).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_agent_changed_nothing_fails_with_no_change() {
+    let (dir, repo) = sandbox(&["T1,Do it,Change something,,,,,,,,"]);
+    let agent =
+        Arc::new(FakeAgent::new("fake").otherwise(Reply::Answer(report("T1", &["src/lib.txt"]))));
+    let (outcome, _) = run(dir.path(), &repo, agent, |v| v).await;
+    let outcome = outcome.unwrap();
+    let rows = results(&outcome);
+    let t1 = row(&rows, "T1");
+    assert_eq!(t1.status, RowStatus::Failed);
+    assert!(
+        t1.error
+            .contains("no change: the agent reported the task completed, but no file changed"),
+        "{}",
+        t1.error
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependent_tasks_land_in_dependency_order_each_verified_against_the_others_work() {
+    let (dir, repo) = sandbox(&[
+        "T2,Second,Append to the first,,,src/b.txt,,grep -q a src/a.txt,T1,,",
+        "T1,First,Create a,,,src/a.txt,,,,,",
+    ]);
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("T1", edit("T1", &[("src/a.txt", "a\n")], &["src/a.txt"]))
+            .on("T2", edit("T2", &[("src/b.txt", "b\n")], &["src/b.txt"])),
+    );
+    let (outcome, sink) = run(dir.path(), &repo, agent, |v| {
+        v.with_test_command(Some("test -f src/a.txt".to_owned()))
+    })
+    .await;
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        subjects(&repo),
+        ["feat(planex): First [T1]", "feat(planex): Second [T2]"]
+    );
+    let rows = results(&outcome);
+    // T1 has no directives: the project's test command verified it.
+    assert_eq!(extra(row(&rows, "T1"), "verification"), "test -f src/a.txt");
+    assert_eq!(
+        extra(row(&rows, "T2"), "verification"),
+        "grep -q a src/a.txt"
+    );
+    // -c 4 is not honoured for verified tasks, and the user is told.
+    assert!(sink.events().iter().any(|e| matches!(e,
+        orchestrator_core::event::Event::Warning { message } if message.starts_with("verified tasks run one at a time"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dirty_tree_is_refused_before_anything_runs_and_left_as_it_is() {
+    let (dir, repo) = sandbox(&["T1,Do it,Change something,,,,,,,,"]);
+    std::fs::write(repo.join("src/lib.txt"), "my own work\n").unwrap();
+    let agent = Arc::new(FakeAgent::new("fake"));
+    let (outcome, _) = run(dir.path(), &repo, agent.clone(), |v| v).await;
+    let error = outcome.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("the working tree has uncommitted changes (src/lib.txt)"),
+        "{error}"
+    );
+    assert!(agent.calls().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "my own work\n"
+    );
+    // The tasks file itself may be untracked inside the repository.
+    std::fs::write(repo.join("src/lib.txt"), "one\n").unwrap();
+    std::fs::copy(dir.path().join("tasks.csv"), repo.join("tasks.csv")).unwrap();
+    let agent =
+        Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/c.txt", "c\n")], &[])));
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let planex = Planex::new(
+        &repo,
+        Agents::all(agent),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())));
+    let outcome = planex
+        .run_tasks_file(&repo.join("tasks.csv"))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "?? tasks.csv\n");
+    // No directive and no test command: nothing was tested, whatever the
+    // agent claimed.
+    let rows = results(&outcome);
+    assert_eq!(row(&rows, "T1").tests_passed, None);
+    assert_eq!(extra(row(&rows, "T1"), "verification"), "");
+}
+
+/// A run killed after a task's commit and before its result was journaled:
+/// `--continue` finds the commit by its trailer, records the task as
+/// completed, and neither runs nor commits it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
+    let (dir, repo) = sandbox(&["T1,First,Create a,,,src/a.txt,,,,,"]);
+    // The first run stops at the gate (nothing approved): the session
+    // exists, nothing ran.
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let stopped = Planex::new(
+        &repo,
+        Agents::all(Arc::new(FakeAgent::new("fake"))),
+        Arc::new(orchestrator_core::gate::AlwaysDefer),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default(),
+    )
+    .with_verification(Verification::new(
+        vcs.clone(),
+        Arc::new(ProcessRunner::default()),
+    ))
+    .run_tasks_file(&dir.path().join("tasks.csv"))
+    .await
+    .unwrap();
+    assert_eq!(stopped.exit_code(), 3, "{}", stopped.summary);
+    let session = stopped.summary.session_id.clone();
+    // What the killed run left: the base it started from, and T1's commit.
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(
+        stopped.summary.session_dir.join("verify-base.txt"),
+        base.trim(),
+    )
+    .unwrap();
+    std::fs::write(repo.join("src/a.txt"), "a\n").unwrap();
+    git(&repo, &["add", "src/a.txt"]);
+    git(
+        &repo,
+        &[
+            "commit",
+            "-qm",
+            &format!("feat(planex): First [T1]\n\nPlanex-Task: {session}/T1"),
+        ],
+    );
+    let agent =
+        Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/a.txt", "again\n")], &[])));
+    let outcome = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())))
+    .resume(Some(&session))
+    .await
+    .unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    assert!(agent.calls().is_empty(), "T1 ran again");
+    assert_eq!(subjects(&repo), ["feat(planex): First [T1]"]);
+    let rows = results(&outcome);
+    assert_eq!(row(&rows, "T1").status, RowStatus::Completed);
+    assert_eq!(
+        extra(row(&rows, "T1"), "commit"),
+        git(&repo, &["rev-parse", "HEAD"]).trim()
+    );
+}
