@@ -953,6 +953,10 @@ const DAG: [(&str, &[&str]); 8] = [
 struct Planex {
     schedule: &'static str,
     concurrency: u32,
+    /// `--verify`: the directives only write their files; the engine
+    /// measures, checks and commits each task (exactly once, by its
+    /// `Planex-Task` trailer).
+    verify: bool,
 }
 
 impl Planex {
@@ -964,13 +968,18 @@ impl Planex {
     /// files (so a task run before them fails, and the tree shows what it
     /// saw), then commits it unless that commit is already made. Commits
     /// take a lock directory, as tasks running at once share one index.
-    fn directive(id: &str, deps: &[&str]) -> String {
+    fn directive(&self, id: &str, deps: &[&str]) -> String {
         let input = if deps.is_empty() {
             "true".to_owned()
         } else {
             let files: Vec<String> = deps.iter().map(|d| format!("out/{d}.txt")).collect();
             format!("cat {}", files.join(" "))
         };
+        if self.verify {
+            return format!(
+                "mkdir -p out && {{ {input} && echo '{id} done'; }} > out/{id}.txt && sleep 0.04"
+            );
+        }
         format!(
             "mkdir -p out && {{ {input} && echo '{id} done'; }} > out/{id}.txt \
              && sleep 0.04 \
@@ -995,6 +1004,9 @@ impl Planex {
             "--schedule".to_owned(),
             self.schedule.to_owned(),
         ]);
+        if self.verify {
+            args.push("--verify".to_owned());
+        }
         args
     }
 }
@@ -1002,8 +1014,10 @@ impl Planex {
 impl Flow for Planex {
     fn label(&self) -> String {
         format!(
-            "planex run --schedule {} -c {}",
-            self.schedule, self.concurrency
+            "planex run --schedule {} -c {}{}",
+            self.schedule,
+            self.concurrency,
+            if self.verify { " --verify" } else { "" }
         )
     }
 
@@ -1012,7 +1026,7 @@ impl Flow for Planex {
         init_repo(ctx, &repo, &[("README.md", "crash-resume\n")]);
         let mut csv = format!("{TASKS_HEADER}\n");
         for (id, deps) in DAG {
-            let directive = Self::directive(id, deps).replace('"', "\"\"");
+            let directive = self.directive(id, deps).replace('"', "\"\"");
             let _ = writeln!(
                 csv,
                 "{id},Write {id},Write out/{id}.txt,,,,,\"{directive}\",{},,",
@@ -1136,7 +1150,24 @@ impl Flow for Planex {
     }
 
     fn ordered(&self) -> bool {
-        self.concurrency == 1
+        // Verified tasks run one at a time whatever `-c` says.
+        self.concurrency == 1 || self.verify
+    }
+
+    fn final_checks(&self, ctx: &Ctx, repo: &Path, when: &str) {
+        for info in ctx.ok(list_sessions(repo), "list planex sessions at the end") {
+            let left: Vec<String> = entries(ctx, &info.dir)
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .filter(|n| n.starts_with("verify-inflight-"))
+                .collect();
+            ctx.check(left.is_empty(), || {
+                format!(
+                    "{when}: in-flight records left in {}: {left:?}",
+                    info.dir.display()
+                )
+            });
+        }
     }
 
     fn progress_phase(&self, stderr: &str) -> String {
@@ -1625,6 +1656,7 @@ fn planex_survives_kill_9_at_random_instants() {
                 Box::new(Planex {
                     schedule: "eager",
                     concurrency: 1,
+                    verify: false,
                 }),
                 1,
             ),
@@ -1632,6 +1664,7 @@ fn planex_survives_kill_9_at_random_instants() {
                 Box::new(Planex {
                     schedule: "waves",
                     concurrency: 1,
+                    verify: false,
                 }),
                 1,
             ),
@@ -1639,6 +1672,37 @@ fn planex_survives_kill_9_at_random_instants() {
                 Box::new(Planex {
                     schedule: "eager",
                     concurrency: 3,
+                    verify: false,
+                }),
+                1,
+            ),
+        ],
+    );
+}
+
+/// planex `--verify`: the engine, not the directives, commits each task;
+/// after any kill `--continue` rolls back a task that had not landed and
+/// finds one that had by its trailer, so every commit is made exactly once
+/// and equals the uninterrupted run's.
+#[test]
+fn planex_verify_survives_kill_9_at_random_instants() {
+    let ctx = Ctx::new("planex --verify");
+    crash_flow(
+        &ctx,
+        &[
+            (
+                Box::new(Planex {
+                    schedule: "eager",
+                    concurrency: 3,
+                    verify: true,
+                }),
+                1,
+            ),
+            (
+                Box::new(Planex {
+                    schedule: "waves",
+                    concurrency: 1,
+                    verify: true,
                 }),
                 1,
             ),

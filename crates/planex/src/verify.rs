@@ -21,11 +21,13 @@
 //!    attempt) and rolls the change back.
 //!
 //! A task that passes lands as one commit, `feat(planex): <title> [<id>]`
-//! with a `Planex-Task: <session>/<id>` trailer, of exactly the measured
+//! with a `Planex-Task: <id>` trailer, of exactly the measured
 //! paths; a task that fails or pauses leaves the tree at its checkpoint.
 //! Before a task runs, a commit with its trailer since the run's start
 //! means it landed before a crash: it is recorded as completed, never run
-//! or committed twice.
+//! or committed twice. A task's checkpoint is kept in the session folder
+//! while it runs ([`InFlight`]): `--continue` after a crash rolls back the
+//! change of a task that had not landed, so the tree is clean again.
 //!
 //! Tasks run one at a time in the working tree (separate worktrees for
 //! concurrent verified tasks are not built yet). The shell agent runs the
@@ -156,29 +158,28 @@ pub struct Verified {
 }
 
 /// The commit message of a task: `feat(planex): <title> [<id>]` and the
-/// `Planex-Task` trailer that finds it again after a crash.
-pub fn commit_message(session: &str, row: &TaskRow) -> String {
+/// `Planex-Task: <id>` trailer that finds it again after a crash. It holds
+/// nothing of the session or the time, so the same plan gives the same
+/// commits.
+pub fn commit_message(row: &TaskRow) -> String {
     let title = row.title.lines().next().unwrap_or_default().trim();
-    format!(
-        "feat(planex): {title} [{}]\n\n{}",
-        row.id,
-        trailer(session, &row.id)
-    )
+    format!("feat(planex): {title} [{}]\n\n{}", row.id, trailer(&row.id))
 }
 
 /// The trailer line of a task's commit.
-fn trailer(session: &str, id: &str) -> String {
-    format!("Planex-Task: {session}/{id}")
+fn trailer(id: &str) -> String {
+    format!("Planex-Task: {id}")
 }
 
-/// The commit since `base` that landed task `id` of `session`, if one did.
+/// The commit since `base` (HEAD when the session's first verified run
+/// started, so every commit after it was made in the session's lifetime)
+/// that landed task `id`, if one did.
 pub(crate) async fn landed_commit(
     vcs: &dyn Vcs,
     base: &CommitId,
-    session: &str,
     id: &str,
 ) -> Result<Option<CommitId>, VcsError> {
-    let line = trailer(session, id);
+    let line = trailer(id);
     Ok(vcs
         .log_since(base)
         .await?
@@ -186,6 +187,26 @@ pub(crate) async fn landed_commit(
         .find(|c| c.message.lines().any(|l| l.trim() == line))
         .map(|c| c.id))
 }
+
+/// A verified task in flight: the checkpoint its change is measured from,
+/// written (atomically) to the session folder before its agent starts and
+/// removed once its result is known, so that a run killed in between can
+/// roll the half-done change back (or find its commit) on `--continue`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// The task.
+    pub id: String,
+    /// The tree before it started.
+    pub checkpoint: Checkpoint,
+}
+
+/// The in-flight record of task `id` in the session folder `dir`.
+pub fn in_flight_path(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    dir.join(format!("{IN_FLIGHT_PREFIX}{id}.json"))
+}
+
+/// The file-name prefix of in-flight records.
+pub const IN_FLIGHT_PREFIX: &str = "verify-inflight-";
 
 /// The agent of one verified task: the executor's answer measured, held to
 /// the scope and checked, attempt by attempt (see the module docs).

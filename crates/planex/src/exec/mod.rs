@@ -83,6 +83,6 @@ pub(crate) struct VerifyEnv {
     /// HEAD when the session's first verified run started: a task's commit
     /// since then means it landed before a crash.
     pub base: orchestrator_core::vcs::CommitId,
-    /// The session id, in the commit trailers.
-    pub session: String,
+    /// The session folder, for the in-flight records.
+    pub dir: PathBuf,
 }

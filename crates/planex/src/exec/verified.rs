@@ -14,7 +14,9 @@ use super::VerifyEnv;
 use super::results::{LastReport, TaskOutput, completed_task, failed_task, failure_text};
 use crate::journal::{PausedTask, TaskResult};
 use crate::rows::{RowStatus, TaskRow};
-use crate::verify::{Verified, VerifyingAgent, commit_message, landed_commit};
+use crate::verify::{
+    InFlight, Verified, VerifyingAgent, commit_message, in_flight_path, landed_commit,
+};
 
 /// How a verified task starts.
 pub(super) enum Start {
@@ -33,7 +35,7 @@ pub(super) async fn verified_start(
     sink: &Arc<dyn EventSink>,
 ) -> Result<Start, String> {
     let vcs = &env.verification.vcs;
-    match landed_commit(vcs.as_ref(), &env.base, &env.session, &row.id).await {
+    match landed_commit(vcs.as_ref(), &env.base, &row.id).await {
         Ok(Some(commit)) => {
             return Ok(Start::Landed(Box::new(TaskResult {
                 id: row.id.clone(),
@@ -59,6 +61,13 @@ pub(super) async fn verified_start(
         .checkpoint()
         .await
         .map_err(|e| format!("the working tree cannot be checkpointed: {e}"))?;
+    // Kept before the agent starts, so a crash from here on can be undone.
+    let record = InFlight {
+        id: row.id.clone(),
+        checkpoint: checkpoint.clone(),
+    };
+    orchestrator_core::state::write_json_atomic(in_flight_path(&env.dir, &row.id), &record)
+        .map_err(|e| format!("the task's checkpoint cannot be kept: {e}"))?;
     Ok(Start::Run(Arc::new(VerifyingAgent {
         inner: agent,
         verification: Arc::clone(&env.verification),
@@ -71,8 +80,31 @@ pub(super) async fn verified_start(
 
 /// The task's result: a passed task's measured change committed, anything
 /// else rolled back to the checkpoint (a pause too: the resumed attempt
-/// starts from there).
+/// starts from there). Its in-flight record goes once that is done: a
+/// crash before leaves it for `--continue`, which finds the commit or
+/// rolls back.
 pub(super) async fn verified_end(
+    agent: &VerifyingAgent,
+    env: &VerifyEnv,
+    row: &TaskRow,
+    outcome: MilestoneOutcome,
+    last: LastReport,
+    auto_yes: bool,
+) -> TaskOutput {
+    let output = settle(agent, env, row, outcome, last, auto_yes).await;
+    let path = in_flight_path(&env.dir, &row.id);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        agent.sink.emit(&orchestrator_core::event::Event::Warning {
+            message: format!("{} could not be removed: {e}", path.display()),
+        });
+    }
+    output
+}
+
+/// [`verified_end`] before the record goes.
+async fn settle(
     agent: &VerifyingAgent,
     env: &VerifyEnv,
     row: &TaskRow,
@@ -110,10 +142,7 @@ pub(super) async fn verified_end(
             };
             let mut verified = found;
             if !changed.is_empty() {
-                match vcs
-                    .commit(&changed, &commit_message(&env.session, row))
-                    .await
-                {
+                match vcs.commit(&changed, &commit_message(row)).await {
                     Ok(commit) => verified.commit = Some(commit.as_str().to_owned()),
                     Err(e) => {
                         let note = rollback().await;

@@ -13,7 +13,7 @@ use super::Planex;
 use crate::error::PlanexError;
 use crate::exec::{VerifyEnv, scheduler_config};
 use crate::session::{Session, SessionSource};
-use crate::verify::Verification;
+use crate::verify::{IN_FLIGHT_PREFIX, InFlight, Verification, landed_commit};
 
 /// The file in a session folder holding the HEAD its first verified run
 /// started from.
@@ -76,6 +76,14 @@ impl Planex {
             SessionSource::Run { tasks_csv } => Some(tasks_csv.as_str()),
             _ => None,
         };
+        let path = session.dir().join(BASE_FILE);
+        let base = match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => Some(CommitId(text.trim().to_owned())),
+            _ => None,
+        };
+        if let Some(base) = &base {
+            self.recover_in_flight(verification, session, base).await?;
+        }
         self.check_clean(run_file).await?;
         if self.options.concurrency > 1 {
             self.sink.emit(&Event::Warning {
@@ -85,10 +93,9 @@ impl Planex {
                 ),
             });
         }
-        let path = session.dir().join(BASE_FILE);
-        let base = match std::fs::read_to_string(&path) {
-            Ok(text) if !text.trim().is_empty() => CommitId(text.trim().to_owned()),
-            _ => {
+        let base = match base {
+            Some(base) => base,
+            None => {
                 let head = verification.vcs.head().await?;
                 orchestrator_core::state::write_atomic(&path, head.as_str().as_bytes())?;
                 head
@@ -97,8 +104,57 @@ impl Planex {
         Ok(Some(VerifyEnv {
             verification: Arc::clone(verification),
             base,
-            session: session.id().to_owned(),
+            dir: session.dir().to_path_buf(),
         }))
+    }
+}
+
+impl Planex {
+    /// After a crash: each task that was in flight either landed (its
+    /// commit is found by its trailer, and its start will record it) or
+    /// had its half-done change rolled back to its checkpoint; the records
+    /// are then removed.
+    async fn recover_in_flight(
+        &self,
+        verification: &Verification,
+        session: &Session,
+        base: &CommitId,
+    ) -> Result<(), PlanexError> {
+        let Ok(entries) = std::fs::read_dir(session.dir()) else {
+            return Ok(());
+        };
+        let mut records: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with(IN_FLIGHT_PREFIX) && n.ends_with(".json")
+                })
+            })
+            .collect();
+        records.sort();
+        for path in records {
+            let Some(record) = orchestrator_core::state::read_json_if_exists::<InFlight>(&path)?
+            else {
+                continue;
+            };
+            let landed = landed_commit(verification.vcs.as_ref(), base, &record.id).await?;
+            if landed.is_none() {
+                let restored = verification.vcs.restore(&record.checkpoint).await?;
+                if !restored.is_empty() {
+                    self.sink.emit(&Event::Warning {
+                        message: format!(
+                            "task {} was interrupted before it landed: its change ({}) was rolled back, and it runs again",
+                            record.id,
+                            restored.join(", ")
+                        ),
+                    });
+                }
+            }
+            session.remove_file(&path)?;
+        }
+        Ok(())
     }
 }
 
