@@ -1256,3 +1256,107 @@ fn rate_limited_with_the_real_codex() {
 fn rate_limited_with_the_real_gemini() {
     rate_limited_with(Cli::Gemini);
 }
+
+/// `planex run --verify` with the real claude, whose reports always claim
+/// success: T1's first edit does not satisfy its directive, so the engine's
+/// own run fails it (the claimed `tests_passed` is not taken), the retry's
+/// prompt carries that output and its edit lands as T1's commit; T2 writes
+/// outside its scope (`stray.txt`) on every attempt, fails with the path named and is
+/// rolled back; T3, after T2, is skipped.
+#[test]
+fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
+    let sandbox = Sandbox::new(&[("README.md", "demo\n")]);
+    let tasks = sandbox.repo.parent().unwrap().join("tasks.csv");
+    std::fs::write(
+        &tasks,
+        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n\
+         T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
+         T2,Notes,Write notes/a.txt,,,notes/**,,,,,\n\
+         T3,After notes,Write notes/b.txt,,,notes/**,,,T2,,\n",
+    )
+    .unwrap();
+    let repo = sandbox.repo.clone();
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        Protocol::Anthropic,
+        move |exchange: &Exchange| {
+            let prompt = exchange.user_text();
+            if !prompt.contains("## TASK ASSIGNMENT") {
+                return Turn::Status(500, format!("unscripted prompt: {prompt}"));
+            }
+            let id = task_of(&prompt);
+            let mut turns = match id.as_str() {
+                "T1" if prompt.contains("verification by the engine failed") => {
+                    vec![Cli::Claude.create(&repo, "hello.txt", "howdy\n")]
+                }
+                "T1" => vec![Cli::Claude.create(&repo, "hello.txt", "hello\n")],
+                _ => vec![
+                    Cli::Claude.create(&repo, "notes/a.txt", "a\n"),
+                    Cli::Claude.create(&repo, "stray.txt", "stray\n"),
+                ],
+            };
+            let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
+                "files_modified": [], "tests_passed": true, "acceptance_met": "yes", "error": ""});
+            turns.extend(Cli::Claude.answer(&report));
+            step(&turns, exchange, "Done.")
+        },
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        Cli::Claude,
+        &server,
+        &[
+            "planex",
+            "run",
+            &tasks.display().to_string(),
+            "-y",
+            "--agent",
+            "claude",
+            "--verify",
+        ],
+    );
+    eprintln!(
+        "claude: planex --verify in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{report}");
+    assert_eq!(
+        sandbox.git(&["log", "--format=%s"]).trim(),
+        "feat(planex): Say howdy [T1]\ninitial",
+        "{report}"
+    );
+    assert_eq!(sandbox.read("hello.txt"), "howdy\n");
+    assert!(!sandbox.repo.join("stray.txt").exists(), "{report}");
+    assert!(!sandbox.repo.join("notes/a.txt").exists(), "{report}");
+    assert_eq!(sandbox.git(&["status", "--porcelain"]), "", "{report}");
+    let sessions = orchestrator_planex::session::list_sessions(&sandbox.repo).unwrap();
+    let results =
+        orchestrator_planex::rows::read_tasks_csv(sessions[0].dir.join("results.csv")).unwrap();
+    let row = |id: &str| results.iter().find(|r| r.id == id).unwrap().clone();
+    assert_eq!(row("T1").files_modified, ["hello.txt"]);
+    assert_eq!(row("T1").tests_passed, Some(true));
+    assert!(
+        row("T2")
+            .error
+            .contains("the task changed files outside its scope `notes/**`: stray.txt"),
+        "{}",
+        row("T2").error
+    );
+    assert_eq!(
+        row("T3").status,
+        orchestrator_planex::rows::RowStatus::Skipped
+    );
+    // T1's retry was asked with the engine's failing check in its prompt.
+    let t1: Vec<String> = server
+        .main_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .filter(|b| b.contains("**Task ID**: T1"))
+        .collect();
+    assert!(
+        t1.iter().any(|b| b.contains(
+            "verification by the engine failed: `grep -q howdy hello.txt` exited with status 1"
+        )),
+        "{t1:#?}"
+    );
+}

@@ -291,9 +291,14 @@ impl VerifyingAgent {
         };
         let combined = output.combined();
         let tail = tail(combined.trim(), CHECK_OUTPUT_MAX);
-        Err(format!(
-            "verification by the engine failed: `{line}` {status} (the agent's report is not taken for it):\n{tail}"
-        ))
+        let mut message = format!(
+            "verification by the engine failed: `{line}` {status} (the agent's report is not taken for it)"
+        );
+        if !tail.is_empty() {
+            message.push_str(":\n");
+            message.push_str(tail);
+        }
+        Err(message)
     }
 }
 
