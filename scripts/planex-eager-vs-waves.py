@@ -8,7 +8,12 @@ max(critical path, total work / 4) computed from the true sleep times, all
 in the same run. Figures, not assertions: the makespan claim is also
 measured on the scheduler itself by `perf-report` (makespan_eager_over_waves).
 
-Usage: scripts/planex-eager-vs-waves.py [ORCHESTRATOR_BINARY] [DAGS]
+With --verify each task also writes its own file (scope: that file) and
+runs under `planex --verify`: measured, checked, committed, in a worktree
+of its own (-c 4), landed by cherry-pick. The same DAGs then also run
+unverified, and the overhead per task of worktree + landing is printed.
+
+Usage: scripts/planex-eager-vs-waves.py [--verify] [ORCHESTRATOR_BINARY] [DAGS]
 """
 import json
 import os
@@ -40,15 +45,19 @@ def lower_bound(tasks, c):
     return max(max(finish, default=0), -(-sum(s for s, _ in tasks) // c))
 
 
-def csv(tasks):
+def csv(tasks, write):
     lines = [HEADER]
     for i, (sleep, deps) in enumerate(tasks):
         d = ";".join(f"T{x + 1}" for x in deps)
-        lines.append(f'T{i + 1},Sleep {sleep},Do Sleep {sleep},,,,,"sleep {sleep / 1000:.3f}",{d},,')
+        if write:
+            lines.append(f'T{i + 1},Sleep {sleep},Do Sleep {sleep},,,out/T{i + 1}.txt,,'
+                         f'"sleep {sleep / 1000:.3f}; mkdir -p out; echo T{i + 1} > out/T{i + 1}.txt",{d},,')
+        else:
+            lines.append(f'T{i + 1},Sleep {sleep},Do Sleep {sleep},,,,,"sleep {sleep / 1000:.3f}",{d},,')
     return "\n".join(lines) + "\n"
 
 
-def run(binary, text, mode):
+def run(binary, text, mode, verify=False):
     with tempfile.TemporaryDirectory() as repo:
         env = dict(os.environ, GIT_AUTHOR_NAME="m", GIT_AUTHOR_EMAIL="m@example.invalid",
                    GIT_COMMITTER_NAME="m", GIT_COMMITTER_EMAIL="m@example.invalid")
@@ -57,9 +66,11 @@ def run(binary, text, mode):
             f.write(text)
         subprocess.run(["git", "-C", repo, "add", "-A"], check=True, env=env)
         subprocess.run(["git", "-C", repo, "commit", "-q", "-m", "tasks"], check=True, env=env)
+        args = [binary, "planex", "run", "tasks.csv", "-y", "-c", "4", "--schedule", mode]
+        if verify:
+            args.append("--verify")
         start = time.monotonic()
-        out = subprocess.run([binary, "planex", "run", "tasks.csv", "-y", "-c", "4", "--schedule", mode],
-                             cwd=repo, env=env, capture_output=True, text=True)
+        out = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start
         if out.returncode != 0:
             sys.exit(f"planex run --schedule {mode} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
@@ -67,24 +78,39 @@ def run(binary, text, mode):
 
 
 def main():
-    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/release/orchestrator")
-    dags = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    argv = sys.argv[1:]
+    verify = "--verify" in argv
+    argv = [a for a in argv if a != "--verify"]
+    binary = os.path.abspath(argv[0] if argv else "target/release/orchestrator")
+    dags = int(argv[1]) if len(argv) > 1 else 2
     rng = random.Random(20261203)
     sums = [0.0, 0.0, 0.0]
+    plain_sum, tasks_sum = 0.0, 0
     for _ in range(dags):
         tasks = dag(rng, rng.randint(30, 60))
         bound = lower_bound(tasks, 4) / 1000
-        text = csv(tasks)
-        eager, waves = run(binary, text, "eager"), run(binary, text, "waves")
-        print(f"{len(tasks)} tasks: bound {bound:.2f} s, eager {eager:.2f} s ({eager / bound:.2f}x bound), "
+        text = csv(tasks, verify)
+        eager, waves = run(binary, text, "eager", verify), run(binary, text, "waves", verify)
+        label = " --verify" if verify else ""
+        print(f"{len(tasks)} tasks{label}: bound {bound:.2f} s, eager {eager:.2f} s ({eager / bound:.2f}x bound), "
               f"waves {waves:.2f} s ({waves / bound:.2f}x bound); eager/waves {eager / waves:.2f}",
               file=sys.stderr)
+        if verify:
+            plain = run(binary, text, "eager")
+            plain_sum += plain
+            tasks_sum += len(tasks)
+            print(f"  unverified eager {plain:.2f} s", file=sys.stderr)
         for i, v in enumerate([bound, eager, waves]):
             sums[i] += v
     bound, eager, waves = sums
-    print(json.dumps({"eager_over_waves": round(eager / waves, 3),
-                      "eager_over_bound": round(eager / bound, 3),
-                      "waves_over_bound": round(waves / bound, 3)}))
+    report = {"eager_over_waves": round(eager / waves, 3),
+              "eager_over_bound": round(eager / bound, 3),
+              "waves_over_bound": round(waves / bound, 3)}
+    if verify:
+        # Wall time added per task by verification (worktree, measurement,
+        # commit, landing), spread over 4 slots: x4 for the per-task cost.
+        report["verify_overhead_ms_per_task"] = round((eager - plain_sum) * 4 / tasks_sum * 1000, 1)
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

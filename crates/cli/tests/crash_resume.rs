@@ -1150,8 +1150,7 @@ impl Flow for Planex {
     }
 
     fn ordered(&self) -> bool {
-        // Verified tasks run one at a time whatever `-c` says.
-        self.concurrency == 1 || self.verify
+        self.concurrency == 1
     }
 
     fn final_checks(&self, ctx: &Ctx, repo: &Path, when: &str) {
@@ -1168,6 +1167,15 @@ impl Flow for Planex {
                 )
             });
         }
+        // Tasks run at once in worktrees of their own; none is left.
+        let worktrees = git(ctx, repo, &["worktree", "list"]);
+        ctx.check(worktrees.lines().count() == 1, || {
+            format!("{when}: worktrees left:\n{worktrees}")
+        });
+        let branches = git(ctx, repo, &["branch", "--list", "planex/*"]);
+        ctx.check(branches.trim().is_empty(), || {
+            format!("{when}: task branches left: {branches}")
+        });
     }
 
     fn progress_phase(&self, stderr: &str) -> String {
@@ -1680,10 +1688,12 @@ fn planex_survives_kill_9_at_random_instants() {
     );
 }
 
-/// planex `--verify`: the engine, not the directives, commits each task;
-/// after any kill `--continue` rolls back a task that had not landed and
-/// finds one that had by its trailer, so every commit is made exactly once
-/// and equals the uninterrupted run's.
+/// planex `--verify`: the engine, not the directives, commits each task —
+/// one at a time in the working tree (`-c 1`), or three at once in
+/// worktrees of their own, landed by cherry-pick (`-c 3`); after any kill
+/// `--continue` rolls back (or removes the worktree of) a task that had not
+/// landed and finds one that had by its trailer, so every commit is made
+/// exactly once and the commits equal the uninterrupted run's.
 #[test]
 fn planex_verify_survives_kill_9_at_random_instants() {
     let ctx = Ctx::new("planex --verify");

@@ -1312,6 +1312,10 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
             "--agent",
             "claude",
             "--verify",
+            // One at a time in the working tree: the scripted model writes
+            // to the repository's own paths.
+            "-c",
+            "1",
         ],
     );
     eprintln!(

@@ -29,8 +29,15 @@
 //! while it runs ([`InFlight`]): `--continue` after a crash rolls back the
 //! change of a task that had not landed, so the tree is clean again.
 //!
-//! Tasks run one at a time in the working tree (separate worktrees for
-//! concurrent verified tasks are not built yet). The shell agent runs the
+//! With `-c 1` tasks run one at a time in the working tree, where the
+//! build folders are warm. With more, each task runs in a git worktree of
+//! its own, made outside the repository at the tip its dependencies landed
+//! on (tasks whose scopes overlap still never run at once); a passed task
+//! is committed there and landed on the current branch by cherry-pick, one
+//! landing at a time, so commits land in dependency order; a landing that
+//! conflicts fails the task with the paths named. The worktree is removed
+//! either way. A task is verified on the tip it started from: peers
+//! independent of it may land in between. The shell agent runs the
 //! directives itself ([`Verification::with_executor_runs_directives`]):
 //! they are its verification, run once, and a task of it that changes
 //! nothing passes.
@@ -196,8 +203,24 @@ pub(crate) async fn landed_commit(
 pub struct InFlight {
     /// The task.
     pub id: String,
-    /// The tree before it started.
-    pub checkpoint: Checkpoint,
+    /// The working tree before it started, when it runs there (one task at
+    /// a time); `--continue` restores it unless the task landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
+    /// Its own worktree, when tasks run at once; `--continue` removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<TaskWorktree>,
+}
+
+/// Where a task runs when verified tasks run at once: a git worktree
+/// outside the repository, on a scratch branch, made at the tip its
+/// dependencies landed on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskWorktree {
+    /// The worktree's folder.
+    pub path: std::path::PathBuf,
+    /// Its branch (`planex/<session>/<task>`).
+    pub branch: String,
 }
 
 /// The in-flight record of task `id` in the session folder `dir`.
@@ -219,6 +242,9 @@ pub(crate) struct VerifyingAgent {
     pub(crate) checkpoint: Checkpoint,
     /// What the last passing attempt found.
     pub(crate) found: Mutex<Verified>,
+    /// The task's own worktree, when it has one (its `verification.vcs`
+    /// is then that worktree's).
+    pub(crate) worktree: Option<TaskWorktree>,
 }
 
 impl VerifyingAgent {

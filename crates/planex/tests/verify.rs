@@ -342,9 +342,90 @@ async fn dependent_tasks_land_in_dependency_order_each_verified_against_the_othe
         extra(row(&rows, "T2"), "verification"),
         "grep -q a src/a.txt"
     );
-    // -c 4 is not honoured for verified tasks, and the user is told.
-    assert!(sink.events().iter().any(|e| matches!(e,
-        orchestrator_core::event::Event::Warning { message } if message.starts_with("verified tasks run one at a time"))));
+    assert!(
+        !sink
+            .events()
+            .iter()
+            .any(|e| matches!(e, orchestrator_core::event::Event::Warning { .. })),
+        "{:?}",
+        sink.events()
+    );
+    assert_no_worktree_left(&repo);
+}
+
+/// No task worktree or `planex/` branch is left.
+fn assert_no_worktree_left(repo: &Path) {
+    assert_eq!(git(repo, &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(repo, &["branch", "--list", "planex/*"]), "");
+}
+
+/// Two tasks that run at once, each checking that the other's file is not
+/// in its tree, meet half-way (each waits for the other to have written
+/// its file: they cannot pass one after the other in one tree). In
+/// worktrees of their own both pass and land as two commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tasks_do_not_see_each_others_half_done_work() {
+    let meet = tempfile::tempdir().unwrap();
+    let m = meet.path().display();
+    let directive = |mine: &str, other: &str| {
+        format!(
+            "echo {mine} > src/{mine}.txt; touch {m}/{mine}; i=0; while [ ! -e {m}/{other} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; test -e {m}/{other} && test ! -e src/{other}.txt"
+        )
+    };
+    let (dir, repo) = sandbox(&[
+        &format!("A,Write a,,,,src/a.txt,,{},,,", directive("a", "b")),
+        &format!("B,Write b,,,,src/b.txt,,{},,,", directive("b", "a")),
+    ]);
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let runner: Arc<dyn orchestrator_core::command::CommandRunner> =
+        Arc::new(ProcessRunner::default());
+    let shell = Arc::new(orchestrator_planex::ShellTaskAgent::new(runner.clone()));
+    let options = PlanexOptions::default()
+        .with_auto_yes(true)
+        .with_concurrency(2)
+        .with_task_time_limit(Duration::from_secs(60))
+        .with_execution(ExecutionPolicy::shell());
+    let outcome = Planex::new(
+        &repo,
+        Agents::all(shell),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        options,
+    )
+    .with_verification(Verification::new(vcs, runner).with_executor_runs_directives(true))
+    .run_tasks_file(&dir.path().join("tasks.csv"))
+    .await
+    .unwrap();
+    assert_eq!(
+        outcome.exit_code(),
+        0,
+        "{}\n{:?}",
+        outcome.summary,
+        results(&outcome)
+            .iter()
+            .map(|r| &r.error)
+            .collect::<Vec<_>>()
+    );
+    let mut landed = subjects(&repo);
+    landed.sort();
+    assert_eq!(
+        landed,
+        ["feat(planex): Write a [A]", "feat(planex): Write b [B]"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/a.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/b.txt")).unwrap(),
+        "b\n"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_no_worktree_left(&repo);
+    let rows = results(&outcome);
+    for id in ["A", "B"] {
+        assert_eq!(extra(row(&rows, id), "commit").len(), 40, "{id}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -505,7 +586,8 @@ async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
     std::fs::write(session_dir.join("verify-base.txt"), base.trim()).unwrap();
     let record = orchestrator_planex::verify::InFlight {
         id: "T1".into(),
-        checkpoint: vcs.checkpoint().await.unwrap(),
+        checkpoint: Some(vcs.checkpoint().await.unwrap()),
+        worktree: None,
     };
     let path = orchestrator_planex::verify::in_flight_path(&session_dir, "T1");
     std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();

@@ -42,6 +42,7 @@ impl TaskJob {
     /// Runs the task's attempts; its result, or the pause for a human.
     pub(super) async fn run(self) -> TaskOutput {
         let id = self.milestone.id.clone();
+        let mut request = self.request.clone();
         // A retry of the task resumes the agent's own session: it keeps
         // what it read and tried (see `SessionCarry`).
         let carried: Arc<dyn Agent> = Arc::new(SessionCarry::new(self.agent.clone()));
@@ -49,7 +50,12 @@ impl TaskJob {
             None => (carried, None),
             Some((env, row)) => {
                 match verified_start(env, row, carried, &self.sink_for_verify).await {
-                    Ok(Start::Run(agent)) => (agent.clone() as Arc<dyn Agent>, Some(agent)),
+                    Ok(Start::Run(agent, root)) => {
+                        // The task works in its own tree (a worktree, when
+                        // tasks run at once).
+                        request.workdir = root;
+                        (agent.clone() as Arc<dyn Agent>, Some(agent))
+                    }
                     Ok(Start::Landed(result)) => return TaskOutput::Done(*result),
                     Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
                 }
@@ -66,8 +72,8 @@ impl TaskJob {
             self.sink.as_ref(),
             &self.milestone,
             &self.policy,
-            self.request,
-            self.resume,
+            request,
+            self.resume.clone(),
         )
         .await;
         let last = reporter.take_last();

@@ -1,41 +1,46 @@
 //! A verified task's start and end (see [`crate::verify`]): before its
-//! first attempt, a commit it landed before a crash is found, or the
-//! working tree is checkpointed; after the retry executor is done, a
-//! passed task's measured change is committed and anything else is rolled
-//! back to the checkpoint.
+//! first attempt, a commit it landed before a crash is found, or the tree
+//! it runs in — the working tree, or a worktree of its own when tasks run
+//! at once — is checkpointed; after the retry executor is done, a passed
+//! task's measured change is committed (and, from a worktree, landed on
+//! the current branch) and anything else is rolled back.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use orchestrator_core::agent::Agent;
-use orchestrator_core::event::EventSink;
+use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::retry::MilestoneOutcome;
+use orchestrator_core::vcs::{CherryPick, Vcs};
 
 use super::VerifyEnv;
 use super::results::{LastReport, TaskOutput, completed_task, failed_task, failure_text};
 use crate::journal::{PausedTask, TaskResult};
 use crate::rows::{RowStatus, TaskRow};
 use crate::verify::{
-    InFlight, Verified, VerifyingAgent, commit_message, in_flight_path, landed_commit,
+    InFlight, TaskWorktree, Verification, Verified, VerifyingAgent, commit_message, in_flight_path,
+    landed_commit,
 };
 
 /// How a verified task starts.
 pub(super) enum Start {
-    /// Run it through this agent.
-    Run(Arc<VerifyingAgent>),
+    /// Run it through this agent, in this folder.
+    Run(Arc<VerifyingAgent>, PathBuf),
     /// It landed before an interruption: its result.
     Landed(Box<TaskResult>),
 }
 
-/// Finds the task's commit from an earlier run, or checkpoints the tree
-/// and wraps `agent` for its attempts. `Err`: why the task cannot start.
+/// Finds the task's commit from an earlier run, or makes and checkpoints
+/// the tree it runs in and wraps `agent` for its attempts. `Err`: why the
+/// task cannot start.
 pub(super) async fn verified_start(
     env: &VerifyEnv,
     row: &TaskRow,
     agent: Arc<dyn Agent>,
     sink: &Arc<dyn EventSink>,
 ) -> Result<Start, String> {
-    let vcs = &env.verification.vcs;
-    match landed_commit(vcs.as_ref(), &env.base, &row.id).await {
+    let main = &env.verification.vcs;
+    match landed_commit(main.as_ref(), &env.base, &row.id).await {
         Ok(Some(commit)) => {
             return Ok(Start::Landed(Box::new(TaskResult {
                 id: row.id.clone(),
@@ -57,32 +62,138 @@ pub(super) async fn verified_start(
         Ok(None) => {}
         Err(e) => return Err(format!("the history cannot be read: {e}")),
     }
+    let record_path = in_flight_path(&env.dir, &row.id);
+    let (vcs, worktree) = match &env.worktrees {
+        None => (Arc::clone(main), None),
+        Some(root) => {
+            let worktree = TaskWorktree {
+                path: root.join(&row.id),
+                branch: format!("planex/{}/{}", env.session, row.id),
+            };
+            // Recorded before it is made: a crash while git makes it leaves
+            // a record for `--continue` to clean up after.
+            keep(
+                &record_path,
+                &InFlight {
+                    id: row.id.clone(),
+                    checkpoint: None,
+                    worktree: Some(worktree.clone()),
+                },
+            )?;
+            let made = {
+                let _landing = env.lock.lock().await;
+                let tip = main.head().await;
+                match tip {
+                    Ok(tip) => {
+                        main.worktree_add(&worktree.path, &worktree.branch, &tip)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            match made {
+                Ok(vcs) => (vcs, Some(worktree)),
+                Err(e) => {
+                    drop_worktree(env, &worktree, sink).await;
+                    forget(&record_path, sink);
+                    return Err(format!(
+                        "a worktree for the task cannot be made ({e}); run with -c 1 to verify tasks one at a time in the working tree"
+                    ));
+                }
+            }
+        }
+    };
     let checkpoint = vcs
         .checkpoint()
         .await
-        .map_err(|e| format!("the working tree cannot be checkpointed: {e}"))?;
-    // Kept before the agent starts, so a crash from here on can be undone.
-    let record = InFlight {
-        id: row.id.clone(),
-        checkpoint: checkpoint.clone(),
+        .map_err(|e| format!("the task's tree cannot be checkpointed: {e}"))?;
+    if worktree.is_none() {
+        // Kept before the agent starts, so a crash from here on can be
+        // undone.
+        keep(
+            &record_path,
+            &InFlight {
+                id: row.id.clone(),
+                checkpoint: Some(checkpoint.clone()),
+                worktree: None,
+            },
+        )?;
+    }
+    let root = vcs.root().to_path_buf();
+    let verification = Verification {
+        vcs,
+        ..(*env.verification).clone()
     };
-    orchestrator_core::state::write_json_atomic(in_flight_path(&env.dir, &row.id), &record)
-        .map_err(|e| format!("the task's checkpoint cannot be kept: {e}"))?;
-    Ok(Start::Run(Arc::new(VerifyingAgent {
-        inner: agent,
-        verification: Arc::clone(&env.verification),
-        sink: Arc::clone(sink),
-        row: row.clone(),
-        checkpoint,
-        found: Mutex::new(Verified::default()),
-    })))
+    Ok(Start::Run(
+        Arc::new(VerifyingAgent {
+            inner: agent,
+            verification: Arc::new(verification),
+            sink: Arc::clone(sink),
+            row: row.clone(),
+            checkpoint,
+            found: Mutex::new(Verified::default()),
+            worktree,
+        }),
+        root,
+    ))
+}
+
+/// Writes the in-flight record.
+fn keep(path: &Path, record: &InFlight) -> Result<(), String> {
+    orchestrator_core::state::write_json_atomic(path, record)
+        .map_err(|e| format!("the task's checkpoint cannot be kept: {e}"))
+}
+
+/// Removes the in-flight record; a failure is a warning.
+fn forget(path: &Path, sink: &Arc<dyn EventSink>) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        sink.emit(&Event::Warning {
+            message: format!("{} could not be removed: {e}", path.display()),
+        });
+    }
+}
+
+/// Removes a task's worktree, whatever it holds, and its branch; a failure
+/// is a warning naming what is left.
+pub(crate) async fn drop_worktree(
+    env: &VerifyEnv,
+    worktree: &TaskWorktree,
+    sink: &Arc<dyn EventSink>,
+) {
+    if let Err(e) = std::fs::remove_dir_all(&worktree.path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        sink.emit(&Event::Warning {
+            message: format!(
+                "the worktree {} could not be removed: {e}",
+                worktree.path.display()
+            ),
+        });
+    }
+    let _landing = env.lock.lock().await;
+    if let Err(e) = env
+        .verification
+        .vcs
+        .worktree_remove(&worktree.path, &worktree.branch)
+        .await
+    {
+        sink.emit(&Event::Warning {
+            message: format!(
+                "the worktree {} (branch {}) could not be forgotten: {e}",
+                worktree.path.display(),
+                worktree.branch
+            ),
+        });
+    }
 }
 
 /// The task's result: a passed task's measured change committed, anything
 /// else rolled back to the checkpoint (a pause too: the resumed attempt
-/// starts from there). Its in-flight record goes once that is done: a
-/// crash before leaves it for `--continue`, which finds the commit or
-/// rolls back.
+/// starts from there). Its worktree and in-flight record go once that is
+/// done: a crash before leaves the record for `--continue`, which finds
+/// the commit or rolls back.
 pub(super) async fn verified_end(
     agent: &VerifyingAgent,
     env: &VerifyEnv,
@@ -92,18 +203,30 @@ pub(super) async fn verified_end(
     auto_yes: bool,
 ) -> TaskOutput {
     let output = settle(agent, env, row, outcome, last, auto_yes).await;
-    let path = in_flight_path(&env.dir, &row.id);
-    if let Err(e) = std::fs::remove_file(&path)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        agent.sink.emit(&orchestrator_core::event::Event::Warning {
-            message: format!("{} could not be removed: {e}", path.display()),
-        });
+    if let Some(worktree) = &agent.worktree {
+        drop_worktree(env, worktree, &agent.sink).await;
     }
+    forget(&in_flight_path(&env.dir, &row.id), &agent.sink);
     output
 }
 
-/// [`verified_end`] before the record goes.
+/// Lands `commit`, made in the task's worktree, on the current branch.
+async fn land(
+    env: &VerifyEnv,
+    commit: &orchestrator_core::vcs::CommitId,
+) -> Result<String, String> {
+    let _landing = env.lock.lock().await;
+    match env.verification.vcs.cherry_pick(commit).await {
+        Ok(CherryPick::Applied { commit }) => Ok(commit.as_str().to_owned()),
+        Ok(CherryPick::Conflict { paths }) => Err(format!(
+            "the task's change does not land on the current branch: it conflicts in {} with what landed since it started",
+            paths.join(", ")
+        )),
+        Err(e) => Err(format!("the task's change could not be landed: {e}")),
+    }
+}
+
+/// [`verified_end`] before the worktree and the record go.
 async fn settle(
     agent: &VerifyingAgent,
     env: &VerifyEnv,
@@ -112,12 +235,7 @@ async fn settle(
     last: LastReport,
     auto_yes: bool,
 ) -> TaskOutput {
-    let vcs = &env.verification.vcs;
-    let found = agent
-        .found
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+    let vcs: &dyn Vcs = agent.verification.vcs.as_ref();
     let id = row.id.clone();
     let rollback = || async {
         vcs.restore(&agent.checkpoint)
@@ -126,6 +244,11 @@ async fn settle(
             .map(|e| format!("; its change could not be rolled back: {e}"))
             .unwrap_or_default()
     };
+    let found = agent
+        .found
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     match outcome {
         MilestoneOutcome::Passed { .. } => {
             let mut result = completed_task(&id, last);
@@ -142,8 +265,8 @@ async fn settle(
             };
             let mut verified = found;
             if !changed.is_empty() {
-                match vcs.commit(&changed, &commit_message(row)).await {
-                    Ok(commit) => verified.commit = Some(commit.as_str().to_owned()),
+                let commit = match vcs.commit(&changed, &commit_message(row)).await {
+                    Ok(commit) => commit,
                     Err(e) => {
                         let note = rollback().await;
                         return TaskOutput::Done(failed_task(
@@ -152,6 +275,15 @@ async fn settle(
                             format!("the task's commit failed: {e}{note}"),
                         ));
                     }
+                };
+                let landed = if agent.worktree.is_some() {
+                    land(env, &commit).await
+                } else {
+                    Ok(commit.as_str().to_owned())
+                };
+                match landed {
+                    Ok(commit) => verified.commit = Some(commit),
+                    Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
                 }
             }
             result.files_modified = changed;

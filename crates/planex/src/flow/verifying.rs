@@ -23,20 +23,16 @@ impl Planex {
     /// Builder: verify each task instead of trusting its agent — its change
     /// measured, held to its scope, checked by the engine's own run of its
     /// directives (or the test command), and landed as its own commit; see
-    /// [`crate::verify`]. Tasks then run one at a time, and the working
-    /// tree must be clean.
+    /// [`crate::verify`]. The working tree must be clean; with a
+    /// concurrency above 1 each task runs in a worktree of its own.
     pub fn with_verification(mut self, verification: Verification) -> Self {
         self.verification = Some(Arc::new(verification));
         self
     }
 
-    /// The scheduler settings of phase 4: one task at a time when verified.
+    /// The scheduler settings of phase 4.
     pub(super) fn task_scheduler_config(&self) -> SchedulerConfig {
-        let mut config = scheduler_config(&self.options);
-        if self.verification.is_some() {
-            config.concurrency = 1;
-        }
-        config
+        scheduler_config(&self.options)
     }
 
     /// Refuses a dirty working tree before anything is paid for, when
@@ -85,14 +81,6 @@ impl Planex {
             self.recover_in_flight(verification, session, base).await?;
         }
         self.check_clean(run_file).await?;
-        if self.options.concurrency > 1 {
-            self.sink.emit(&Event::Warning {
-                message: format!(
-                    "verified tasks run one at a time in the working tree (-c {} applies to exploration only)",
-                    self.options.concurrency
-                ),
-            });
-        }
         let base = match base {
             Some(base) => base,
             None => {
@@ -101,10 +89,20 @@ impl Planex {
                 head
             }
         };
+        // Tasks at once run in worktrees of their own, outside the
+        // repository (where tools that read configuration from parent
+        // folders never see the user's).
+        let worktrees = (self.options.concurrency > 1).then(|| {
+            orchestrator_core::state::worktree_root(verification.vcs.root())
+                .join(format!("planex-{}", session.id()))
+        });
         Ok(Some(VerifyEnv {
             verification: Arc::clone(verification),
             base,
             dir: session.dir().to_path_buf(),
+            session: session.id().to_owned(),
+            worktrees,
+            lock: Arc::default(),
         }))
     }
 }
@@ -139,9 +137,42 @@ impl Planex {
             else {
                 continue;
             };
+            if let Some(worktree) = &record.worktree {
+                let ours = orchestrator_core::state::worktree_root(verification.vcs.root());
+                if !worktree.path.starts_with(&ours) {
+                    return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
+                        format!(
+                            "{} names the worktree {}, which is not under {}: refusing to remove it",
+                            path.display(),
+                            worktree.path.display(),
+                            ours.display()
+                        ),
+                    )));
+                }
+                // Nothing of it is in the working tree: the worktree goes,
+                // whatever it holds, and the task starts afresh (or is
+                // found landed).
+                if let Err(e) = std::fs::remove_dir_all(&worktree.path)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
+                        format!(
+                            "the worktree {} of interrupted task {} cannot be removed: {e}",
+                            worktree.path.display(),
+                            record.id
+                        ),
+                    )));
+                }
+                verification
+                    .vcs
+                    .worktree_remove(&worktree.path, &worktree.branch)
+                    .await?;
+                session.remove_file(&path)?;
+                continue;
+            }
             let landed = landed_commit(verification.vcs.as_ref(), base, &record.id).await?;
-            if landed.is_none() {
-                let restored = verification.vcs.restore(&record.checkpoint).await?;
+            if let (None, Some(checkpoint)) = (landed, &record.checkpoint) {
+                let restored = verification.vcs.restore(checkpoint).await?;
                 if !restored.is_empty() {
                     self.sink.emit(&Event::Warning {
                         message: format!(

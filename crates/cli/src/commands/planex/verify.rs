@@ -16,7 +16,9 @@ pub struct VerifyFlags {
     /// are measured, a change outside its scope fails it, the engine runs
     /// its execution_directives (or --test-cmd) itself, and a task that
     /// passes lands as its own commit `feat(planex): <title> [<id>]`.
-    /// Tasks then run one at a time, in a clean working tree.
+    /// The working tree must be clean; with -c 1 tasks run one at a time
+    /// in it, with more each runs in a git worktree of its own and lands by
+    /// cherry-pick.
     #[arg(long, global = true)]
     pub verify: bool,
 
