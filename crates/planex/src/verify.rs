@@ -162,6 +162,9 @@ pub struct Verified {
     /// Paths changed outside the task's scope (kept with [`ScopeMode::Warn`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_scope: Vec<String>,
+    /// The attempts its agent made in this run.
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 /// The commit message of a task: `feat(planex): <title> [<id>]` and the
@@ -338,6 +341,10 @@ impl Agent for VerifyingAgent {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
+        self.found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .attempts += 1;
         let vcs = &self.verification.vcs;
         // Each attempt starts from the task's checkpoint.
         if !vcs
@@ -416,7 +423,8 @@ impl Agent for VerifyingAgent {
         }
         let mut claimed_sorted = claimed.clone();
         claimed_sorted.sort();
-        *self.found.lock().unwrap_or_else(PoisonError::into_inner) = Verified {
+        let mut found = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+        *found = Verified {
             commit: None,
             claimed_files: if claimed_sorted == measured {
                 Vec::new()
@@ -425,7 +433,9 @@ impl Agent for VerifyingAgent {
             },
             check,
             outside_scope: outside,
+            attempts: found.attempts,
         };
+        drop(found);
         response.structured = Some(report);
         response.files_changed = measured;
         Ok(response)

@@ -166,7 +166,8 @@ async fn a_created_file_is_measured_and_lands_as_the_tasks_commit() {
     let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
     assert!(context.contains("## Verification"), "{context}");
     assert!(
-        context.contains("| T1 | completed | src/hello.txt | grep -q hi src/hello.txt | true |"),
+        context
+            .contains("| T1 | completed | 1 | src/hello.txt | grep -q hi src/hello.txt | true |"),
         "{context}"
     );
 }
@@ -285,6 +286,11 @@ async fn a_claimed_pass_whose_directive_fails_is_a_failed_task_with_the_output()
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     assert!(subjects(&repo).is_empty());
+    let context = std::fs::read_to_string(outcome.summary.session_dir.join("context.md")).unwrap();
+    assert!(
+        context.contains("| T1 | failed | 2 | — | sh -c "),
+        "{context}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

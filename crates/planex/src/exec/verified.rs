@@ -305,6 +305,7 @@ async fn settle(
             result.tests_passed = None;
             result.verified = Some(Verified {
                 check: env.verification.check_for(row),
+                attempts: found.attempts,
                 ..Verified::default()
             });
             TaskOutput::Done(result)
@@ -323,6 +324,11 @@ async fn settle(
                 let mut result = failed_task(&id, last, error);
                 result.files_modified.clear();
                 result.tests_passed = None;
+                result.verified = Some(Verified {
+                    check: env.verification.check_for(row),
+                    attempts: found.attempts,
+                    ..Verified::default()
+                });
                 TaskOutput::Done(result)
             } else {
                 TaskOutput::Paused(PausedTask {

@@ -245,8 +245,8 @@ pub(super) fn verification_section(
         "\n\n---\n\n## Verification\n\n\
          Each task's change is what the working tree shows, its tests are the engine's own run, \
          and a task that passed landed as its own commit.\n\n\
-         | Task | Status | Measured files | Check | Tests passed | Commit | Agent claimed |\n\
-         |------|--------|----------------|-------|--------------|--------|---------------|\n",
+         | Task | Status | Attempts | Measured files | Check | Tests passed | Commit | Agent claimed |\n\
+         |------|--------|----------|----------------|-------|--------------|--------|---------------|\n",
     );
     for row in rows {
         let Some(v) = verified.get(&row.id) else {
@@ -263,9 +263,10 @@ pub(super) fn verification_section(
             claimed.push_str(&format!(" (outside scope: {})", v.outside_scope.join(", ")));
         }
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             row.id,
             row.status,
+            v.attempts,
             cell(&row.files_modified.join(", ")),
             cell(v.check.as_deref().unwrap_or("")),
             cell(&tests),
