@@ -52,7 +52,7 @@ pub enum PlanexError {
     /// each task lands as its own commit, so the tree must be clean first
     /// (the session folder and the `planex run` file aside).
     #[error(
-        "the working tree has uncommitted changes ({}): verified tasks land as their own commits, so commit or stash them first, or run without --verify",
+        "the working tree has uncommitted changes ({}): verified tasks land as their own commits, so commit or stash them first, or pass --allow-dirty (they are then never touched)",
         paths.join(", ")
     )]
     DirtyTree {

@@ -91,6 +91,12 @@ pub struct Verification {
     pub executor_runs_directives: bool,
     /// Time limit of one verification run.
     pub check_time_limit: Duration,
+    /// Accept a dirty working tree (`--allow-dirty`): every task then runs
+    /// in a worktree of its own made at HEAD, without the user's
+    /// uncommitted changes, which are never committed, restored or
+    /// overwritten; a task whose commit would change one of those files
+    /// does not land and fails with it named.
+    pub allow_dirty: bool,
 }
 
 impl Verification {
@@ -104,7 +110,14 @@ impl Verification {
             scope_mode: ScopeMode::Enforce,
             executor_runs_directives: false,
             check_time_limit: Duration::from_secs(600),
+            allow_dirty: false,
         }
+    }
+
+    /// Sets [`Verification::allow_dirty`].
+    pub fn with_allow_dirty(mut self, allow: bool) -> Self {
+        self.allow_dirty = allow;
+        self
     }
 
     /// Sets [`Verification::test_command`].
@@ -371,6 +384,17 @@ impl Agent for VerifyingAgent {
         }
         let measured = match vcs.changed_since(&self.checkpoint).await {
             Ok(m) => m,
+            Err(VcsError::TouchedDirty { paths }) => {
+                // The user's own uncommitted work: never restored or
+                // overwritten, so nothing is rolled back.
+                return Err(AgentError::Failed {
+                    message: format!(
+                        "the task changed files that had uncommitted changes before the run ({}); they are left as they are",
+                        paths.join(", ")
+                    ),
+                    exit_code: None,
+                });
+            }
             Err(e) => {
                 return self
                     .reject(format!("the task's change cannot be measured: {e}"))

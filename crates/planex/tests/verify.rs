@@ -631,3 +631,66 @@ async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
     assert!(!path.exists(), "the record is gone");
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
 }
+
+/// `--allow-dirty`: the tasks run in worktrees made at HEAD, the user's
+/// modified and untracked files are neither committed nor changed, and a
+/// task whose change would overwrite one of them does not land and fails
+/// naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_dirty_never_touches_the_users_uncommitted_work() {
+    let (dir, repo) = sandbox(&[
+        "T1,First,Create a,,,src/a.txt,,,,,",
+        "T2,Edit lib,Edit src/lib.txt,,,src/lib.txt,,,,,",
+    ]);
+    std::fs::write(repo.join("src/lib.txt"), "my work\n").unwrap();
+    std::fs::write(repo.join("mine.txt"), "untracked\n").unwrap();
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("T1", edit("T1", &[("src/a.txt", "a\n")], &[]))
+            .on("T2", edit("T2", &[("src/lib.txt", "theirs\n")], &[]))
+            .on("T2", edit("T2", &[("src/lib.txt", "theirs\n")], &[])),
+    );
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let outcome = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default()
+            .with_auto_yes(true)
+            .with_concurrency(1),
+    )
+    .with_verification(
+        Verification::new(vcs, Arc::new(ProcessRunner::default())).with_allow_dirty(true),
+    )
+    .run_tasks_file(&dir.path().join("tasks.csv"))
+    .await
+    .unwrap();
+    assert_eq!(outcome.exit_code(), 1, "{}", outcome.summary);
+    // The agents worked elsewhere: not in the repository.
+    for call in agent.calls() {
+        assert!(
+            !call.workdir.starts_with(&repo),
+            "{}",
+            call.workdir.display()
+        );
+    }
+    assert_eq!(subjects(&repo), ["feat(planex): First [T1]"]);
+    assert_eq!(
+        git(&repo, &["show", "--stat", "--format=", "HEAD"]).trim(),
+        "src/a.txt | 1 +\n 1 file changed, 1 insertion(+)"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "my work\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("mine.txt")).unwrap(),
+        "untracked\n"
+    );
+    let rows = results(&outcome);
+    let t2 = row(&rows, "T2");
+    assert_eq!(t2.status, RowStatus::Failed);
+    assert!(t2.error.contains("src/lib.txt"), "{}", t2.error);
+    assert_no_worktree_left(&repo);
+}

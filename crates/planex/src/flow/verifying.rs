@@ -41,6 +41,9 @@ impl Planex {
         let Some(verification) = &self.verification else {
             return Ok(());
         };
+        if verification.allow_dirty {
+            return Ok(());
+        }
         let root = verification.vcs.root().to_path_buf();
         let allowed = run_file.and_then(|f| relative_to(&root, Path::new(f)));
         let dirty: Vec<String> = verification
@@ -91,8 +94,9 @@ impl Planex {
         };
         // Tasks at once run in worktrees of their own, outside the
         // repository (where tools that read configuration from parent
-        // folders never see the user's).
-        let worktrees = (self.options.concurrency > 1).then(|| {
+        // folders never see the user's); so does every task in a dirty
+        // tree, which is never given to an agent.
+        let worktrees = (self.options.concurrency > 1 || verification.allow_dirty).then(|| {
             orchestrator_core::state::worktree_root(verification.vcs.root())
                 .join(format!("planex-{}", session.id()))
         });

@@ -30,6 +30,11 @@ pub struct VerifyFlags {
     /// execution_directives (a shell line run in the repository).
     #[arg(long, global = true, value_name = "CMD", requires = "verify")]
     pub test_cmd: Option<String>,
+
+    /// With --verify: accept uncommitted changes; they are never committed,
+    /// restored or overwritten (a task that changes one fails, naming it).
+    #[arg(long, global = true, requires = "verify")]
+    pub allow_dirty: bool,
 }
 
 /// `--scope-mode`.
@@ -57,6 +62,7 @@ pub(super) async fn verified(planex: Planex, flags: &VerifyFlags) -> Result<Plan
             ScopeFlag::Warn => ScopeMode::Warn,
         })
         .with_test_command(flags.test_cmd.clone())
+        .with_allow_dirty(flags.allow_dirty)
         .with_executor_runs_directives(shell);
     Ok(planex.with_verification(verification))
 }
