@@ -546,3 +546,33 @@ fn the_real_claude_code_calls_our_review_fix_tool() {
         "{report}"
     );
 }
+
+/// `planex_run` with `verify: true`: each task's change is measured and
+/// landed by the engine as its own commit.
+#[test]
+fn planex_run_with_verify_lands_each_task_as_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    std::fs::write(
+        repo.join("two.csv"),
+        tasks_csv(&[
+            ("V1", "First", "echo one > one.txt", ""),
+            ("V2", "Second", "echo two > two.txt", "V1"),
+        ]),
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "tasks"]);
+    let out = client(
+        &repo,
+        &json!([{"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true, "verify": true}}]),
+    );
+    let call = &out["calls"][0];
+    assert_eq!(call["is_error"], false, "{call:#}");
+    assert_eq!(call["structured"]["outcome"], "success", "{call:#}");
+    assert_eq!(
+        git(&repo, &["log", "--format=%s", "-2"]),
+        "feat(planex): Second [V2]\nfeat(planex): First [V1]\n"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}

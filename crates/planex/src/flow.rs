@@ -451,6 +451,7 @@ impl Planex {
         for w in plan.warnings {
             self.warn(&mut run.warnings, w);
         }
+        self.check_verified_session(&run.session)?;
         run.session.checkpoint(&run.state)?;
 
         // Phase 4.

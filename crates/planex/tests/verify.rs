@@ -555,6 +555,24 @@ async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
     );
     assert!(agent.calls().is_empty(), "T1 ran again");
     assert_eq!(subjects(&repo), ["feat(planex): First [T1]"]);
+    // Running a verified session's tasks again without verification is
+    // refused.
+    let unverified = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .retry_failed(Some(&session))
+    .await
+    .unwrap_err();
+    assert!(
+        unverified.to_string().contains(
+            "runs verified tasks (it was started with --verify): continue it with --verify"
+        ),
+        "{unverified}"
+    );
     let rows = results(&outcome);
     assert_eq!(row(&rows, "T1").status, RowStatus::Completed);
     assert_eq!(

@@ -61,6 +61,20 @@ impl Planex {
         }
     }
 
+    /// Refuses to run a verified session's tasks unverified: once its
+    /// first verified run started (its base is recorded), every run of it
+    /// must verify, or tasks would land half as commits and half as loose
+    /// changes, and an interrupted task's record would be ignored.
+    pub(super) fn check_verified_session(&self, session: &Session) -> Result<(), PlanexError> {
+        if self.verification.is_none() && session.dir().join(BASE_FILE).exists() {
+            return Err(PlanexError::InvalidOption(format!(
+                "session {} runs verified tasks (it was started with --verify): continue it with --verify",
+                session.id()
+            )));
+        }
+        Ok(())
+    }
+
     /// What phase 4's verified tasks need, or `None` unverified: the tree
     /// checked clean, the session's base commit (written by its first
     /// verified run), a warning when `-c` cannot be honoured.

@@ -132,6 +132,10 @@ pub struct PlanexRunInput {
     /// The agent (default for `run`: the shell agent running each task's
     /// directives).
     pub agent: Option<String>,
+    /// Verify each task (`--verify`): its change measured and held to its
+    /// scope, its directives run by the engine, one commit per task.
+    #[serde(default)]
+    pub verify: bool,
     /// Approve the plan and its gates: required.
     #[serde(default)]
     pub yes: bool,
@@ -275,6 +279,9 @@ impl Orchestrator {
         );
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
+        if input.verify {
+            args.push("--verify".into());
+        }
         self.flow(args, None, Call { ct, meta, peer }).await
     }
 
