@@ -1364,3 +1364,96 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
         "{t1:#?}"
     );
 }
+
+/// The folder of task `id`'s worktree as the CLI's request names it (its
+/// working directory, in the environment the CLI describes to the model).
+fn worktree_named_in(body: &str, id: &str) -> Option<PathBuf> {
+    let tail = format!("/{id}");
+    let start = body.find("/planex-wpp-")?;
+    let begin = body[..start]
+        .rfind(|c: char| c == '"' || c.is_whitespace() || c == '`' || c == '(')
+        .map_or(0, |i| i + 1);
+    let rest = &body[begin..];
+    let end = rest.find(&tail)? + tail.len();
+    Some(PathBuf::from(&rest[..end]))
+}
+
+/// `planex run --verify -c 2` with the real claude: each task runs in a
+/// worktree of its own (the CLI's working directory, where its edits are
+/// allowed), the engine checks it there and lands both as commits on the
+/// repository's branch; no worktree is left.
+#[test]
+fn planex_verify_runs_the_real_claude_in_worktrees() {
+    let sandbox = Sandbox::new(&[("README.md", "demo\n")]);
+    let tasks = sandbox.repo.parent().unwrap().join("tasks.csv");
+    std::fs::write(
+        &tasks,
+        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n\
+         T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
+         T2,Notes,Write notes/a.txt,,,notes/**,,grep -q a notes/a.txt,,,\n",
+    )
+    .unwrap();
+    let server = tokio_runtime().block_on(ModelServer::scripted(
+        Protocol::Anthropic,
+        move |exchange: &Exchange| {
+            let prompt = exchange.user_text();
+            if !prompt.contains("## TASK ASSIGNMENT") {
+                return Turn::Status(500, format!("unscripted prompt: {prompt}"));
+            }
+            let id = task_of(&prompt);
+            let body = exchange.body.to_string();
+            let Some(tree) = worktree_named_in(&body, &id) else {
+                return Turn::Status(500, format!("no worktree of {id} in the request"));
+            };
+            let mut turns = match id.as_str() {
+                "T1" => vec![Cli::Claude.create(&tree, "hello.txt", "howdy\n")],
+                _ => vec![Cli::Claude.create(&tree, "notes/a.txt", "a\n")],
+            };
+            let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
+                "files_modified": [], "tests_passed": true, "acceptance_met": "yes", "error": ""});
+            turns.extend(Cli::Claude.answer(&report));
+            step(&turns, exchange, "Done.")
+        },
+    ));
+    let started = Instant::now();
+    let o = sandbox.orchestrator(
+        Cli::Claude,
+        &server,
+        &[
+            "planex",
+            "run",
+            &tasks.display().to_string(),
+            "-y",
+            "--agent",
+            "claude",
+            "--verify",
+            "-c",
+            "2",
+        ],
+    );
+    eprintln!(
+        "claude: planex --verify -c 2 in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{report}");
+    let mut subjects: Vec<String> = sandbox
+        .git(&["log", "--format=%s", "-2"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        ["feat(planex): Notes [T2]", "feat(planex): Say howdy [T1]"],
+        "{report}"
+    );
+    assert_eq!(sandbox.read("hello.txt"), "howdy\n");
+    assert_eq!(sandbox.read("notes/a.txt"), "a\n");
+    assert_eq!(sandbox.git(&["status", "--porcelain"]), "", "{report}");
+    assert_eq!(
+        sandbox.git(&["worktree", "list"]).lines().count(),
+        1,
+        "{report}"
+    );
+}
