@@ -39,12 +39,9 @@ fn the_timeline_svg_is_stable() {
     insta::assert_snapshot!(render_svg("planex wpp-demo: rows over time", &spans()));
 }
 
-/// Where headless Chromium is: `ORCH_CHROMIUM`, or
-/// `chromium-headless-shell` or `chromium` on PATH.
+/// Where headless Chromium is: `chromium-headless-shell` or `chromium` on
+/// PATH.
 fn chromium() -> PathBuf {
-    if let Some(path) = std::env::var_os("ORCH_CHROMIUM") {
-        return PathBuf::from(path);
-    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         for name in ["chromium-headless-shell", "chromium"] {
@@ -56,7 +53,7 @@ fn chromium() -> PathBuf {
     }
     panic!(
         "headless Chromium is missing: install it with `apt-get install chromium-headless-shell` \
-         (or run scripts/install-test-deps.sh), or point ORCH_CHROMIUM at it"
+         (or run scripts/install-test-deps.sh) and put it on PATH"
     );
 }
 
