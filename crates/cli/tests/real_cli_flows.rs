@@ -1257,22 +1257,21 @@ fn rate_limited_with_the_real_gemini() {
     rate_limited_with(Cli::Gemini);
 }
 
-/// `planex run --verify` with the real claude, whose reports always claim
-/// success: T1's first edit does not satisfy its directive, so the engine's
-/// own run fails it (the claimed `tests_passed` is not taken), the retry's
-/// prompt carries that output and its edit lands as T1's commit; T2 writes
-/// outside its scope (`stray.txt`) on every attempt, fails with the path named and is
-/// rolled back; T3, after T2, is skipped.
-#[test]
-fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
+/// `planex run <tasks> -y --agent claude --verify -c <concurrency>` with the
+/// real claude, over a sandbox with the tasks file (`rows` after the seed's
+/// header) beside it, against a model that answers each task's prompt with
+/// the tool calls `edits(task id, exchange, repository)` and then a report
+/// claiming success. The sandbox, the server and the run's output.
+fn claude_planex_verify(
+    rows: &str,
+    concurrency: &str,
+    edits: impl Fn(&str, &Exchange, &Path) -> Vec<Turn> + Send + Sync + 'static,
+) -> (Sandbox, ModelServer, Output) {
     let sandbox = Sandbox::new(&[("README.md", "demo\n")]);
     let tasks = sandbox.repo.parent().unwrap().join("tasks.csv");
     std::fs::write(
         &tasks,
-        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n\
-         T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
-         T2,Notes,Write notes/a.txt,,,notes/**,,,,,\n\
-         T3,After notes,Write notes/b.txt,,,notes/**,,,T2,,\n",
+        format!("id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n{rows}"),
     )
     .unwrap();
     let repo = sandbox.repo.clone();
@@ -1284,16 +1283,7 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
                 return Turn::Status(500, format!("unscripted prompt: {prompt}"));
             }
             let id = task_of(&prompt);
-            let mut turns = match id.as_str() {
-                "T1" if prompt.contains("verification by the engine failed") => {
-                    vec![Cli::Claude.create(&repo, "hello.txt", "howdy\n")]
-                }
-                "T1" => vec![Cli::Claude.create(&repo, "hello.txt", "hello\n")],
-                _ => vec![
-                    Cli::Claude.create(&repo, "notes/a.txt", "a\n"),
-                    Cli::Claude.create(&repo, "stray.txt", "stray\n"),
-                ],
-            };
+            let mut turns = edits(&id, exchange, &repo);
             let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
                 "files_modified": [], "tests_passed": true, "acceptance_met": "yes", "error": ""});
             turns.extend(Cli::Claude.answer(&report));
@@ -1312,15 +1302,45 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
             "--agent",
             "claude",
             "--verify",
-            // One at a time in the working tree: the scripted model writes
-            // to the repository's own paths.
             "-c",
-            "1",
+            concurrency,
         ],
     );
     eprintln!(
-        "claude: planex --verify in {:.1} s",
+        "claude: planex --verify -c {concurrency} in {:.1} s",
         started.elapsed().as_secs_f64()
+    );
+    (sandbox, server, o)
+}
+
+/// `planex run --verify` with the real claude, whose reports always claim
+/// success: T1's first edit does not satisfy its directive, so the engine's
+/// own run fails it (the claimed `tests_passed` is not taken), the retry's
+/// prompt carries that output and its edit lands as T1's commit; T2 writes
+/// outside its scope (`stray.txt`) on every attempt, fails with the path named and is
+/// rolled back; T3, after T2, is skipped.
+#[test]
+fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
+    // One at a time in the working tree: the scripted model writes to the
+    // repository's own paths.
+    let (sandbox, server, o) = claude_planex_verify(
+        "T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
+         T2,Notes,Write notes/a.txt,,,notes/**,,,,,\n\
+         T3,After notes,Write notes/b.txt,,,notes/**,,,T2,,\n",
+        "1",
+        |id, exchange, repo| {
+            let prompt = exchange.user_text();
+            match id {
+                "T1" if prompt.contains("verification by the engine failed") => {
+                    vec![Cli::Claude.create(repo, "hello.txt", "howdy\n")]
+                }
+                "T1" => vec![Cli::Claude.create(repo, "hello.txt", "hello\n")],
+                _ => vec![
+                    Cli::Claude.create(repo, "notes/a.txt", "a\n"),
+                    Cli::Claude.create(repo, "stray.txt", "stray\n"),
+                ],
+            }
+        },
     );
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{report}");
@@ -1384,56 +1404,24 @@ fn worktree_named_in(body: &str, id: &str) -> Option<PathBuf> {
 /// repository's branch; no worktree is left.
 #[test]
 fn planex_verify_runs_the_real_claude_in_worktrees() {
-    let sandbox = Sandbox::new(&[("README.md", "demo\n")]);
-    let tasks = sandbox.repo.parent().unwrap().join("tasks.csv");
-    std::fs::write(
-        &tasks,
-        "id,title,description,test,acceptance_criteria,scope,hints,execution_directives,deps,context_from,wave\n\
-         T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
+    let (sandbox, _server, o) = claude_planex_verify(
+        "T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
          T2,Notes,Write notes/a.txt,,,notes/**,,grep -q a notes/a.txt,,,\n",
-    )
-    .unwrap();
-    let server = tokio_runtime().block_on(ModelServer::scripted(
-        Protocol::Anthropic,
-        move |exchange: &Exchange| {
-            let prompt = exchange.user_text();
-            if !prompt.contains("## TASK ASSIGNMENT") {
-                return Turn::Status(500, format!("unscripted prompt: {prompt}"));
-            }
-            let id = task_of(&prompt);
-            let body = exchange.body.to_string();
-            let Some(tree) = worktree_named_in(&body, &id) else {
-                return Turn::Status(500, format!("no worktree of {id} in the request"));
+        "2",
+        |id, exchange, _repo| {
+            // Each task's edits go to its own worktree, the CLI's working
+            // directory.
+            let Some(tree) = worktree_named_in(&exchange.body.to_string(), id) else {
+                return vec![Turn::Status(
+                    500,
+                    format!("no worktree of {id} in the request"),
+                )];
             };
-            let mut turns = match id.as_str() {
+            match id {
                 "T1" => vec![Cli::Claude.create(&tree, "hello.txt", "howdy\n")],
                 _ => vec![Cli::Claude.create(&tree, "notes/a.txt", "a\n")],
-            };
-            let report = json!({"id": id, "status": "completed", "findings": format!("{id} done"),
-                "files_modified": [], "tests_passed": true, "acceptance_met": "yes", "error": ""});
-            turns.extend(Cli::Claude.answer(&report));
-            step(&turns, exchange, "Done.")
+            }
         },
-    ));
-    let started = Instant::now();
-    let o = sandbox.orchestrator(
-        Cli::Claude,
-        &server,
-        &[
-            "planex",
-            "run",
-            &tasks.display().to_string(),
-            "-y",
-            "--agent",
-            "claude",
-            "--verify",
-            "-c",
-            "2",
-        ],
-    );
-    eprintln!(
-        "claude: planex --verify -c 2 in {:.1} s",
-        started.elapsed().as_secs_f64()
     );
     let report = format!("stdout:\n{}\nstderr:\n{}", text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{report}");

@@ -347,6 +347,12 @@ impl TaskRow {
         )
     }
 
+    /// The globs of `scope` (`;`-separated, trimmed, blanks dropped): where
+    /// the task may write.
+    pub fn scope_globs(&self) -> Vec<String> {
+        split_list(&self.scope)
+    }
+
     /// The two parts of `hints` (`tips || file1;file2`): the tips text and the
     /// reference files. Either may be empty; without `||` it is all tips.
     pub fn hint_parts(&self) -> (&str, Vec<&str>) {

@@ -166,7 +166,7 @@ fn report(id: &str, findings: &str) -> AgentResponse {
 }
 
 /// The last `max` characters of `text`, trimmed.
-fn tail_chars(text: &str, max: usize) -> String {
+pub(crate) fn tail_chars(text: &str, max: usize) -> String {
     let text = text.trim();
     let count = text.chars().count();
     if count <= max {

@@ -291,13 +291,7 @@ impl VerifyingAgent {
     /// The paths of `changed` outside the row's scope (none when it has no
     /// scope).
     fn outside_scope(&self, changed: &[String]) -> Vec<String> {
-        let globs: Vec<&str> = self
-            .row
-            .scope
-            .split(';')
-            .map(str::trim)
-            .filter(|g| !g.is_empty())
-            .collect();
+        let globs = self.row.scope_globs();
         if globs.is_empty() {
             return Vec::new();
         }
@@ -331,14 +325,13 @@ impl VerifyingAgent {
                 |c| format!("exited with status {c}"),
             )
         };
-        let combined = output.combined();
-        let tail = tail(combined.trim(), CHECK_OUTPUT_MAX);
+        let tail = crate::shell::tail_chars(&output.combined(), CHECK_OUTPUT_MAX);
         let mut message = format!(
             "verification by the engine failed: `{line}` {status} (the agent's report is not taken for it)"
         );
         if !tail.is_empty() {
             message.push_str(":\n");
-            message.push_str(tail);
+            message.push_str(&tail);
         }
         Err(message)
     }
@@ -471,10 +464,4 @@ fn failed(e: VcsError) -> AgentError {
         message: format!("the working tree cannot be read: {e}"),
         exit_code: None,
     }
-}
-
-/// The last `max` characters of `text`.
-fn tail(text: &str, max: usize) -> &str {
-    let start = text.char_indices().rev().nth(max).map_or(0, |(i, _)| i);
-    &text[start..]
 }

@@ -101,6 +101,36 @@ async fn run(
     (planex.run_tasks_file(&dir.join("tasks.csv")).await, sink)
 }
 
+/// planex over `repo`, `agent` playing every part, gates answered yes,
+/// verified over `vcs` with the defaults.
+fn verified(
+    repo: &Path,
+    vcs: Arc<GitVcs>,
+    agent: Arc<FakeAgent>,
+    sink: Arc<CollectingSink>,
+    options: PlanexOptions,
+) -> Planex {
+    Planex::new(repo, Agents::all(agent), Arc::new(AutoYes), sink, options)
+        .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())))
+}
+
+/// A `planex run` of the sandbox's tasks, verified, stopped at its gate
+/// (nothing approved): the session exists, nothing ran.
+async fn stopped_at_the_gate(dir: &Path, repo: &Path) -> Outcome {
+    let vcs = Arc::new(GitVcs::open(repo).await.unwrap());
+    Planex::new(
+        repo,
+        Agents::all(Arc::new(FakeAgent::new("fake"))),
+        Arc::new(orchestrator_core::gate::AlwaysDefer),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default(),
+    )
+    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())))
+    .run_tasks_file(&dir.join("tasks.csv"))
+    .await
+    .unwrap()
+}
+
 fn results(outcome: &Outcome) -> Vec<orchestrator_planex::rows::TaskRow> {
     read_tasks_csv(outcome.summary.session_dir.join("results.csv")).unwrap()
 }
@@ -458,14 +488,13 @@ async fn a_dirty_tree_is_refused_before_anything_runs_and_left_as_it_is() {
     let agent =
         Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/c.txt", "c\n")], &[])));
     let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
-    let planex = Planex::new(
+    let planex = verified(
         &repo,
-        Agents::all(agent),
-        Arc::new(AutoYes),
+        vcs,
+        agent,
         Arc::new(CollectingSink::new()),
         PlanexOptions::default().with_auto_yes(true),
-    )
-    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())));
+    );
     let outcome = planex
         .run_tasks_file(&repo.join("tasks.csv"))
         .await
@@ -497,20 +526,7 @@ async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
     // The first run stops at the gate (nothing approved): the session
     // exists, nothing ran.
     let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
-    let stopped = Planex::new(
-        &repo,
-        Agents::all(Arc::new(FakeAgent::new("fake"))),
-        Arc::new(orchestrator_core::gate::AlwaysDefer),
-        Arc::new(CollectingSink::new()),
-        PlanexOptions::default(),
-    )
-    .with_verification(Verification::new(
-        vcs.clone(),
-        Arc::new(ProcessRunner::default()),
-    ))
-    .run_tasks_file(&dir.path().join("tasks.csv"))
-    .await
-    .unwrap();
+    let stopped = stopped_at_the_gate(dir.path(), &repo).await;
     assert_eq!(stopped.exit_code(), 3, "{}", stopped.summary);
     let session = stopped.summary.session_id.clone();
     // What the killed run left: the base it started from, and T1's commit.
@@ -532,14 +548,13 @@ async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
     );
     let agent =
         Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/a.txt", "again\n")], &[])));
-    let outcome = Planex::new(
+    let outcome = verified(
         &repo,
-        Agents::all(agent.clone()),
-        Arc::new(AutoYes),
+        vcs,
+        agent.clone(),
         Arc::new(CollectingSink::new()),
         PlanexOptions::default().with_auto_yes(true),
     )
-    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())))
     .resume(Some(&session))
     .await
     .unwrap();
@@ -590,20 +605,7 @@ async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
     use orchestrator_core::vcs::Vcs as _;
     let (dir, repo) = sandbox(&["T1,First,Create a,,,src/**,,,,,"]);
     let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
-    let stopped = Planex::new(
-        &repo,
-        Agents::all(Arc::new(FakeAgent::new("fake"))),
-        Arc::new(orchestrator_core::gate::AlwaysDefer),
-        Arc::new(CollectingSink::new()),
-        PlanexOptions::default(),
-    )
-    .with_verification(Verification::new(
-        vcs.clone(),
-        Arc::new(ProcessRunner::default()),
-    ))
-    .run_tasks_file(&dir.path().join("tasks.csv"))
-    .await
-    .unwrap();
+    let stopped = stopped_at_the_gate(dir.path(), &repo).await;
     let session_dir = stopped.summary.session_dir.clone();
     // What the killed run left: its base, T1's record, a half-done change.
     let base = git(&repo, &["rev-parse", "HEAD"]);
@@ -621,14 +623,13 @@ async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
     let agent =
         Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/a.txt", "a\n")], &[])));
     let sink = Arc::new(CollectingSink::new());
-    let outcome = Planex::new(
+    let outcome = verified(
         &repo,
-        Agents::all(agent.clone()),
-        Arc::new(AutoYes),
+        vcs,
+        agent.clone(),
         sink.clone(),
         PlanexOptions::default().with_auto_yes(true),
     )
-    .with_verification(Verification::new(vcs, Arc::new(ProcessRunner::default())))
     .resume(Some(&stopped.summary.session_id))
     .await
     .unwrap();

@@ -10,14 +10,11 @@ use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, S
 use orchestrator_core::ask::run_within;
 use orchestrator_core::event::EventSink;
 use orchestrator_core::gate::Gate;
-use orchestrator_core::retry::{
-    Milestone, MilestoneOutcome, MilestoneState, RetryPolicy, run_milestone,
-};
+use orchestrator_core::retry::{Milestone, MilestoneState, RetryPolicy, run_milestone};
 use serde_json::Value;
 
-use super::results::{LastReport, TaskOutput, completed_task, failed_task, failure_text};
+use super::results::{LastReport, TaskOutput, failed_task, unfinished};
 use super::verified::{Start, verified_end, verified_start};
-use crate::journal::PausedTask;
 use crate::protocol::{status_field, str_field};
 use crate::rows::RowStatus;
 use crate::rows::TaskRow;
@@ -80,32 +77,7 @@ impl TaskJob {
         if let (Some(agent), Some((env, row))) = (&verifying, &self.verify) {
             return verified_end(agent, env, row, outcome, last, self.auto_yes).await;
         }
-        match outcome {
-            MilestoneOutcome::Passed { .. } => TaskOutput::Done(completed_task(&id, last)),
-            MilestoneOutcome::Failed { reason, history } => {
-                TaskOutput::Done(failed_task(&id, last, failure_text(&history, &reason)))
-            }
-            MilestoneOutcome::NeedsHuman {
-                reason,
-                report_markdown,
-                state,
-            } => {
-                if self.auto_yes {
-                    let error = format!(
-                        "{} (escalated: {reason})",
-                        failure_text(&state.history, &reason)
-                    );
-                    TaskOutput::Done(failed_task(&id, last, error))
-                } else {
-                    TaskOutput::Paused(PausedTask {
-                        id,
-                        reason,
-                        report_markdown,
-                        state,
-                    })
-                }
-            }
-        }
+        unfinished(&id, last, outcome, self.auto_yes, "")
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use orchestrator_core::retry::HistoryEntry;
+use orchestrator_core::retry::{HistoryEntry, MilestoneOutcome};
 
 use crate::journal::{PausedTask, TaskResult};
 use crate::protocol::{TASK_FINDINGS_MAX, list_field, str_field, truncate_chars};
@@ -63,4 +63,45 @@ pub(super) fn failure_text(history: &[HistoryEntry], reason: &str) -> String {
         .last()
         .filter(|a| !a.passed())
         .map_or_else(|| reason.to_owned(), |a| a.summary())
+}
+
+/// The output of a task whose milestone did not pass: failed, with the last
+/// failure (and `note`) as its error, or — needing a human — paused, unless
+/// `auto_yes` makes it a failure naming the escalation. A passed milestone
+/// is the completed task.
+pub(super) fn unfinished(
+    id: &str,
+    last: LastReport,
+    outcome: MilestoneOutcome,
+    auto_yes: bool,
+    note: &str,
+) -> TaskOutput {
+    match outcome {
+        MilestoneOutcome::Passed { .. } => TaskOutput::Done(completed_task(id, last)),
+        MilestoneOutcome::Failed { reason, history } => TaskOutput::Done(failed_task(
+            id,
+            last,
+            format!("{}{note}", failure_text(&history, &reason)),
+        )),
+        MilestoneOutcome::NeedsHuman {
+            reason,
+            report_markdown,
+            state,
+        } => {
+            if auto_yes {
+                let error = format!(
+                    "{} (escalated: {reason}){note}",
+                    failure_text(&state.history, &reason)
+                );
+                TaskOutput::Done(failed_task(id, last, error))
+            } else {
+                TaskOutput::Paused(PausedTask {
+                    id: id.to_owned(),
+                    reason,
+                    report_markdown,
+                    state,
+                })
+            }
+        }
+    }
 }

@@ -50,13 +50,7 @@ pub(crate) fn task_specs_of(rows: &[TaskRow]) -> Vec<JobSpec> {
                 .filter(|id| !r.deps.contains(id) && rows.iter().any(|t| &t.id == *id))
                 .cloned()
                 .collect();
-            let scopes: Vec<String> = r
-                .scope
-                .split(';')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect();
+            let scopes = r.scope_globs();
             let mut spec = JobSpec::new(&r.id)
                 .title(&r.title)
                 .deps(r.deps.iter().cloned())

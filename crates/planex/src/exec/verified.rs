@@ -14,8 +14,8 @@ use orchestrator_core::retry::MilestoneOutcome;
 use orchestrator_core::vcs::{CherryPick, Vcs};
 
 use super::VerifyEnv;
-use super::results::{LastReport, TaskOutput, completed_task, failed_task, failure_text};
-use crate::journal::{PausedTask, TaskResult};
+use super::results::{LastReport, TaskOutput, completed_task, failed_task, unfinished};
+use crate::journal::TaskResult;
 use crate::rows::{RowStatus, TaskRow};
 use crate::verify::{
     InFlight, TaskWorktree, Verification, Verified, VerifyingAgent, commit_message, in_flight_path,
@@ -294,34 +294,11 @@ async fn settle(
             result.verified = Some(verified);
             TaskOutput::Done(result)
         }
-        MilestoneOutcome::Failed { reason, history } => {
+        unfinished_outcome => {
             let note = rollback().await;
-            let mut result = failed_task(
-                &id,
-                last,
-                format!("{}{note}", failure_text(&history, &reason)),
-            );
-            result.files_modified.clear();
-            result.tests_passed = None;
-            result.verified = Some(Verified {
-                check: env.verification.check_for(row),
-                attempts: found.attempts,
-                ..Verified::default()
-            });
-            TaskOutput::Done(result)
-        }
-        MilestoneOutcome::NeedsHuman {
-            reason,
-            report_markdown,
-            state,
-        } => {
-            let note = rollback().await;
-            if auto_yes {
-                let error = format!(
-                    "{} (escalated: {reason}){note}",
-                    failure_text(&state.history, &reason)
-                );
-                let mut result = failed_task(&id, last, error);
+            let mut output = unfinished(&id, last, unfinished_outcome, auto_yes, &note);
+            if let TaskOutput::Done(result) = &mut output {
+                // Nothing of it stays, whatever the agent reported.
                 result.files_modified.clear();
                 result.tests_passed = None;
                 result.verified = Some(Verified {
@@ -329,15 +306,8 @@ async fn settle(
                     attempts: found.attempts,
                     ..Verified::default()
                 });
-                TaskOutput::Done(result)
-            } else {
-                TaskOutput::Paused(PausedTask {
-                    id,
-                    reason,
-                    report_markdown,
-                    state,
-                })
             }
+            output
         }
     }
 }
