@@ -8,10 +8,13 @@ max(critical path, total work / 4) computed from the true sleep times, all
 in the same run. Figures, not assertions: the makespan claim is also
 measured on the scheduler itself by `perf-report` (makespan_eager_over_waves).
 
+Without --verify the tasks only sleep and run unverified (`--no-commit`).
 With --verify each task also writes its own file (scope: that file) and
-runs under `planex --verify`: measured, checked, committed, in a worktree
-of its own (-c 4), landed by cherry-pick. The same DAGs then also run
-unverified, and the overhead per task of worktree + landing is printed.
+runs verified (planex's default): measured, checked, committed, in a
+worktree of its own (-c 4), landed by cherry-pick. The same DAGs then also
+run unverified, and the overhead per task of worktree + landing is printed.
+The same figures, from the library, are in `perf-report`
+(`planex_verified_eager_over_waves`, `planex_verify_overhead_ms_per_task`).
 
 Usage: scripts/planex-eager-vs-waves.py [--verify] [ORCHESTRATOR_BINARY] [DAGS]
 """
@@ -67,8 +70,8 @@ def run(binary, text, mode, verify=False):
         subprocess.run(["git", "-C", repo, "add", "-A"], check=True, env=env)
         subprocess.run(["git", "-C", repo, "commit", "-q", "-m", "tasks"], check=True, env=env)
         args = [binary, "planex", "run", "tasks.csv", "-y", "-c", "4", "--schedule", mode]
-        if verify:
-            args.append("--verify")
+        if not verify:
+            args.append("--no-commit")
         start = time.monotonic()
         out = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start

@@ -953,9 +953,10 @@ const DAG: [(&str, &[&str]); 8] = [
 struct Planex {
     schedule: &'static str,
     concurrency: u32,
-    /// `--verify`: the directives only write their files; the engine
-    /// measures, checks and commits each task (exactly once, by its
-    /// `Planex-Task` trailer).
+    /// Verified (the default): the directives only write their files; the
+    /// engine measures, checks and commits each task (exactly once, by its
+    /// `Planex-Task` trailer). Unverified (`--no-commit`): each directive
+    /// commits its own work.
     verify: bool,
 }
 
@@ -1004,8 +1005,9 @@ impl Planex {
             "--schedule".to_owned(),
             self.schedule.to_owned(),
         ]);
-        if self.verify {
-            args.push("--verify".to_owned());
+        if !self.verify {
+            // The unverified flow, whose tasks commit themselves.
+            args.push("--no-commit".to_owned());
         }
         args
     }

@@ -547,10 +547,11 @@ fn the_real_claude_code_calls_our_review_fix_tool() {
     );
 }
 
-/// `planex_run` with `verify: true`: each task's change is measured and
-/// landed by the engine as its own commit.
+/// `planex_run` verifies by default: each task's change is measured and
+/// landed by the engine as its own commit; `no_commit: true` leaves the
+/// changes in the tree.
 #[test]
-fn planex_run_with_verify_lands_each_task_as_a_commit() {
+fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo(dir.path());
     std::fs::write(
@@ -565,7 +566,7 @@ fn planex_run_with_verify_lands_each_task_as_a_commit() {
     git(&repo, &["commit", "-q", "-m", "tasks"]);
     let out = client(
         &repo,
-        &json!([{"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true, "verify": true}}]),
+        &json!([{"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true}}]),
     );
     let call = &out["calls"][0];
     assert_eq!(call["is_error"], false, "{call:#}");
@@ -575,4 +576,25 @@ fn planex_run_with_verify_lands_each_task_as_a_commit() {
         "feat(planex): Second [V2]\nfeat(planex): First [V1]\n"
     );
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+
+    std::fs::write(
+        repo.join("three.csv"),
+        tasks_csv(&[("N1", "Third", "echo three > three.txt", "")]),
+    )
+    .unwrap();
+    let out = client(
+        &repo,
+        &json!([{"tool": "planex_run", "arguments": {"path": "three.csv", "yes": true, "no_commit": true}}]),
+    );
+    let call = &out["calls"][0];
+    assert_eq!(call["structured"]["outcome"], "success", "{call:#}");
+    assert_eq!(
+        git(&repo, &["log", "--format=%s", "-1"]),
+        "feat(planex): Second [V2]\n",
+        "nothing committed with no_commit"
+    );
+    assert_eq!(
+        git(&repo, &["status", "--porcelain", "--", "three.txt"]),
+        "?? three.txt\n"
+    );
 }

@@ -22,8 +22,8 @@ const HEADER: &str = "id,title,description,test,acceptance_criteria,scope,hints,
 
 // ---------------------------------------------------------------- helpers
 
-/// A temporary git repository (canonical path, so that it matches what the
-/// binary prints).
+/// A temporary git repository with one commit (canonical path, so that it
+/// matches what the binary prints).
 struct Repo {
     _dir: tempfile::TempDir,
     path: PathBuf,
@@ -33,10 +33,13 @@ impl Repo {
     fn new() -> Repo {
         let dir = tempfile::tempdir().unwrap();
         let path = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(path.join("README"), "a project\n").unwrap();
         for args in [
             &["init", "-q"][..],
             &["config", "user.email", "test@example.com"][..],
             &["config", "user.name", "Test"][..],
+            &["add", "README"][..],
+            &["commit", "-qm", "start"][..],
         ] {
             let status = Command::new("git")
                 .args(args)
@@ -52,6 +55,20 @@ impl Repo {
         let path = self.path.join(name);
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// Writes `name` and commits it (a change the user made between runs;
+    /// verified runs refuse uncommitted ones).
+    fn commit(&self, name: &str, text: &str) {
+        self.write(name, text);
+        for args in [&["add", name][..], &["commit", "-qm", name][..]] {
+            let status = Command::new("git")
+                .args(args)
+                .current_dir(&self.path)
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        }
     }
 
     fn read(&self, name: &str) -> String {
@@ -217,17 +234,27 @@ fn run_executes_a_diamond_with_the_shell_agent() {
     // Progress went to stderr, the summary alone to stdout.
     assert!(stderr(&o).contains("== planex: execute"), "{}", stderr(&o));
 
-    // The dependents saw their predecessors' findings, in the seed's format.
+    // The dependents saw their predecessors' findings, in the seed's format,
+    // with the files each was measured to have changed.
     assert_eq!(
         repo.read("out/left.txt"),
-        "[Task T1: Write the base] T1 finding: base written\n"
+        "[Task T1: Write the base] T1 finding: base written\n  Modified: out/base.txt\n"
     );
     assert_eq!(repo.read("out/right.txt"), repo.read("out/left.txt"));
     assert_eq!(
         repo.read("out/join.txt"),
-        "[Task T2: Left branch] T2 finding: left, with \"quotes\", commas\n\
-         [Task T3: Right branch] T3 finding: right ünïcode ✓\n"
+        "[Task T2: Left branch] T2 finding: left, with \"quotes\", commas\n  Modified: out/left.txt\n\
+         [Task T3: Right branch] T3 finding: right ünïcode ✓\n  Modified: out/right.txt\n"
     );
+    // Each task landed as its own commit, in dependency order.
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-4"])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    let subjects: Vec<String> = stdout(&log).lines().rev().map(str::to_owned).collect();
+    assert_eq!(subjects[0], "feat(planex): Write the base [T1]");
+    assert_eq!(subjects[3], "feat(planex): Join [T4]");
 
     let dir = repo.session();
     let results = read_tasks_csv(dir.join("results.csv")).unwrap();
@@ -524,7 +551,7 @@ fn ctrl_c_stops_resumably_and_continue_finishes() {
     let rows = read_tasks_csv(repo.session().join("tasks.csv")).unwrap();
     assert_eq!(status_of(&rows, "T1"), RowStatus::Pending);
 
-    repo.write("fast", "");
+    repo.commit("fast", "");
     let o = orchestrator(&repo.path, &["planex", "--continue"]);
     assert_exit(&o, 0);
     assert_eq!(repo.read("t2.txt"), "after\n");
@@ -543,10 +570,11 @@ fn retry_failed_runs_the_failed_and_skipped_tasks_again() {
     );
     let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv", "-y"]);
     assert_exit(&o, 1);
-    repo.write("fixed", "");
+    repo.commit("fixed", "");
     let o = orchestrator(&repo.path, &["planex", "--retry-failed"]);
     assert_exit(&o, 0);
-    assert_eq!(repo.read("ran.txt"), "t1\nt2\nt2\nt3\n");
+    // T2's failed attempt was rolled back: only its passing run landed.
+    assert_eq!(repo.read("ran.txt"), "t1\nt2\nt3\n");
 }
 
 #[test]
@@ -669,7 +697,9 @@ fn kill_9_at_any_instant_then_continue_runs_each_finished_task_once() {
     const KILLS: usize = 3;
     let mut rng = Rng(seed("kill -9"));
     let repo = Repo::new();
-    let log = repo.path.join("log.txt");
+    // Outside the repository: verified runs refuse a dirty tree.
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("log.txt");
     let rows: Vec<(String, String, String, String)> = (1..=TASKS)
         .map(|i| {
             let directive = format!(
@@ -939,9 +969,7 @@ fn verify_commits_each_task_and_holds_tasks_to_their_scope() {
         String::from_utf8(o.stdout).unwrap()
     };
     std::fs::create_dir_all(repo.path.join("src")).unwrap();
-    repo.write("src/lib.txt", "one\n");
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "start"]);
+    repo.commit("src/lib.txt", "one\n");
     repo.write(
         "tasks.csv",
         &format!(
@@ -951,16 +979,14 @@ fn verify_commits_each_task_and_holds_tasks_to_their_scope() {
              T3,After the stray,,,,src/**,,echo c > src/c.txt,T2,,\n"
         ),
     );
-    let o = orchestrator(
-        &repo.path,
-        &["planex", "run", "tasks.csv", "-y", "--verify", "-c", "1"],
-    );
+    // Verification is the default.
+    let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv", "-y", "-c", "1"]);
     assert_exit(&o, 1);
     assert_eq!(
         git(&["log", "--format=%s", "-1"]).trim(),
         "feat(planex): Write a [T1]"
     );
-    assert_eq!(git(&["rev-list", "--count", "HEAD"]).trim(), "2");
+    assert_eq!(git(&["rev-list", "--count", "HEAD"]).trim(), "3");
     // Only the tasks file the user wrote is left untracked.
     assert_eq!(git(&["status", "--porcelain"]), "?? tasks.csv\n");
     let results = read_tasks_csv(repo.session().join("results.csv")).unwrap();
@@ -990,4 +1016,64 @@ fn verify_commits_each_task_and_holds_tasks_to_their_scope() {
         stderr(&o)
     );
     assert_eq!(repo.read("src/lib.txt"), "my work\n");
+}
+
+/// `--no-commit` keeps the unverified behaviour: the tasks' changes stay
+/// in the tree, no git needed. Without it, a directory that is no git
+/// work tree, or a repository without a commit, is refused before anything
+/// runs, naming the way out.
+#[test]
+fn no_commit_leaves_the_changes_in_the_tree_and_verification_needs_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(
+        plain.join("tasks.csv"),
+        tasks_csv(&[("T1", "Write", "echo one > one.txt", "", "")]),
+    )
+    .unwrap();
+    let o = orchestrator(&plain, &["planex", "run", "tasks.csv", "-y"]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("needs a git work tree") && err.contains("pass --no-commit"),
+        "{err}"
+    );
+    assert!(!plain.join("one.txt").exists());
+    let o = orchestrator(&plain, &["planex", "run", "tasks.csv", "-y", "--no-commit"]);
+    assert_exit(&o, 0);
+    assert_eq!(
+        std::fs::read_to_string(plain.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    // The session keeps its mode: --continue of it needs no flag.
+    let o = orchestrator(&plain, &["planex", "--continue", "-y"]);
+    assert_exit(&o, 0);
+
+    // A repository without a commit has nothing to land on.
+    let unborn = plain.join("unborn");
+    std::fs::create_dir_all(&unborn).unwrap();
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&unborn)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::copy(plain.join("tasks.csv"), unborn.join("tasks.csv")).unwrap();
+    let o = orchestrator(&unborn, &["planex", "run", "tasks.csv", "-y"]);
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("has no commit to start from") && err.contains("pass --no-commit"),
+        "{err}"
+    );
+    assert!(!unborn.join("one.txt").exists());
+
+    let o = orchestrator(
+        &plain,
+        &["planex", "run", "tasks.csv", "--no-commit", "--verify"],
+    );
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }

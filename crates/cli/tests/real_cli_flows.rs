@@ -530,12 +530,16 @@ fn planex_script(
                 "T2" => "hello.txt says howdy",
                 _ => "bye.txt says bye",
             };
+            // Each task runs verified in a worktree of its own (-c 4): its
+            // edits go there, the CLI's working directory.
+            let tree =
+                worktree_named_in(&exchange.body.to_string(), &id).unwrap_or_else(|| repo.clone());
             let mut turns = if id == "T1" {
-                vec![cli_kind.create(&repo, "hello.txt", "hello\n")]
+                vec![cli_kind.create(&tree, "hello.txt", "hello\n")]
             } else if id == "T3" {
-                vec![cli_kind.create(&repo, "bye.txt", "bye\n")]
+                vec![cli_kind.create(&tree, "bye.txt", "bye\n")]
             } else {
-                let mut turns = cli_kind.edit(&repo, "hello.txt", "hello", "howdy", "howdy\n");
+                let mut turns = cli_kind.edit(&tree, "hello.txt", "hello", "howdy", "howdy\n");
                 turns.push(cli_kind.shell("sh check.sh"));
                 turns
             };

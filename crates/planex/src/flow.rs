@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::error::PlanexError;
 use crate::exec::{
-    ExploreHost, JobEnv, TaskHost, drive, explore_specs, scheduler_config, task_specs,
+    ExploreHost, JobEnv, TaskHost, drive, explore_scheduler_config, explore_specs, task_specs,
 };
 use crate::journal::JournalEntry;
 use crate::plan::{RowSource, angles_from_answer, tasks_from_answer, validate_tasks_from};
@@ -42,6 +42,7 @@ use support::*;
 
 mod gates;
 pub use gates::PlanOnly;
+pub use verifying::session_verified;
 
 mod planner;
 
@@ -396,12 +397,10 @@ impl Planex {
         {
             self.phase_started("explore");
             let specs = explore_specs(&run.state);
-            let mut sched =
-                Scheduler::new(specs, scheduler_config(&self.options)).map_err(|e| {
-                    PlanexError::InvalidExplorePlan {
-                        source_name: run.session.explore_csv().display().to_string(),
-                        problems: vec![e.to_string()],
-                    }
+            let mut sched = Scheduler::new(specs, explore_scheduler_config(&self.options))
+                .map_err(|e| PlanexError::InvalidExplorePlan {
+                    source_name: run.session.explore_csv().display().to_string(),
+                    problems: vec![e.to_string()],
                 })?;
             let env = self.env(self.stopping_at_limit(self.agents.explorer.clone()));
             let mut host = ExploreHost::new(&mut run.session, &mut run.state, env, &sched);
@@ -513,7 +512,7 @@ impl Planex {
                 session_id: &meta.id,
                 requirement: &meta.requirement,
                 completed_at: &completed_at,
-                concurrency: self.options.concurrency,
+                concurrency: self.options.tasks_at_once(),
             },
             run.state.explore_rows(),
             tasks,

@@ -117,7 +117,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::PlanexError;
-pub use flow::{Agents, PlanOnly, Planex, approve_plan};
+pub use flow::{Agents, PlanOnly, Planex, approve_plan, session_verified};
 pub use orchestrator_core::scheduler::{CancelHandle, Mode};
 pub use plan::{ValidatedPlan, validate_tasks};
 pub use report::ScopeWait;
@@ -209,6 +209,10 @@ pub struct PlanexOptions {
     /// (`--item-max-*`): no attempt starts past a limit, and the task fails
     /// with it named while the run goes on.
     pub item_limits: orchestrator_core::agent::ItemLimits,
+    /// How many tasks of phase 4 run at once when it differs from `-c`
+    /// (which then applies to exploration only): the CLI runs an LLM
+    /// agent's unverified tasks one at a time, as they share one tree.
+    pub task_concurrency: Option<usize>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -256,6 +260,17 @@ impl PlanexOptions {
         self
     }
 
+    /// Sets [`PlanexOptions::task_concurrency`].
+    pub fn with_task_concurrency(mut self, task_concurrency: Option<usize>) -> Self {
+        self.task_concurrency = task_concurrency;
+        self
+    }
+
+    /// How many tasks of phase 4 run at once (at least 1).
+    pub fn tasks_at_once(&self) -> usize {
+        self.task_concurrency.unwrap_or(self.concurrency).max(1)
+    }
+
     /// Sets [`PlanexOptions::item_limits`].
     pub fn with_item_limits(mut self, item_limits: orchestrator_core::agent::ItemLimits) -> Self {
         self.item_limits = item_limits;
@@ -274,6 +289,7 @@ impl Default for PlanexOptions {
             task_time_limit: Duration::from_secs(600),
             execution: ExecutionPolicy::agent(),
             item_limits: orchestrator_core::agent::ItemLimits::default(),
+            task_concurrency: None,
         }
     }
 }

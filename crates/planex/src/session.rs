@@ -268,6 +268,46 @@ fn load_meta(dir: &Path, id: &str) -> Result<SessionMeta, PlanexError> {
     })
 }
 
+/// The session `--continue` would open: the one named `id`, or the newest
+/// resumable one (skipping cancelled sessions and folders with nothing to
+/// resume); not locked.
+pub fn find_session(repo: &Path, id: Option<&str>) -> Result<SessionInfo, PlanexError> {
+    let root = sessions_dir(repo);
+    let sessions = list_sessions(repo)?;
+    let found = || sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+    let info = match id {
+        Some(id) => {
+            if id.is_empty() || id.contains(['/', '\\']) || id == "." || id == ".." {
+                return Err(PlanexError::InvalidSessionId { id: id.to_owned() });
+            }
+            sessions
+                .iter()
+                .find(|s| s.id == id)
+                .ok_or_else(|| PlanexError::SessionNotFound {
+                    id: id.to_owned(),
+                    dir: root.clone(),
+                    found: found(),
+                })?
+        }
+        None => sessions
+            .iter()
+            .rev()
+            .find(|s| {
+                s.meta.status != SessionStatus::Cancelled && s.resume_phase != ResumePhase::Nothing
+            })
+            .ok_or_else(|| PlanexError::NoSession {
+                dir: root.clone(),
+                found: found(),
+            })?,
+    };
+    if info.resume_phase == ResumePhase::Nothing {
+        return Err(PlanexError::NothingToResume {
+            dir: info.dir.clone(),
+        });
+    }
+    Ok(info.clone())
+}
+
 /// An open, locked session.
 #[derive(Debug)]
 pub struct Session {
@@ -332,44 +372,12 @@ impl Session {
     /// Opens the session named `id`, or the newest resumable one (skipping
     /// cancelled sessions and folders with nothing to resume), and locks it.
     pub fn open(repo: &Path, id: Option<&str>) -> Result<Session, PlanexError> {
-        let root = sessions_dir(repo);
-        let sessions = list_sessions(repo)?;
-        let found = || sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
-        let info = match id {
-            Some(id) => {
-                if id.is_empty() || id.contains(['/', '\\']) || id == "." || id == ".." {
-                    return Err(PlanexError::InvalidSessionId { id: id.to_owned() });
-                }
-                sessions.iter().find(|s| s.id == id).ok_or_else(|| {
-                    PlanexError::SessionNotFound {
-                        id: id.to_owned(),
-                        dir: root.clone(),
-                        found: found(),
-                    }
-                })?
-            }
-            None => sessions
-                .iter()
-                .rev()
-                .find(|s| {
-                    s.meta.status != SessionStatus::Cancelled
-                        && s.resume_phase != ResumePhase::Nothing
-                })
-                .ok_or_else(|| PlanexError::NoSession {
-                    dir: root.clone(),
-                    found: found(),
-                })?,
-        };
-        if info.resume_phase == ResumePhase::Nothing {
-            return Err(PlanexError::NothingToResume {
-                dir: info.dir.clone(),
-            });
-        }
+        let info = find_session(repo, id)?;
         let lock = SessionLock::acquire(&info.dir)?;
         let journal = Journal::open(&info.dir)?;
         Ok(Session {
-            dir: info.dir.clone(),
-            meta: info.meta.clone(),
+            dir: info.dir,
+            meta: info.meta,
             journal,
             _lock: lock,
         })

@@ -287,7 +287,8 @@ async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
             "session.json",
             "spend.json",
             "tasks.csv",
-            "timeline.svg"
+            "timeline.svg",
+            "unverified.txt"
         ]
     );
     // Beside them, the picture of the schedule: a bar per row that ran.

@@ -341,6 +341,56 @@ async fn a_task_whose_agent_changed_nothing_fails_with_no_change() {
     );
 }
 
+/// A session keeps the mode its first execution ran in: one whose tasks
+/// ran unverified is refused a verified continuation (its tasks' changes
+/// sit uncommitted in the tree), and `session_verified` tells which mode a
+/// session is in, or none before its first execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_the_mode_its_first_execution_ran_in() {
+    use orchestrator_planex::session_verified;
+    let (dir, repo) = sandbox(&["T1,Do it,Change something,,,,,,,,"]);
+    stopped_at_the_gate(dir.path(), &repo).await;
+    assert_eq!(session_verified(&repo, None).unwrap(), None);
+
+    let agent = Arc::new(FakeAgent::new("fake").otherwise(Reply::fail("the backend is down")));
+    let outcome = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .resume(None)
+    .await
+    .unwrap();
+    assert_eq!(outcome.exit_code(), 1, "{}", outcome.summary);
+    assert_eq!(session_verified(&repo, None).unwrap(), Some(false));
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let refused = verified(
+        &repo,
+        vcs,
+        agent,
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .retry_failed(None)
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains(
+            "runs its tasks unverified (it was started with --no-commit): continue it with --no-commit"
+        ),
+        "{refused}"
+    );
+
+    let (dir, repo) = sandbox(&["T1,Do it,Change something,,,,,,,,"]);
+    let agent =
+        Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/lib.txt", "two\n")], &[])));
+    let (outcome, _) = run(dir.path(), &repo, agent, |v| v).await;
+    assert_eq!(outcome.unwrap().exit_code(), 0);
+    assert_eq!(session_verified(&repo, None).unwrap(), Some(true));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependent_tasks_land_in_dependency_order_each_verified_against_the_others_work() {
     let (dir, repo) = sandbox(&[
@@ -583,9 +633,9 @@ async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
     .await
     .unwrap_err();
     assert!(
-        unverified.to_string().contains(
-            "runs verified tasks (it was started with --verify): continue it with --verify"
-        ),
+        unverified
+            .to_string()
+            .contains("runs verified tasks (one commit per task): continue it without --no-commit"),
         "{unverified}"
     );
     let rows = results(&outcome);

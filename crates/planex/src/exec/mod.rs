@@ -56,8 +56,16 @@ pub(crate) fn initial_status(status: RowStatus) -> Option<JobStatus> {
     }
 }
 
-/// The scheduler settings of a run.
+/// The scheduler settings of a run's tasks (phase 4).
 pub(crate) fn scheduler_config(options: &PlanexOptions) -> SchedulerConfig {
+    SchedulerConfig {
+        mode: options.schedule,
+        concurrency: options.tasks_at_once(),
+    }
+}
+
+/// The scheduler settings of a run's exploration (phase 2).
+pub(crate) fn explore_scheduler_config(options: &PlanexOptions) -> SchedulerConfig {
     SchedulerConfig {
         mode: options.schedule,
         concurrency: options.concurrency.max(1),

@@ -19,6 +19,25 @@ use crate::verify::{IN_FLIGHT_PREFIX, InFlight, Verification, landed_commit};
 /// started from.
 const BASE_FILE: &str = "verify-base.txt";
 
+/// The file in a session folder that marks its tasks as run unverified
+/// (written when its first unverified execution starts).
+const UNVERIFIED_FILE: &str = "unverified.txt";
+
+/// How a session's tasks run, as recorded by its first execution:
+/// `Some(true)` verified, `Some(false)` unverified (`--no-commit`), `None`
+/// when none of its tasks has run yet. `id` picks the session as
+/// `--continue` does (the newest resumable one without it).
+pub fn session_verified(repo: &Path, id: Option<&str>) -> Result<Option<bool>, PlanexError> {
+    let info = crate::session::find_session(repo, id)?;
+    Ok(if info.dir.join(BASE_FILE).exists() {
+        Some(true)
+    } else if info.dir.join(UNVERIFIED_FILE).exists() {
+        Some(false)
+    } else {
+        None
+    })
+}
+
 impl Planex {
     /// Builder: verify each task instead of trusting its agent — its change
     /// measured, held to its scope, checked by the engine's own run of its
@@ -61,16 +80,33 @@ impl Planex {
         }
     }
 
-    /// Refuses to run a verified session's tasks unverified: once its
-    /// first verified run started (its base is recorded), every run of it
-    /// must verify, or tasks would land half as commits and half as loose
-    /// changes, and an interrupted task's record would be ignored.
+    /// Refuses to run a session's tasks in the other mode than its first
+    /// execution did: once a verified run started (its base is recorded),
+    /// every run of it must verify, or tasks would land half as commits and
+    /// half as loose changes, and an interrupted task's record would be
+    /// ignored; once an unverified run started, its tasks' changes sit
+    /// uncommitted in the tree, which verification would refuse as dirty.
+    /// The first execution records its mode.
     pub(super) fn check_verified_session(&self, session: &Session) -> Result<(), PlanexError> {
-        if self.verification.is_none() && session.dir().join(BASE_FILE).exists() {
+        let verified = session.dir().join(BASE_FILE).exists();
+        let unverified = session.dir().join(UNVERIFIED_FILE);
+        if self.verification.is_none() && verified {
             return Err(PlanexError::InvalidOption(format!(
-                "session {} runs verified tasks (it was started with --verify): continue it with --verify",
+                "session {} runs verified tasks (one commit per task): continue it without --no-commit",
                 session.id()
             )));
+        }
+        if self.verification.is_some() && unverified.exists() {
+            return Err(PlanexError::InvalidOption(format!(
+                "session {} runs its tasks unverified (it was started with --no-commit): continue it with --no-commit",
+                session.id()
+            )));
+        }
+        if self.verification.is_none() && !unverified.exists() {
+            orchestrator_core::state::write_atomic(
+                &unverified,
+                b"this session's tasks run unverified (--no-commit)\n",
+            )?;
         }
         Ok(())
     }
@@ -94,14 +130,20 @@ impl Planex {
             Ok(text) if !text.trim().is_empty() => Some(CommitId(text.trim().to_owned())),
             _ => None,
         };
-        if let Some(base) = &base {
-            self.recover_in_flight(verification, session, base).await?;
-        }
-        self.check_clean(run_file).await?;
         let base = match base {
-            Some(base) => base,
+            Some(base) => {
+                self.recover_in_flight(verification, session, &base).await?;
+                self.check_clean(run_file).await?;
+                base
+            }
             None => {
-                let head = verification.vcs.head().await?;
+                let head = verification.vcs.head().await.map_err(|e| {
+                    PlanexError::InvalidOption(format!(
+                        "verified tasks land as commits on the current branch, and {} has no commit to start from ({e}): commit the project first, or pass --no-commit",
+                        verification.vcs.root().display()
+                    ))
+                })?;
+                self.check_clean(run_file).await?;
                 orchestrator_core::state::write_atomic(&path, head.as_str().as_bytes())?;
                 head
             }
@@ -110,7 +152,7 @@ impl Planex {
         // repository (where tools that read configuration from parent
         // folders never see the user's); so does every task in a dirty
         // tree, which is never given to an agent.
-        let worktrees = (self.options.concurrency > 1 || verification.allow_dirty).then(|| {
+        let worktrees = (self.options.tasks_at_once() > 1 || verification.allow_dirty).then(|| {
             orchestrator_core::state::worktree_root(verification.vcs.root())
                 .join(format!("planex-{}", session.id()))
         });

@@ -132,10 +132,11 @@ pub struct PlanexRunInput {
     /// The agent (default for `run`: the shell agent running each task's
     /// directives).
     pub agent: Option<String>,
-    /// Verify each task (`--verify`): its change measured and held to its
-    /// scope, its directives run by the engine, one commit per task.
+    /// Leave the changes uncommitted and unverified (`--no-commit`); by
+    /// default each task's change is measured and held to its scope, its
+    /// directives run by the engine, and it lands as one commit.
     #[serde(default)]
-    pub verify: bool,
+    pub no_commit: bool,
     /// Approve the plan and its gates: required.
     #[serde(default)]
     pub yes: bool,
@@ -279,8 +280,8 @@ impl Orchestrator {
         );
         push_opt(&mut args, "--schedule", input.schedule);
         push_opt(&mut args, "--agent", input.agent);
-        if input.verify {
-            args.push("--verify".into());
+        if input.no_commit {
+            args.push("--no-commit".into());
         }
         self.flow(args, None, Call { ct, meta, peer }).await
     }

@@ -66,6 +66,10 @@ Examples:
 Without -y each plan is approved at a prompt; where no terminal can ask,
 the run stops at the gate (exit 3) until `approve` or `--continue -y`.
 
+Each task is verified and lands as its own commit, so the repository must
+be a clean git work tree with a commit (--allow-dirty relaxes the first);
+--no-commit trusts the agents and leaves their changes in the tree.
+
 Exit codes: 0 every task completed, 1 some failed or were skipped,
 2 bad input, 3 stopped at a gate, for a human or by Ctrl-C (resumable).";
 
@@ -246,7 +250,12 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
         return approve(json, &args.flags.repo, session.as_deref());
     }
     match prepare(args, files) {
-        Ok((planex, action, human)) => {
+        Ok(Prepared {
+            planex,
+            action,
+            human,
+            verify,
+        }) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
                 Err(e) => return fail(json, Failure::new(e)),
@@ -255,10 +264,8 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                 let cancel = CancelHandle::new();
                 setup::cancel_on_ctrl_c(cancel.clone());
                 let planex =
-                    match verify::verified(planex.with_cancel(cancel), &args.flags.verify).await {
-                        Ok(p) => p,
-                        Err(failure) => return Err(failure),
-                    };
+                    verify::verified(planex.with_cancel(cancel), &args.flags.verify, verify)
+                        .await?;
                 let result = match &action {
                     Action::Plan(requirement) => planex.plan(requirement).await,
                     Action::Run(path) => planex.run_tasks_file(path).await,
@@ -335,11 +342,17 @@ fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
     }
 }
 
+/// What [`prepare`] builds.
+struct Prepared {
+    planex: Planex,
+    action: Action,
+    human: Option<Arc<crate::render::Human>>,
+    /// Whether tasks are verified (see [`verify::wanted`]).
+    verify: bool,
+}
+
 /// Parses the form, resolves the repository and agents, builds the flow.
-fn prepare(
-    args: &PlanexArgs,
-    files: &ConfigFiles,
-) -> Result<(Planex, Action, Option<Arc<crate::render::Human>>), Failure> {
+fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> {
     let action = action(args)?;
     let flags = &args.flags;
     let repo = std::fs::canonicalize(&flags.repo).map_err(|e| {
@@ -383,9 +396,21 @@ fn prepare(
     } else {
         setup::gate(flags.yes)
     };
+    let verify = verify::wanted(&flags.verify, &action, flags.plan_only, &repo);
+    let concurrency = flags.concurrency.max(1) as usize;
+    // Unverified, an agent's tasks share the working tree: one at a time,
+    // so that none sees (or undoes) another's half-done edit.
+    let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
+    let serial = !verify && !flags.plan_only && !shell && concurrency > 1;
+    if serial {
+        eprintln!(
+            "note: with --no-commit an agent's tasks share the working tree and run one at a time (-c {concurrency} still applies to exploration)"
+        );
+    }
     let options = PlanexOptions::default()
         .with_auto_yes(flags.yes && !flags.plan_only)
-        .with_concurrency(flags.concurrency.max(1) as usize)
+        .with_concurrency(concurrency)
+        .with_task_concurrency(serial.then_some(1))
         .with_schedule(flags.schedule.into())
         .with_execution(execution)
         .with_item_limits(item_limits);
@@ -394,7 +419,12 @@ fn prepare(
         h.watch_spend(Arc::clone(&agents.executor));
     }
     let planex = Planex::new(repo, agents, gate, sink, options);
-    Ok((planex, action, human))
+    Ok(Prepared {
+        planex,
+        action,
+        human,
+        verify,
+    })
 }
 
 fn action(args: &PlanexArgs) -> Result<Action, Failure> {
