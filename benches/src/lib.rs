@@ -6,5 +6,6 @@
 
 pub mod clustering;
 pub mod dag;
+pub mod planex;
 pub mod rng;
 pub mod verify;

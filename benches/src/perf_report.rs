@@ -10,15 +10,16 @@
 
 use std::time::Instant;
 
-use orchestrator_benches::{clustering, dag, verify};
+use orchestrator_benches::{clustering, dag, planex, verify};
 
 type Collector = fn() -> Vec<(String, f64)>;
 
 fn main() {
-    let collectors: [(&str, Collector); 3] = [
+    let collectors: [(&str, Collector); 4] = [
         ("clustering", clustering::perf_figures),
         ("scheduling", dag::perf_figures),
         ("verification", verify::perf_figures),
+        ("planex makespan, verified", planex::perf_figures),
     ];
     let started = Instant::now();
     let mut figures = serde_json::Map::new();
