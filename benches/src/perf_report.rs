@@ -6,7 +6,9 @@
 //! number from another machine. Progress goes to stderr; the last line on
 //! stdout is one single-line JSON object with every figure.
 //!
-//! Run it in release: `cargo run --release -p orchestrator-benches --bin perf-report`.
+//! Run it in release: `cargo run --release -p orchestrator-benches --bin perf-report`;
+//! with arguments, only the named collectors run (`clustering`, `scheduling`,
+//! `verification`, `planex`).
 
 use std::time::Instant;
 
@@ -19,11 +21,24 @@ fn main() {
         ("clustering", clustering::perf_figures),
         ("scheduling", dag::perf_figures),
         ("verification", verify::perf_figures),
-        ("planex makespan, verified", planex::perf_figures),
+        ("planex", planex::perf_figures),
     ];
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(unknown) = only
+        .iter()
+        .find(|a| !collectors.iter().any(|(name, _)| name == a))
+    {
+        eprintln!(
+            "perf-report: no collector `{unknown}`; the collectors: clustering, scheduling, verification, planex"
+        );
+        std::process::exit(2);
+    }
     let started = Instant::now();
     let mut figures = serde_json::Map::new();
     for (name, collect) in collectors {
+        if !only.is_empty() && !only.iter().any(|a| a == name) {
+            continue;
+        }
         let t = Instant::now();
         eprintln!("perf-report: measuring {name}…");
         for (key, value) in collect() {
