@@ -598,3 +598,77 @@ fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
         "?? three.txt\n"
     );
 }
+
+/// Where the client declared form elicitation, a call without `yes` asks
+/// its user through an elicitation request (what runs, and one required
+/// boolean `approve`): declined, cancelled or `approve: false` runs nothing
+/// and says so; accepted, the flow runs. A client that cannot ask is
+/// refused naming `yes: true` (`a_python_mcp_client_lists_the_tools…`).
+#[test]
+fn gates_ask_the_clients_user_by_elicitation() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    std::fs::write(
+        repo.join("two.csv"),
+        tasks_csv(&[
+            ("V1", "First", "echo one > one.txt", ""),
+            ("V2", "Second", "echo two > two.txt", "V1"),
+        ]),
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "tasks"]);
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let run = |answer: &str| json!({"tool": "planex_run", "arguments": {"path": "two.csv"}, "elicit": answer});
+    let out = client(
+        &repo,
+        &json!([
+            run("decline"),
+            run("cancel"),
+            run("accept_false"),
+            run("accept")
+        ]),
+    );
+    let calls = out["calls"].as_array().unwrap();
+    for (call, why) in
+        calls[..3]
+            .iter()
+            .zip(["the user declined", "the user cancelled", "approve: false"])
+    {
+        assert_eq!(call["is_error"], true, "{call:#}");
+        let text = call["text"].as_str().unwrap();
+        assert!(
+            text.contains(why) && text.contains("nothing ran"),
+            "{call:#}"
+        );
+    }
+    for call in calls {
+        let asked = call["elicited"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{call:#}");
+        assert_eq!(asked[0]["mode"], "form");
+        let message = asked[0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Run the tasks of two.csv in ")
+                && message.contains("lands as its own commit"),
+            "{message}"
+        );
+        let schema = &asked[0]["schema"];
+        assert_eq!(schema["required"], json!(["approve"]), "{schema:#}");
+        assert_eq!(
+            schema["properties"]["approve"]["type"], "boolean",
+            "{schema:#}"
+        );
+    }
+    let accepted = &calls[3];
+    assert_eq!(accepted["is_error"], false, "{accepted:#}");
+    assert_eq!(accepted["structured"]["outcome"], "success", "{accepted:#}");
+    assert_eq!(
+        git(&repo, &["log", "--format=%s", &format!("{}..HEAD", head.trim())]),
+        "feat(planex): Second [V2]\nfeat(planex): First [V1]\n"
+    );
+    // Only the accepted call made a session: the refused ones ran nothing.
+    let sessions = std::fs::read_dir(repo.join(".workflow/.lite-plan"))
+        .unwrap()
+        .count();
+    assert_eq!(sessions, 1);
+}

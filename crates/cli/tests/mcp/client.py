@@ -7,7 +7,11 @@ PLAN is a list of calls: {"tool": name, "arguments": {...}} and optionally
 "cancel_after": seconds (the call is cancelled by the client after that
 long) or "repeat": n (the call is made n times; the round-trip times are
 reported) or "progress": true (the call asks for progress notifications,
-which are reported). Prints one JSON object: the server's name, every tool with its
+which are reported) or "elicit": "accept" | "accept_false" | "decline" |
+"cancel" (how the client's user answers an elicitation request during the
+call; each request's message and schema are reported under "elicited").
+The client declares the elicitation capability only when some call of the
+plan has "elicit". Prints one JSON object: the server's name, every tool with its
 schemas (each input and output schema checked against the JSON Schema
 meta-schema), one entry per call, then every resource the server lists
 with its text, and what a read of a file it does not list gave.
@@ -19,6 +23,7 @@ import time
 
 import anyio
 import jsonschema
+import mcp.types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -33,8 +38,27 @@ async def main():
         plan = json.load(f)
     params = StdioServerParameters(command=program, args=["mcp", "--repo", repo])
     out = {"tools": [], "calls": []}
+    # How the user answers elicitation requests during the current call, and
+    # what was asked.
+    elicit = {"answer": None, "asked": []}
+
+    async def on_elicit(context, request):
+        elicit["asked"].append(
+            {"mode": request.mode, "message": request.message,
+             "schema": getattr(request, "requested_schema", None)}
+        )
+        answer = elicit["answer"]
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        if answer == "accept_false":
+            return types.ElicitResult(action="accept", content={"approve": False})
+        if answer in ("decline", "cancel"):
+            return types.ElicitResult(action=answer)
+        return types.ErrorData(code=-32600, message="this call expected no elicitation")
+
+    elicitation_callback = on_elicit if any("elicit" in call for call in plan) else None
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=elicitation_callback) as session:
             init = await session.initialize()
             out["server"] = init.server_info.name
             out["protocol_version"] = init.protocol_version
@@ -54,6 +78,8 @@ async def main():
                 )
             for call in plan:
                 entry = {"tool": call["tool"]}
+                elicit["answer"] = call.get("elicit")
+                elicit["asked"] = entry["elicited"] = []
                 if "cancel_after" in call:
                     started = time.monotonic()
                     with anyio.move_on_after(call["cancel_after"]) as scope:

@@ -19,9 +19,12 @@
 //! Safety: every path argument is resolved against the repository and
 //! refused when it leaves it (through `..` or a symlink); a flow that
 //! changes the repository (`review_fix`, `planex_run`, `ci_autofix_local`)
-//! runs only with `yes: true` in the call — the server never approves on
-//! the host's behalf.
+//! runs only with `yes: true` in the call or, where the client declared
+//! form elicitation, once its user approved it when asked (`gate.rs`) — the
+//! server never approves on the host's behalf.
 
+mod gate;
+mod inputs;
 mod resources;
 mod status;
 mod tools;

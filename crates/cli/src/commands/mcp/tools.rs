@@ -20,6 +20,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::confined;
+use super::gate::{self, Approval, Gate};
+use super::inputs::{
+    BatchInput, CiAutofixLocalInput, ClassifyInput, PlanexPlanInput, PlanexRunInput,
+    PlanexStatusInput, ReviewFixInput, WavesInput,
+};
 
 /// The MCP server: one repository, one binary to run the flows with.
 #[derive(Debug, Clone)]
@@ -48,112 +53,6 @@ pub struct ToolOutcome {
     pub events: Vec<Value>,
     /// The end of the flow's log on stderr.
     pub log_tail: String,
-}
-
-/// `{"path": …}`: a tasks.csv for `waves`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct WavesInput {
-    /// A lite-planex tasks.csv, relative to the repository or absolute inside it.
-    pub path: String,
-    /// Ignore unknown dependency ids with a warning instead of failing.
-    #[serde(default)]
-    pub lenient: bool,
-}
-
-/// A findings file for `batch`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct BatchInput {
-    /// A findings file (review-cycle export, SARIF, rdjson, cargo/clippy JSON),
-    /// relative to the repository or absolute inside it.
-    pub path: String,
-    /// Findings per batch.
-    pub batch_size: Option<u32>,
-}
-
-/// `planex_plan`: a requirement to explore and plan, not execute.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PlanexPlanInput {
-    /// What to build, in words.
-    pub requirement: String,
-    /// The planning agent (default: the repository's orchestrator.toml).
-    pub agent: Option<String>,
-    /// How many explorations run at once.
-    pub concurrency: Option<u32>,
-}
-
-/// `planex_status`: which session.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PlanexStatusInput {
-    /// The session id (a folder under `.workflow/.lite-plan/`); the newest
-    /// session when absent.
-    pub session: Option<String>,
-}
-
-/// A failed check's log for `ci_autofix_classify`: `log` or `path`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ClassifyInput {
-    /// The log text.
-    pub log: Option<String>,
-    /// A log file, relative to the repository or absolute inside it.
-    pub path: Option<String>,
-}
-
-/// `review_fix`: fix the findings of a file, one verified commit per fix.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReviewFixInput {
-    /// The findings file, relative to the repository or absolute inside it.
-    pub path: String,
-    /// The agent: builtin, claude, codex, gemini, openai[:MODEL] or
-    /// `command:<cmd>` (default: the repository's orchestrator.toml).
-    pub agent: Option<String>,
-    /// The test command that verifies each fix (default: orchestrator.toml
-    /// or inferred from the project).
-    pub test_cmd: Option<String>,
-    /// `each`, `batch` or `auto` (default).
-    pub verify: Option<String>,
-    /// Plan only: change nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Approve the run: required unless `dry_run` (the server never
-    /// approves on the host's behalf).
-    #[serde(default)]
-    pub yes: bool,
-}
-
-/// `planex_run`: execute a tasks.csv in dependency order.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PlanexRunInput {
-    /// The tasks.csv, relative to the repository or absolute inside it.
-    pub path: String,
-    /// How many tasks run at once.
-    pub concurrency: Option<u32>,
-    /// `eager` (default) or `waves`.
-    pub schedule: Option<String>,
-    /// The agent (default for `run`: the shell agent running each task's
-    /// directives).
-    pub agent: Option<String>,
-    /// Leave the changes uncommitted and unverified (`--no-commit`); by
-    /// default each task's change is measured and held to its scope, its
-    /// directives run by the engine, and it lands as one commit.
-    #[serde(default)]
-    pub no_commit: bool,
-    /// Approve the plan and its gates: required.
-    #[serde(default)]
-    pub yes: bool,
-}
-
-/// `ci_autofix_local`: run checks, fix what fails under the cadence matrix.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct CiAutofixLocalInput {
-    /// The check commands, each run with `sh -c` in the repository.
-    pub checks: Vec<String>,
-    /// The agent (default: the repository's orchestrator.toml, else builtin).
-    pub agent: Option<String>,
-    /// Iterations before the mandatory escalation.
-    pub max_iterations: Option<u32>,
-    /// Approve the fixes: required.
-    #[serde(default)]
-    pub yes: bool,
 }
 
 /// A tool call's failure, as the host reads it.
@@ -233,7 +132,7 @@ impl Orchestrator {
     }
 
     #[tool(
-        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes."
+        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes."
     )]
     async fn review_fix(
         &self,
@@ -243,22 +142,34 @@ impl Orchestrator {
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
         let path = confined(&self.repo, &input.path)?;
-        let mut args = self.changing(
-            input.yes || input.dry_run,
-            "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan",
-            &["review-fix".into(), "--fix".into(), path.into()],
-        )?;
+        let call = Call { ct, meta, peer };
+        let gate = Gate {
+            question: format!(
+                "Fix the findings of {} in {}? Each fix that passes the tests is committed to the current branch.",
+                input.path,
+                self.repo.display()
+            ),
+            unapproved: "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan",
+        };
+        let mut args = self
+            .changing(
+                input.yes || input.dry_run,
+                gate,
+                &["review-fix".into(), "--fix".into(), path.into()],
+                &call,
+            )
+            .await?;
         push_opt(&mut args, "--agent", input.agent);
         push_opt(&mut args, "--test-cmd", input.test_cmd);
         push_opt(&mut args, "--verify", input.verify);
         if input.dry_run {
             args.push("--dry-run".into());
         }
-        self.flow(args, None, Call { ct, meta, peer }).await
+        self.flow(args, None, call).await
     }
 
     #[tool(
-        description = "Execute a lite-planex tasks.csv in dependency order (eager critical-path schedule or waves), with context passed between tasks and skip cascades. Needs `yes: true`. A cancelled call leaves a session that `orchestrator planex --continue` finishes."
+        description = "Execute a lite-planex tasks.csv in dependency order (eager critical-path schedule or waves), with context passed between tasks and skip cascades; each task verified and landed as its own commit unless `no_commit`. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator planex --continue` finishes."
     )]
     async fn planex_run(
         &self,
@@ -268,11 +179,28 @@ impl Orchestrator {
         peer: Peer<RoleServer>,
     ) -> Result<Json<ToolOutcome>, Refusal> {
         let path = confined(&self.repo, &input.path)?;
-        let mut args = self.changing(
-            input.yes,
-            "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan",
-            &["planex".into(), "run".into(), path.into()],
-        )?;
+        let call = Call { ct, meta, peer };
+        let gate = Gate {
+            question: format!(
+                "Run the tasks of {} in {}? {}",
+                input.path,
+                self.repo.display(),
+                if input.no_commit {
+                    "Their changes are left uncommitted in the tree."
+                } else {
+                    "Each task that passes its checks lands as its own commit."
+                }
+            ),
+            unapproved: "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan",
+        };
+        let mut args = self
+            .changing(
+                input.yes,
+                gate,
+                &["planex".into(), "run".into(), path.into()],
+                &call,
+            )
+            .await?;
         push_opt(
             &mut args,
             "--concurrency",
@@ -283,7 +211,7 @@ impl Orchestrator {
         if input.no_commit {
             args.push("--no-commit".into());
         }
-        self.flow(args, None, Call { ct, meta, peer }).await
+        self.flow(args, None, call).await
     }
 
     #[tool(
@@ -355,7 +283,7 @@ impl Orchestrator {
     }
 
     #[tool(
-        description = "Run check commands locally and fix the failing ones under the cadence matrix (confirm / apply / escalate, at most `max_iterations`), one commit per fix, never pushing. Needs `yes: true`."
+        description = "Run check commands locally and fix the failing ones under the cadence matrix (confirm / apply / escalate, at most `max_iterations`), one commit per fix, never pushing. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it."
     )]
     async fn ci_autofix_local(
         &self,
@@ -367,11 +295,23 @@ impl Orchestrator {
         if input.checks.iter().all(|c| c.trim().is_empty()) {
             return Err("`checks` names no command".into());
         }
-        let mut args = self.changing(
-            input.yes,
-            "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them",
-            &["ci-autofix".into(), "--local".into()],
-        )?;
+        let call = Call { ct, meta, peer };
+        let gate = Gate {
+            question: format!(
+                "Run {} in {} and fix what fails? Each fix that passes the checks is committed (never pushed).",
+                input.checks.join(", "),
+                self.repo.display()
+            ),
+            unapproved: "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them",
+        };
+        let mut args = self
+            .changing(
+                input.yes,
+                gate,
+                &["ci-autofix".into(), "--local".into()],
+                &call,
+            )
+            .await?;
         for check in input.checks.iter().filter(|c| !c.trim().is_empty()) {
             args.extend(["--check".into(), check.into()]);
         }
@@ -381,7 +321,7 @@ impl Orchestrator {
             "--max-iterations",
             input.max_iterations.map(|n| n.to_string()),
         );
-        self.flow(args, None, Call { ct, meta, peer }).await
+        self.flow(args, None, call).await
     }
 }
 
@@ -436,21 +376,19 @@ const MAX_EVENTS: usize = 200;
 const LOG_TAIL: usize = 4000;
 
 impl Orchestrator {
-    /// Runs `orchestrator <args>` in the repository and reads its outcome.
-    /// Exit 2 (bad input, a busy repository, a dirty tree) is a refusal
-    /// carrying the flow's own message; a cancelled call stops the child
-    /// with its process group.
     /// The arguments of a flow that changes the repository: `command`, then
-    /// `--repo`, `--json` and — only when the call approved it — `-y`;
-    /// without approval, the refusal `unapproved`.
-    fn changing(
+    /// `--repo`, `--json` and — only once the gate is passed (`yes`, or the
+    /// user's approval asked by elicitation; see `gate.rs`) — `-y`, which
+    /// approves the run's own gates; else the gate's refusal.
+    async fn changing(
         &self,
-        approved: bool,
-        unapproved: &str,
+        yes: bool,
+        gate: Gate<'_>,
         command: &[OsString],
+        call: &Call,
     ) -> Result<Vec<OsString>, Refusal> {
-        if !approved {
-            return Err(unapproved.to_owned());
+        if let Approval::Refused(why) = gate::approve(yes, gate, &call.peer, &call.ct).await {
+            return Err(why);
         }
         let mut args = command.to_vec();
         args.extend([
@@ -462,6 +400,10 @@ impl Orchestrator {
         Ok(args)
     }
 
+    /// Runs `orchestrator <args>` in the repository and reads its outcome.
+    /// Exit 2 (bad input, a busy repository, a dirty tree) is a refusal
+    /// carrying the flow's own message; a cancelled call stops the child
+    /// with its process group.
     async fn flow(
         &self,
         args: Vec<OsString>,
