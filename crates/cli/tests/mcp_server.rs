@@ -91,6 +91,16 @@ fn repo(base: &Path) -> PathBuf {
 }
 
 /// Runs the Python client on `plan` against `orchestrator mcp --repo repo`.
+/// [`repo`] with the tasks file `name` (`rows` as in [`tasks_csv`])
+/// committed.
+fn repo_with_tasks(base: &Path, name: &str, rows: &[(&str, &str, &str, &str)]) -> PathBuf {
+    let repo = repo(base);
+    std::fs::write(repo.join(name), tasks_csv(rows)).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "tasks"]);
+    repo
+}
+
 fn client(repo: &Path, plan: &Value) -> Value {
     let plan_file = repo.parent().unwrap().join("plan.json");
     std::fs::write(&plan_file, plan.to_string()).unwrap();
@@ -281,19 +291,16 @@ fn a_python_mcp_client_runs_review_fix_and_the_commit_lands() {
 #[test]
 fn a_cancelled_planex_run_stops_its_flow_and_the_session_continues() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
     // The shell agent runs each task's directive: T1 takes long enough to
     // be cancelled in flight.
-    std::fs::write(
-        repo.join("slow.csv"),
-        tasks_csv(&[
+    let repo = repo_with_tasks(
+        dir.path(),
+        "slow.csv",
+        &[
             ("S1", "Slow", "sleep 8 && touch s1.done", ""),
             ("S2", "Next", "touch s2.done", "S1"),
-        ]),
-    )
-    .unwrap();
-    git(&repo, &["add", "slow.csv"]);
-    git(&repo, &["commit", "-q", "-m", "slow tasks"]);
+        ],
+    );
     let out = client(
         &repo,
         &json!([{"tool": "planex_run", "arguments": {"path": "slow.csv", "yes": true}, "cancel_after": 3}]),
@@ -553,17 +560,14 @@ fn the_real_claude_code_calls_our_review_fix_tool() {
 #[test]
 fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    std::fs::write(
-        repo.join("two.csv"),
-        tasks_csv(&[
+    let repo = repo_with_tasks(
+        dir.path(),
+        "two.csv",
+        &[
             ("V1", "First", "echo one > one.txt", ""),
             ("V2", "Second", "echo two > two.txt", "V1"),
-        ]),
-    )
-    .unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "tasks"]);
+        ],
+    );
     let out = client(
         &repo,
         &json!([{"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true}}]),
@@ -607,17 +611,14 @@ fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
 #[test]
 fn gates_ask_the_clients_user_by_elicitation() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    std::fs::write(
-        repo.join("two.csv"),
-        tasks_csv(&[
+    let repo = repo_with_tasks(
+        dir.path(),
+        "two.csv",
+        &[
             ("V1", "First", "echo one > one.txt", ""),
             ("V2", "Second", "echo two > two.txt", "V1"),
-        ]),
-    )
-    .unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "tasks"]);
+        ],
+    );
     let head = git(&repo, &["rev-parse", "HEAD"]);
     let run = |answer: &str| json!({"tool": "planex_run", "arguments": {"path": "two.csv"}, "elicit": answer});
     let out = client(
@@ -663,7 +664,10 @@ fn gates_ask_the_clients_user_by_elicitation() {
     assert_eq!(accepted["is_error"], false, "{accepted:#}");
     assert_eq!(accepted["structured"]["outcome"], "success", "{accepted:#}");
     assert_eq!(
-        git(&repo, &["log", "--format=%s", &format!("{}..HEAD", head.trim())]),
+        git(
+            &repo,
+            &["log", "--format=%s", &format!("{}..HEAD", head.trim())]
+        ),
         "feat(planex): Second [V2]\nfeat(planex): First [V1]\n"
     );
     // Only the accepted call made a session: the refused ones ran nothing.
