@@ -1077,3 +1077,71 @@ fn no_commit_leaves_the_changes_in_the_tree_and_verification_needs_a_commit() {
     assert_exit(&o, 2);
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
+
+/// With `--no-commit` an LLM agent's tasks share the working tree, so they
+/// run one at a time whatever `-c` says (and a note says so): a command
+/// agent logging when each task starts and ends never overlaps two.
+#[test]
+fn no_commit_runs_an_agents_tasks_one_at_a_time() {
+    let repo = Repo::new();
+    let outside = tempfile::tempdir().unwrap();
+    let log = outside.path().join("log.txt");
+    let agent = outside.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "id=$(sed -n 's/.*\\*\\*Task ID\\*\\*: \\([A-Z0-9]*\\).*/\\1/p' | head -n 1)\n\
+             echo \"start $id\" >> '{log}'\n\
+             sleep 0.3\n\
+             echo \"$id\" > \"$id.txt\"\n\
+             echo \"end $id\" >> '{log}'\n\
+             printf '{{\"id\":\"%s\",\"status\":\"completed\",\"findings\":\"done\",\"files_modified\":[\"%s.txt\"],\"tests_passed\":true,\"acceptance_met\":\"yes\",\"error\":\"\"}}\\n' \"$id\" \"$id\"\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    repo.write(
+        "tasks.csv",
+        &tasks_csv(&[
+            ("A1", "One", "", "", ""),
+            ("A2", "Two", "", "", ""),
+            ("A3", "Three", "", "", ""),
+        ]),
+    );
+    let agent_spec = format!("command:sh {}", agent.display());
+    let o = orchestrator(
+        &repo.path,
+        &[
+            "planex",
+            "run",
+            "tasks.csv",
+            "-y",
+            "-c",
+            "4",
+            "--no-commit",
+            "--agent",
+            &agent_spec,
+        ],
+    );
+    assert_exit(&o, 0);
+    assert!(
+        stderr(&o).contains(
+            "with --no-commit an agent's tasks share the working tree and run one at a time"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for pair in lines.chunks(2) {
+        let id = pair[0].strip_prefix("start ").unwrap();
+        assert_eq!(pair[1], format!("end {id}"), "overlapping tasks: {lines:?}");
+    }
+    for id in ["A1", "A2", "A3"] {
+        assert_eq!(repo.read(&format!("{id}.txt")), format!("{id}\n"));
+    }
+}
