@@ -94,8 +94,8 @@ pub enum Command {
     Batch(BatchArgs),
     /// Compute the dependency waves of a tasks.csv (inspect the planner).
     Waves(WavesArgs),
-    /// Serve the flows as MCP tools on stdio, for agent hosts (Claude Code,
-    /// Codex, Gemini CLI, any MCP client).
+    /// Serve the flows as MCP tools on stdio (or HTTP with --listen), for
+    /// agent hosts (Claude Code, Codex, Gemini CLI, any MCP client).
     Mcp(commands::mcp::McpArgs),
     /// Show the effective settings and where each comes from.
     #[command(subcommand)]

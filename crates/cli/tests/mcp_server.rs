@@ -102,6 +102,12 @@ fn repo_with_tasks(base: &Path, name: &str, rows: &[(&str, &str, &str, &str)]) -
 }
 
 fn client(repo: &Path, plan: &Value) -> Value {
+    client_over(repo, plan, None)
+}
+
+/// [`client`], connected to the server listening at `url` when given
+/// (streamable HTTP), else to one it starts on stdio.
+fn client_over(repo: &Path, plan: &Value, url: Option<&str>) -> Value {
     let plan_file = repo.parent().unwrap().join("plan.json");
     std::fs::write(&plan_file, plan.to_string()).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
@@ -110,6 +116,7 @@ fn client(repo: &Path, plan: &Value) -> Value {
         .arg(ORCHESTRATOR)
         .arg(repo)
         .arg(&plan_file)
+        .args(url)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -675,4 +682,82 @@ fn gates_ask_the_clients_user_by_elicitation() {
         .unwrap()
         .count();
     assert_eq!(sessions, 1);
+}
+
+/// `orchestrator mcp --listen 127.0.0.1:0` serves the same tools over
+/// streamable HTTP (the URL on stderr): the Python SDK's HTTP client lists
+/// them, calls `waves` 20 times (the round trip is reported) and runs a
+/// planex session whose tasks land as commits, with progress. A
+/// non-loopback address is refused.
+#[test]
+fn the_tools_are_served_over_streamable_http_on_loopback() {
+    use std::io::BufRead as _;
+    let refused = Command::new(ORCHESTRATOR)
+        .args(["mcp", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("only a loopback address"),
+        "{refused:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_with_tasks(
+        dir.path(),
+        "two.csv",
+        &[
+            ("H1", "First", "echo one > one.txt", ""),
+            ("H2", "Second", "echo two > two.txt", "H1"),
+        ],
+    );
+    let mut server = Command::new(ORCHESTRATOR)
+        .args(["mcp", "--listen", "127.0.0.1:0", "--repo"])
+        .arg(&repo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("orchestrator mcp: listening on ")
+        .unwrap_or_else(|| panic!("no URL announced: {line:?}"))
+        .to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+    let out = client_over(
+        &repo,
+        &json!([
+            {"tool": "waves", "arguments": {"path": "two.csv"}, "repeat": 20},
+            {"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true}, "progress": true},
+        ]),
+        Some(&url),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(out["tools"].as_array().unwrap().len(), 8, "{out:#}");
+    let waves = &out["calls"][0];
+    assert_eq!(waves["is_error"], false, "{waves:#}");
+    assert_eq!(
+        waves["structured"]["result"]["waves"],
+        json!({"H1": 1, "H2": 2}),
+        "{waves:#}"
+    );
+    eprintln!(
+        "waves over streamable HTTP, round trip median of 20: {:.1} ms",
+        waves["median_ms"].as_f64().unwrap()
+    );
+    let run = &out["calls"][1];
+    assert_eq!(run["structured"]["outcome"], "success", "{run:#}");
+    assert!(!run["progress"].as_array().unwrap().is_empty(), "{run:#}");
+    assert_eq!(
+        git(&repo, &["log", "--format=%s", "-2"]),
+        "feat(planex): Second [H2]\nfeat(planex): First [H1]\n"
+    );
 }

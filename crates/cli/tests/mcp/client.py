@@ -1,7 +1,11 @@
 """A real MCP client (the official Python SDK, `pip install mcp`) driving
 `orchestrator mcp` over stdio, for crates/cli/tests/mcp_server.rs.
 
-usage: client.py ORCHESTRATOR REPO PLAN.json
+usage: client.py ORCHESTRATOR REPO PLAN.json [URL]
+
+With URL the client connects to a server already listening there
+(`orchestrator mcp --listen`) over streamable HTTP instead of starting
+`ORCHESTRATOR mcp --repo REPO` on stdio.
 
 PLAN is a list of calls: {"tool": name, "arguments": {...}} and optionally
 "cancel_after": seconds (the call is cancelled by the client after that
@@ -26,6 +30,7 @@ import jsonschema
 import mcp.types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def content_text(result):
@@ -36,6 +41,7 @@ async def main():
     program, repo, plan_file = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(plan_file, encoding="utf-8") as f:
         plan = json.load(f)
+    url = sys.argv[4] if len(sys.argv) > 4 else None
     params = StdioServerParameters(command=program, args=["mcp", "--repo", repo])
     out = {"tools": [], "calls": []}
     # How the user answers elicitation requests during the current call, and
@@ -57,7 +63,8 @@ async def main():
         return types.ErrorData(code=-32600, message="this call expected no elicitation")
 
     elicitation_callback = on_elicit if any("elicit" in call for call in plan) else None
-    async with stdio_client(params) as (read, write):
+    transport = streamable_http_client(url) if url else stdio_client(params)
+    async with transport as (read, write):
         async with ClientSession(read, write, elicitation_callback=elicitation_callback) as session:
             init = await session.initialize()
             out["server"] = init.server_info.name

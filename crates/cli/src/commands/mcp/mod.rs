@@ -1,5 +1,6 @@
 //! `orchestrator mcp`: the engine's flows as tools for agent hosts, over the
-//! Model Context Protocol on stdio (the official SDK, `rmcp`).
+//! Model Context Protocol on stdio, or streamable HTTP on a loopback
+//! address with `--listen` (`http.rs`), built on the official SDK, `rmcp`.
 //!
 //! Each tool call runs this same binary as a child process with `--json`
 //! in the repository the server was started for, and answers with the
@@ -24,6 +25,7 @@
 //! server never approves on the host's behalf.
 
 mod gate;
+mod http;
 mod inputs;
 mod resources;
 mod status;
@@ -44,10 +46,23 @@ pub struct McpArgs {
     /// relative to it and may not leave it.
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+
+    /// Serve MCP's streamable HTTP transport on this loopback address
+    /// (e.g. 127.0.0.1:8765, or port 0 for a free one; the URL is printed
+    /// on stderr) instead of stdio, until Ctrl-C.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
-/// Runs the server on stdin/stdout until the client closes the connection.
+/// Runs the server on stdin/stdout until the client closes the connection,
+/// or with `--listen` over HTTP until Ctrl-C.
 pub fn run(args: &McpArgs) -> Exit {
+    if let Some(addr) = args.listen
+        && let Err(e) = http::check_loopback(addr)
+    {
+        eprintln!("error: {e}");
+        return Exit::BadInput;
+    }
     let repo = match std::fs::canonicalize(&args.repo) {
         Ok(repo) if repo.is_dir() => repo,
         Ok(repo) => {
@@ -73,7 +88,11 @@ pub fn run(args: &McpArgs) -> Exit {
             return Exit::BadInput;
         }
     };
-    runtime.block_on(serve(Orchestrator::new(program, repo)))
+    let server = Orchestrator::new(program, repo);
+    match args.listen {
+        Some(addr) => runtime.block_on(http::serve(server, addr)),
+        None => runtime.block_on(serve(server)),
+    }
 }
 
 async fn serve(server: Orchestrator) -> Exit {
