@@ -91,6 +91,12 @@ fn repo(base: &Path) -> PathBuf {
 }
 
 /// Runs the Python client on `plan` against `orchestrator mcp --repo repo`.
+/// Two tasks, V2 after V1, each writing a file of its own.
+const TWO_TASKS: [(&str, &str, &str, &str); 2] = [
+    ("V1", "First", "echo one > one.txt", ""),
+    ("V2", "Second", "echo two > two.txt", "V1"),
+];
+
 /// [`repo`] with the tasks file `name` (`rows` as in [`tasks_csv`])
 /// committed.
 fn repo_with_tasks(base: &Path, name: &str, rows: &[(&str, &str, &str, &str)]) -> PathBuf {
@@ -567,14 +573,7 @@ fn the_real_claude_code_calls_our_review_fix_tool() {
 #[test]
 fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo_with_tasks(
-        dir.path(),
-        "two.csv",
-        &[
-            ("V1", "First", "echo one > one.txt", ""),
-            ("V2", "Second", "echo two > two.txt", "V1"),
-        ],
-    );
+    let repo = repo_with_tasks(dir.path(), "two.csv", &TWO_TASKS);
     let out = client(
         &repo,
         &json!([{"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true}}]),
@@ -618,14 +617,7 @@ fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
 #[test]
 fn gates_ask_the_clients_user_by_elicitation() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo_with_tasks(
-        dir.path(),
-        "two.csv",
-        &[
-            ("V1", "First", "echo one > one.txt", ""),
-            ("V2", "Second", "echo two > two.txt", "V1"),
-        ],
-    );
+    let repo = repo_with_tasks(dir.path(), "two.csv", &TWO_TASKS);
     let head = git(&repo, &["rev-parse", "HEAD"]);
     let run = |answer: &str| json!({"tool": "planex_run", "arguments": {"path": "two.csv"}, "elicit": answer});
     let out = client(
