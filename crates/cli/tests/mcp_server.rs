@@ -108,17 +108,20 @@ fn repo_with_tasks(base: &Path, name: &str, rows: &[(&str, &str, &str, &str)]) -
 }
 
 fn client(repo: &Path, plan: &Value) -> Value {
-    client_over(repo, plan, None)
+    client_over(repo, plan, None, false)
 }
 
 /// [`client`], connected to the server listening at `url` when given
-/// (streamable HTTP), else to one it starts on stdio.
-fn client_over(repo: &Path, plan: &Value, url: Option<&str>) -> Value {
+/// (streamable HTTP), else to one it starts on stdio; `modern`: the SDK's
+/// high-level `mcp.Client` in its default mode (protocol 2026-07-28),
+/// else a `ClientSession` with the initialize handshake.
+fn client_over(repo: &Path, plan: &Value, url: Option<&str>, modern: bool) -> Value {
     let plan_file = repo.parent().unwrap().join("plan.json");
     std::fs::write(&plan_file, plan.to_string()).unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let out = Command::new(python())
         .arg(script)
+        .args(modern.then_some("--modern"))
         .arg(ORCHESTRATOR)
         .arg(repo)
         .arg(&plan_file)
@@ -616,11 +619,20 @@ fn planex_run_lands_each_task_as_a_commit_unless_no_commit() {
 /// refused naming `yes: true` (`a_python_mcp_client_lists_the_tools…`).
 #[test]
 fn gates_ask_the_clients_user_by_elicitation() {
+    for (modern, protocol) in [(false, "2025-11-25"), (true, "2026-07-28")] {
+        gates_ask_by_elicitation_on(modern, protocol);
+    }
+}
+
+/// One client's run of [`gates_ask_the_clients_user_by_elicitation`]:
+/// `protocol` is what it negotiates (2026-07-28: the question comes as an
+/// `InputRequiredResult`, the answer in the retried call).
+fn gates_ask_by_elicitation_on(modern: bool, protocol: &str) {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo_with_tasks(dir.path(), "two.csv", &TWO_TASKS);
     let head = git(&repo, &["rev-parse", "HEAD"]);
     let run = |answer: &str| json!({"tool": "planex_run", "arguments": {"path": "two.csv"}, "elicit": answer});
-    let out = client(
+    let out = client_over(
         &repo,
         &json!([
             run("decline"),
@@ -628,7 +640,10 @@ fn gates_ask_the_clients_user_by_elicitation() {
             run("accept_false"),
             run("accept")
         ]),
+        None,
+        modern,
     );
+    assert_eq!(out["protocol_version"], protocol, "{out:#}");
     let calls = out["calls"].as_array().unwrap();
     for (call, why) in
         calls[..3]
@@ -730,6 +745,7 @@ fn the_tools_are_served_over_streamable_http_on_loopback() {
             {"tool": "planex_run", "arguments": {"path": "two.csv", "yes": true}, "progress": true},
         ]),
         Some(&url),
+        false,
     );
     let _ = server.kill();
     let _ = server.wait();

@@ -1,22 +1,36 @@
 //! The confirmation gate of a tool that changes the repository: approved
 //! by `yes: true` in the call, or — when the client declared form
-//! elicitation — by its user, asked through an MCP elicitation request
-//! (`elicitation/create`, one required boolean `approve`). Never approved
-//! silently: a client that cannot ask gets the refusal naming `yes: true`,
+//! elicitation — by its user, asked with one required boolean `approve`:
+//! on a handshake session (protocol up to 2025-11-25) by an
+//! `elicitation/create` request while the call waits; on a 2026-07-28
+//! session, where a server sends no requests of its own, by answering the
+//! call with an `InputRequiredResult` carrying the elicitation, which the
+//! client answers by calling again with `inputResponses`. Never approved
+//! silently: a client that cannot ask gets the refusal naming `yes: true`;
 //! a declined, cancelled or failed question runs nothing.
 
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
-use rmcp::service::ElicitationMode;
-use rmcp::{Peer, RoleServer};
-use tokio_util::sync::CancellationToken;
+use std::collections::BTreeMap;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequiredResult, ProtocolVersion,
+};
+use rmcp::service::RequestContext;
+use serde_json::Value;
+
+/// The key of the approval in an `InputRequiredResult` and its answer.
+const APPROVE: &str = "approve";
 
 /// How a gate was passed, or why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) enum Approval {
     /// `yes: true` in the call, or the user accepted.
     Approved,
     /// Not approved; the text says why and what to do.
     Refused(String),
+    /// Ask the user, then call again (a 2026-07-28 session).
+    Ask(Box<InputRequiredResult>),
 }
 
 /// The question a gate asks and the refusal it gives.
@@ -27,49 +41,70 @@ pub(super) struct Gate<'a> {
     pub unapproved: &'a str,
 }
 
-/// Passes the gate: `yes` approves; else the client's user is asked when
-/// the client supports form elicitation; else the refusal.
+/// Passes the gate: `yes` approves; else the user's answer in `responses`
+/// (a retried 2026-07-28 call) decides; else the client's user is asked
+/// when the client supports form elicitation; else the refusal.
 pub(super) async fn approve(
     yes: bool,
     gate: Gate<'_>,
-    peer: &Peer<RoleServer>,
-    ct: &CancellationToken,
+    context: &RequestContext<RoleServer>,
+    responses: Option<&BTreeMap<String, Value>>,
 ) -> Approval {
     if yes {
         return Approval::Approved;
     }
-    if !peer
-        .supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-    {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+    if modern && let Some(answer) = responses.and_then(|r| r.get(APPROVE)) {
+        let answer = serde_json::from_value::<ElicitResult>(answer.clone())
+            .map_err(|e| format!("its answer is no elicitation result: {e}"));
+        return decide(answer, gate.unapproved);
+    }
+    // `{}` (neither form nor url named) means form.
+    let can_ask = context
+        .client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none());
+    if !can_ask {
         return Approval::Refused(gate.unapproved.to_owned());
     }
-    let schema = match ElicitationSchema::builder()
-        .required_bool_with("approve", |b| {
-            b.title("Approve")
-                .description("true runs it now; false leaves the repository as it is")
-        })
-        .build()
-    {
-        Ok(schema) => schema,
+    let params = match question(gate.question) {
+        Ok(params) => params,
         Err(e) => return Approval::Refused(format!("{} ({e})", gate.unapproved)),
     };
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: gate.question,
-        requested_schema: schema,
-    };
+    if modern {
+        let request = InputRequest::Elicitation(ElicitRequest::new(params));
+        return Approval::Ask(Box::new(InputRequiredResult::from_input_requests(
+            BTreeMap::from([(APPROVE.to_owned(), request)]),
+        )));
+    }
     let answer = tokio::select! {
-        answer = peer.create_elicitation(params) => answer,
-        () = ct.cancelled() => {
+        answer = context.peer.create_elicitation(params) => answer,
+        () = context.ct.cancelled() => {
             return Approval::Refused("the call was cancelled while its approval was asked; nothing ran".to_owned());
         }
     };
     decide(answer.map_err(|e| e.to_string()), gate.unapproved)
 }
 
+/// The form that asks `message`: one required boolean, `approve`.
+fn question(message: String) -> Result<ElicitRequestParams, &'static str> {
+    let schema = ElicitationSchema::builder()
+        .required_bool_with(APPROVE, |b| {
+            b.title("Approve")
+                .description("true runs it now; false leaves the repository as it is")
+        })
+        .build()?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    })
+}
+
 /// The approval an elicitation answer gives.
-fn decide(answer: Result<rmcp::model::ElicitResult, String>, unapproved: &str) -> Approval {
+fn decide(answer: Result<ElicitResult, String>, unapproved: &str) -> Approval {
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) => {
@@ -81,8 +116,8 @@ fn decide(answer: Result<rmcp::model::ElicitResult, String>, unapproved: &str) -
     let approve = answer
         .content
         .as_ref()
-        .and_then(|c| c.get("approve"))
-        .and_then(serde_json::Value::as_bool);
+        .and_then(|c| c.get(APPROVE))
+        .and_then(Value::as_bool);
     match (answer.action, approve) {
         (ElicitationAction::Accept, Some(true)) => Approval::Approved,
         (ElicitationAction::Accept, _) => {
@@ -98,7 +133,6 @@ fn decide(answer: Result<rmcp::model::ElicitResult, String>, unapproved: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::ElicitResult;
     use serde_json::json;
 
     fn answer(action: ElicitationAction, content: Option<serde_json::Value>) -> ElicitResult {
@@ -110,7 +144,7 @@ mod tests {
     #[test]
     fn only_an_accepted_true_approves() {
         let no = "pass `yes: true`";
-        assert_eq!(
+        assert!(matches!(
             decide(
                 Ok(answer(
                     ElicitationAction::Accept,
@@ -119,7 +153,7 @@ mod tests {
                 no
             ),
             Approval::Approved
-        );
+        ));
         for (action, content, why) in [
             (
                 ElicitationAction::Accept,

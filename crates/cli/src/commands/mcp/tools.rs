@@ -1,16 +1,18 @@
 //! The tools of `orchestrator mcp`: their input schemas, and how each call
 //! becomes one run of the `orchestrator` binary with `--json`.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use orchestrator_adapters::process::{self, ProcessSpec};
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::{InputResponses as ToolInputResponses, IntoCallToolResult as _};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    Implementation, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    RequestMetaObject, ServerCapabilities, ServerConfig,
+    CallToolResponse, Implementation, InputRequiredResult, ListResourcesResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestMetaObject, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -132,17 +134,17 @@ impl Orchestrator {
     }
 
     #[tool(
-        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes."
+        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<ToolOutcome>(),
     )]
     async fn review_fix(
         &self,
         Parameters(input): Parameters<ReviewFixInput>,
-        ct: CancellationToken,
-        meta: RequestMetaObject,
-        peer: Peer<RoleServer>,
-    ) -> Result<Json<ToolOutcome>, Refusal> {
+        ToolInputResponses(responses): ToolInputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Refusal> {
         let path = confined(&self.repo, &input.path)?;
-        let call = Call { ct, meta, peer };
+        let asked = Asked { context, responses };
         let gate = Gate {
             question: format!(
                 "Fix the findings of {} in {}? Each fix that passes the tests is committed to the current branch.",
@@ -151,35 +153,39 @@ impl Orchestrator {
             ),
             unapproved: "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan",
         };
-        let mut args = self
+        let mut args = match self
             .changing(
                 input.yes || input.dry_run,
                 gate,
                 &["review-fix".into(), "--fix".into(), path.into()],
-                &call,
+                &asked,
             )
-            .await?;
+            .await?
+        {
+            Gated::Run(args) => args,
+            Gated::Ask(ask) => return Ok((*ask).into()),
+        };
         push_opt(&mut args, "--agent", input.agent);
         push_opt(&mut args, "--test-cmd", input.test_cmd);
         push_opt(&mut args, "--verify", input.verify);
         if input.dry_run {
             args.push("--dry-run".into());
         }
-        self.flow(args, None, call).await
+        respond(self.flow(args, None, asked.call()).await)
     }
 
     #[tool(
-        description = "Execute a lite-planex tasks.csv in dependency order (eager critical-path schedule or waves), with context passed between tasks and skip cascades; each task verified and landed as its own commit unless `no_commit`. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator planex --continue` finishes."
+        description = "Execute a lite-planex tasks.csv in dependency order (eager critical-path schedule or waves), with context passed between tasks and skip cascades; each task verified and landed as its own commit unless `no_commit`. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator planex --continue` finishes.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<ToolOutcome>(),
     )]
     async fn planex_run(
         &self,
         Parameters(input): Parameters<PlanexRunInput>,
-        ct: CancellationToken,
-        meta: RequestMetaObject,
-        peer: Peer<RoleServer>,
-    ) -> Result<Json<ToolOutcome>, Refusal> {
+        ToolInputResponses(responses): ToolInputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Refusal> {
         let path = confined(&self.repo, &input.path)?;
-        let call = Call { ct, meta, peer };
+        let asked = Asked { context, responses };
         let gate = Gate {
             question: format!(
                 "Run the tasks of {} in {}? {}",
@@ -193,14 +199,18 @@ impl Orchestrator {
             ),
             unapproved: "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan",
         };
-        let mut args = self
+        let mut args = match self
             .changing(
                 input.yes,
                 gate,
                 &["planex".into(), "run".into(), path.into()],
-                &call,
+                &asked,
             )
-            .await?;
+            .await?
+        {
+            Gated::Run(args) => args,
+            Gated::Ask(ask) => return Ok((*ask).into()),
+        };
         push_opt(
             &mut args,
             "--concurrency",
@@ -211,7 +221,7 @@ impl Orchestrator {
         if input.no_commit {
             args.push("--no-commit".into());
         }
-        self.flow(args, None, call).await
+        respond(self.flow(args, None, asked.call()).await)
     }
 
     #[tool(
@@ -283,19 +293,19 @@ impl Orchestrator {
     }
 
     #[tool(
-        description = "Run check commands locally and fix the failing ones under the cadence matrix (confirm / apply / escalate, at most `max_iterations`), one commit per fix, never pushing. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it."
+        description = "Run check commands locally and fix the failing ones under the cadence matrix (confirm / apply / escalate, at most `max_iterations`), one commit per fix, never pushing. Needs `yes: true`, or the user's approval, asked by elicitation where the client supports it.",
+        output_schema = rmcp::handler::server::tool::schema_for_output::<ToolOutcome>(),
     )]
     async fn ci_autofix_local(
         &self,
         Parameters(input): Parameters<CiAutofixLocalInput>,
-        ct: CancellationToken,
-        meta: RequestMetaObject,
-        peer: Peer<RoleServer>,
-    ) -> Result<Json<ToolOutcome>, Refusal> {
+        ToolInputResponses(responses): ToolInputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Refusal> {
         if input.checks.iter().all(|c| c.trim().is_empty()) {
             return Err("`checks` names no command".into());
         }
-        let call = Call { ct, meta, peer };
+        let asked = Asked { context, responses };
         let gate = Gate {
             question: format!(
                 "Run {} in {} and fix what fails? Each fix that passes the checks is committed (never pushed).",
@@ -304,14 +314,18 @@ impl Orchestrator {
             ),
             unapproved: "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them",
         };
-        let mut args = self
+        let mut args = match self
             .changing(
                 input.yes,
                 gate,
                 &["ci-autofix".into(), "--local".into()],
-                &call,
+                &asked,
             )
-            .await?;
+            .await?
+        {
+            Gated::Run(args) => args,
+            Gated::Ask(ask) => return Ok((*ask).into()),
+        };
         for check in input.checks.iter().filter(|c| !c.trim().is_empty()) {
             args.extend(["--check".into(), check.into()]);
         }
@@ -321,7 +335,7 @@ impl Orchestrator {
             "--max-iterations",
             input.max_iterations.map(|n| n.to_string()),
         );
-        self.flow(args, None, call).await
+        respond(self.flow(args, None, asked.call()).await)
     }
 }
 
@@ -385,10 +399,12 @@ impl Orchestrator {
         yes: bool,
         gate: Gate<'_>,
         command: &[OsString],
-        call: &Call,
-    ) -> Result<Vec<OsString>, Refusal> {
-        if let Approval::Refused(why) = gate::approve(yes, gate, &call.peer, &call.ct).await {
-            return Err(why);
+        asked: &Asked,
+    ) -> Result<Gated, Refusal> {
+        match gate::approve(yes, gate, &asked.context, asked.responses.as_ref()).await {
+            Approval::Approved => {}
+            Approval::Refused(why) => return Err(why),
+            Approval::Ask(ask) => return Ok(Gated::Ask(ask)),
         }
         let mut args = command.to_vec();
         args.extend([
@@ -397,7 +413,7 @@ impl Orchestrator {
             "--json".into(),
             "-y".into(),
         ]);
-        Ok(args)
+        Ok(Gated::Run(args))
     }
 
     /// Runs `orchestrator <args>` in the repository and reads its outcome.
@@ -484,6 +500,39 @@ impl Orchestrator {
             log_tail: tail(stderr.trim(), LOG_TAIL).to_owned(),
         }))
     }
+}
+
+/// A changing tool's call as its gate sees it: the request (protocol
+/// version, client capabilities, the client) and, on a retried 2026-07-28
+/// call, the answers to what the first call asked.
+struct Asked {
+    context: RequestContext<RoleServer>,
+    responses: Option<BTreeMap<String, Value>>,
+}
+
+impl Asked {
+    /// What the flow's run needs of the call.
+    fn call(&self) -> Call {
+        Call {
+            ct: self.context.ct.clone(),
+            meta: self.context.meta.clone(),
+            peer: self.context.peer.clone(),
+        }
+    }
+}
+
+/// A changing tool past its gate: the flow's arguments, or the question to
+/// ask first.
+enum Gated {
+    Run(Vec<OsString>),
+    Ask(Box<InputRequiredResult>),
+}
+
+/// A flow's outcome as a tool response (structured, with its text).
+fn respond(outcome: Result<Json<ToolOutcome>, Refusal>) -> Result<CallToolResponse, Refusal> {
+    outcome?
+        .into_call_tool_result()
+        .map_err(|e| e.message.into_owned())
 }
 
 /// What a tool call brings besides its arguments: its cancellation, its
