@@ -28,14 +28,18 @@ const UNVERIFIED_FILE: &str = "unverified.txt";
 /// when none of its tasks has run yet. `id` picks the session as
 /// `--continue` does (the newest resumable one without it).
 pub fn session_verified(repo: &Path, id: Option<&str>) -> Result<Option<bool>, PlanexError> {
-    let info = crate::session::find_session(repo, id)?;
-    Ok(if info.dir.join(BASE_FILE).exists() {
+    Ok(recorded_mode(&crate::session::find_session(repo, id)?.dir))
+}
+
+/// The mode a session folder records (see [`session_verified`]).
+fn recorded_mode(dir: &Path) -> Option<bool> {
+    if dir.join(BASE_FILE).exists() {
         Some(true)
-    } else if info.dir.join(UNVERIFIED_FILE).exists() {
+    } else if dir.join(UNVERIFIED_FILE).exists() {
         Some(false)
     } else {
         None
-    })
+    }
 }
 
 impl Planex {
@@ -86,39 +90,37 @@ impl Planex {
     /// half as loose changes, and an interrupted task's record would be
     /// ignored; once an unverified run started, its tasks' changes sit
     /// uncommitted in the tree, which verification would refuse as dirty.
-    /// The first execution records its mode.
+    /// The first execution records its mode ([`Planex::verify_env`]).
     pub(super) fn check_verified_session(&self, session: &Session) -> Result<(), PlanexError> {
-        let verified = session.dir().join(BASE_FILE).exists();
-        let unverified = session.dir().join(UNVERIFIED_FILE);
-        if self.verification.is_none() && verified {
-            return Err(PlanexError::InvalidOption(format!(
+        match (recorded_mode(session.dir()), self.verification.is_some()) {
+            (Some(true), false) => Err(PlanexError::InvalidOption(format!(
                 "session {} runs verified tasks (one commit per task): continue it without --no-commit",
                 session.id()
-            )));
-        }
-        if self.verification.is_some() && unverified.exists() {
-            return Err(PlanexError::InvalidOption(format!(
+            ))),
+            (Some(false), true) => Err(PlanexError::InvalidOption(format!(
                 "session {} runs its tasks unverified (it was started with --no-commit): continue it with --no-commit",
                 session.id()
-            )));
+            ))),
+            _ => Ok(()),
         }
-        if self.verification.is_none() && !unverified.exists() {
-            orchestrator_core::state::write_atomic(
-                &unverified,
-                b"this session's tasks run unverified (--no-commit)\n",
-            )?;
-        }
-        Ok(())
     }
 
-    /// What phase 4's verified tasks need, or `None` unverified: the tree
-    /// checked clean, the session's base commit (written by its first
-    /// verified run), a warning when `-c` cannot be honoured.
+    /// What phase 4's verified tasks need: the tree checked clean, the
+    /// session's base commit (written by its first verified run, which so
+    /// records the session's mode). Unverified, `None`, once the session's
+    /// mode is recorded as such.
     pub(crate) async fn verify_env(
         &self,
         session: &Session,
     ) -> Result<Option<VerifyEnv>, PlanexError> {
         let Some(verification) = &self.verification else {
+            let marker = session.dir().join(UNVERIFIED_FILE);
+            if !marker.exists() {
+                orchestrator_core::state::write_atomic(
+                    &marker,
+                    b"this session's tasks run unverified (--no-commit)\n",
+                )?;
+            }
             return Ok(None);
         };
         let run_file = match &session.meta().source {
