@@ -10,9 +10,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::{InputResponses as ToolInputResponses, IntoCallToolResult as _};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, Implementation, InputRequiredResult, ListResourcesResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, RequestMetaObject, ServerCapabilities, ServerConfig,
+    CallToolResponse, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, RequestMetaObject, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Json, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -153,25 +153,15 @@ impl Orchestrator {
             ),
             unapproved: "review_fix commits fixes to the repository: pass `yes: true` to approve the run, or `dry_run: true` to see the plan",
         };
-        let mut args = match self
-            .changing(
-                input.yes || input.dry_run,
-                gate,
-                &["review-fix".into(), "--fix".into(), path.into()],
-                &asked,
-            )
-            .await?
-        {
-            Gated::Run(args) => args,
-            Gated::Ask(ask) => return Ok((*ask).into()),
-        };
+        let mut args: Vec<OsString> = vec!["review-fix".into(), "--fix".into(), path.into()];
         push_opt(&mut args, "--agent", input.agent);
         push_opt(&mut args, "--test-cmd", input.test_cmd);
         push_opt(&mut args, "--verify", input.verify);
         if input.dry_run {
             args.push("--dry-run".into());
         }
-        respond(self.flow(args, None, asked.call()).await)
+        self.changing(input.yes || input.dry_run, gate, args, asked)
+            .await
     }
 
     #[tool(
@@ -199,18 +189,7 @@ impl Orchestrator {
             ),
             unapproved: "planex_run executes the tasks in this repository: pass `yes: true` to approve the plan",
         };
-        let mut args = match self
-            .changing(
-                input.yes,
-                gate,
-                &["planex".into(), "run".into(), path.into()],
-                &asked,
-            )
-            .await?
-        {
-            Gated::Run(args) => args,
-            Gated::Ask(ask) => return Ok((*ask).into()),
-        };
+        let mut args: Vec<OsString> = vec!["planex".into(), "run".into(), path.into()];
         push_opt(
             &mut args,
             "--concurrency",
@@ -221,7 +200,7 @@ impl Orchestrator {
         if input.no_commit {
             args.push("--no-commit".into());
         }
-        respond(self.flow(args, None, asked.call()).await)
+        self.changing(input.yes, gate, args, asked).await
     }
 
     #[tool(
@@ -314,18 +293,7 @@ impl Orchestrator {
             ),
             unapproved: "ci_autofix_local commits fixes to the repository: pass `yes: true` to approve them",
         };
-        let mut args = match self
-            .changing(
-                input.yes,
-                gate,
-                &["ci-autofix".into(), "--local".into()],
-                &asked,
-            )
-            .await?
-        {
-            Gated::Run(args) => args,
-            Gated::Ask(ask) => return Ok((*ask).into()),
-        };
+        let mut args: Vec<OsString> = vec!["ci-autofix".into(), "--local".into()];
         for check in input.checks.iter().filter(|c| !c.trim().is_empty()) {
             args.extend(["--check".into(), check.into()]);
         }
@@ -335,7 +303,7 @@ impl Orchestrator {
             "--max-iterations",
             input.max_iterations.map(|n| n.to_string()),
         );
-        respond(self.flow(args, None, asked.call()).await)
+        self.changing(input.yes, gate, args, asked).await
     }
 }
 
@@ -390,30 +358,33 @@ const MAX_EVENTS: usize = 200;
 const LOG_TAIL: usize = 4000;
 
 impl Orchestrator {
-    /// The arguments of a flow that changes the repository: `command`, then
-    /// `--repo`, `--json` and — only once the gate is passed (`yes`, or the
-    /// user's approval asked by elicitation; see `gate.rs`) — `-y`, which
-    /// approves the run's own gates; else the gate's refusal.
+    /// Runs a flow that changes the repository, `orchestrator <args>`, once
+    /// its gate is passed (`yes`, or the user's approval asked by
+    /// elicitation; see `gate.rs`) with `--repo`, `--json` and `-y`, which
+    /// approves the run's own gates; else answers with the gate's refusal
+    /// or its question.
     async fn changing(
         &self,
         yes: bool,
         gate: Gate<'_>,
-        command: &[OsString],
-        asked: &Asked,
-    ) -> Result<Gated, Refusal> {
+        mut args: Vec<OsString>,
+        asked: Asked,
+    ) -> Result<CallToolResponse, Refusal> {
         match gate::approve(yes, gate, &asked.context, asked.responses.as_ref()).await {
             Approval::Approved => {}
             Approval::Refused(why) => return Err(why),
-            Approval::Ask(ask) => return Ok(Gated::Ask(ask)),
+            Approval::Ask(ask) => return Ok((*ask).into()),
         }
-        let mut args = command.to_vec();
         args.extend([
             "--repo".into(),
             self.repo.clone().into(),
             "--json".into(),
             "-y".into(),
         ]);
-        Ok(Gated::Run(args))
+        let outcome = self.flow(args, None, asked.call()).await?;
+        outcome
+            .into_call_tool_result()
+            .map_err(|e| e.message.into_owned())
     }
 
     /// Runs `orchestrator <args>` in the repository and reads its outcome.
@@ -519,20 +490,6 @@ impl Asked {
             peer: self.context.peer.clone(),
         }
     }
-}
-
-/// A changing tool past its gate: the flow's arguments, or the question to
-/// ask first.
-enum Gated {
-    Run(Vec<OsString>),
-    Ask(Box<InputRequiredResult>),
-}
-
-/// A flow's outcome as a tool response (structured, with its text).
-fn respond(outcome: Result<Json<ToolOutcome>, Refusal>) -> Result<CallToolResponse, Refusal> {
-    outcome?
-        .into_call_tool_result()
-        .map_err(|e| e.message.into_owned())
 }
 
 /// What a tool call brings besides its arguments: its cancellation, its
