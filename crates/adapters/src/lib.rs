@@ -34,6 +34,12 @@
 //! environment and refuses force, forced refspecs and amend in any spelling;
 //! output is read from `-z` / porcelain formats only.
 //!
+//! ## Worktree environments
+//! [`worktree_env::EnvProvisioner`] gives each worktree a flow makes what
+//! the project needs (`[worktree]`, or the ignored `node_modules/` and
+//! virtualenvs it detects): copy-on-write clones or hard links to the
+//! engine's own snapshot — never to the user's files — and setup commands.
+//!
 //! ## Builtin agents
 //! [`builtin`] holds the agents that need no LLM: `SuggestionAgent` applies
 //! a finding's machine-applicable suggestions (re-anchored by the text they
@@ -97,6 +103,7 @@ pub mod test_runner;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 pub mod tool_agent;
+pub mod worktree_env;
 pub mod wrappers;
 
 /// The README's example, compiled and run as a doctest.

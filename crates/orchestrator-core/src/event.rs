@@ -137,6 +137,12 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// Something the run says once for the user to know, not a problem
+    /// (what each worktree is given, say).
+    Notice {
+        /// The message.
+        message: String,
+    },
     /// A problem that did not stop the flow.
     Warning {
         /// The message.

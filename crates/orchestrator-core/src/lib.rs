@@ -41,6 +41,8 @@
 //! - Asking an agent for JSON: `ask` (feature `runtime`).
 //! - Reports: [`timeline`] (an event sink that times jobs, and the SVG
 //!   picture of a run's schedule).
+//! - Worktrees: [`worktree`] (a pool of worktrees per run, provisioned
+//!   once per slot with what the project needs).
 //! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
 //!   worktree folders), [`limits`], [`text`].
 //! - Behind `test-support`: `fakes` and `conformance`.
@@ -102,6 +104,7 @@ pub mod timeline;
 pub mod vcs;
 pub mod verify;
 pub mod waves;
+pub mod worktree;
 
 #[cfg(feature = "test-support")]
 pub mod conformance;
@@ -114,7 +117,7 @@ pub use agent::{
 pub use event::{Event, EventSink, JobStatus};
 pub use finding::{Finding, FindingId, Fingerprint, Severity, Suggestion, TextEdit};
 pub use gate::{Answer, Gate, GateOption, Question};
-pub use test_runner::{TestOutcome, TestReport, TestRequest, TestRunner};
+pub use test_runner::{Baseline, TestOutcome, TestReport, TestRequest, TestRunner};
 pub use vcs::{Checkpoint, CommitId, Vcs, VcsError};
 
 /// The README's example, compiled and run as a doctest.

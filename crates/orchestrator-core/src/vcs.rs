@@ -183,7 +183,7 @@ pub enum VcsError {
 ///
 /// Required: the methods every flow needs (status, checkpoints, commits,
 /// history). Optional, with a default that reports "not supported": `diff`,
-/// `worktree_add`/`worktree_remove` and `push`, so a new optional method
+/// `worktree_add`/`worktree_remove`/`worktree_move` and `push`, so a new optional method
 /// can be added without breaking an implementation outside this crate.
 #[async_trait]
 pub trait Vcs: Send + Sync + fmt::Debug {
@@ -266,6 +266,26 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Err(unsupported("worktree_remove"))
     }
 
+    /// Moves a worktree made by [`Vcs::worktree_add`] at `path`, still on
+    /// its `branch` and with no uncommitted change, to `base`: the branch
+    /// is set to `base` and the tracked files follow, while ignored files
+    /// (provided dependencies, a build folder) stay. Returns a `Vcs` for
+    /// the worktree. Refuses, changing nothing, when the worktree has a
+    /// change or an untracked file, is on another branch, or is this
+    /// working tree itself.
+    ///
+    /// Default: unsupported (an error); a [`crate::worktree::WorktreePool`]
+    /// then removes the worktree and makes a new one.
+    async fn worktree_move(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        let _ = (path, branch, base);
+        Err(unsupported("worktree_move"))
+    }
+
     /// Applies `commit` onto the current branch as a new commit.
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
 
@@ -334,6 +354,14 @@ macro_rules! forward_vcs {
             }
             async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
                 (**self).worktree_remove(path, branch).await
+            }
+            async fn worktree_move(
+                &self,
+                path: &Path,
+                branch: &str,
+                base: &CommitId,
+            ) -> Result<Arc<dyn Vcs>, VcsError> {
+                (**self).worktree_move(path, branch, base).await
             }
             async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
                 (**self).cherry_pick(commit).await

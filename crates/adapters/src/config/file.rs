@@ -11,6 +11,7 @@ use super::agent::{AgentKind, AgentSection, AgentSpec};
 use super::budget::{BudgetSection, Prices, check_prices};
 use super::command::{CommandLine, CommandValue};
 use super::flows::{CiAutofixSection, PlanexSection, ReviewFixSection, TestsSection};
+use super::worktree::WorktreeSection;
 use super::{
     CONFIG_FILE_NAME, CONFIG_VERSION, ConfigError, ENV_AGENT, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL,
 };
@@ -44,6 +45,9 @@ pub struct Config {
     /// Token prices by model name (US dollars per million tokens).
     #[serde(default, skip_serializing_if = "Prices::is_empty")]
     pub prices: Prices,
+    /// What each worktree a flow makes is given.
+    #[serde(default)]
+    pub worktree: WorktreeSection,
 }
 
 impl Default for Config {
@@ -57,6 +61,7 @@ impl Default for Config {
             ci_autofix: CiAutofixSection::default(),
             budget: BudgetSection::default(),
             prices: Prices::new(),
+            worktree: WorktreeSection::default(),
         }
     }
 }
@@ -145,6 +150,7 @@ impl Config {
             message,
         };
         self.budget.check().map_err(invalid)?;
+        self.worktree.check().map_err(invalid)?;
         check_prices(&self.prices).map_err(invalid)?;
         self.agent_spec().map(|_| ())
     }

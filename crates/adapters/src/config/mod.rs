@@ -48,6 +48,7 @@ mod command;
 mod file;
 mod flows;
 mod layers;
+mod worktree;
 
 pub use agent::{
     AgentKind, AgentSection, AgentSpec, CliAgentSection, CommandAgentSection, InstructionInput,
@@ -60,6 +61,7 @@ pub use flows::{CiAutofixSection, PlanexSection, ReviewFixSection, Schedule, Tes
 pub use layers::{
     EffectiveConfig, FileRole, MainFile, Origin, user_config_path, user_config_path_from,
 };
+pub use worktree::{LinkMode, WorktreeSection};
 
 /// The file [`Config::discover`] looks for in a repository root.
 pub const CONFIG_FILE_NAME: &str = "orchestrator.toml";

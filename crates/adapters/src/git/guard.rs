@@ -8,6 +8,12 @@
 //! accepts unambiguous prefixes of long options (`--amen` is `--amend`), so
 //! prefixes are refused too. Arguments after a bare `--` are paths, not
 //! options, and are not inspected.
+//!
+//! Two subcommands move an engine worktree to a new base
+//! (`Vcs::worktree_move`) and take exactly one shape each, nothing else:
+//! `git checkout --detach --quiet <commit id>` (never a path, a branch or
+//! a forced checkout) and `git update-ref refs/heads/<branch> <new id>
+//! <old id>` (a compare-and-swap of one branch; never a delete).
 
 use std::ffi::OsString;
 
@@ -20,6 +26,7 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "cat-file",
     "check-ref-format",
     "cherry-pick",
+    "checkout",
     "commit",
     "diff",
     "hash-object",
@@ -31,6 +38,7 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "rev-parse",
     "status",
     "symbolic-ref",
+    "update-ref",
     "version",
     "worktree",
 ];
@@ -63,6 +71,11 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
             subcommand,
             "the subcommand is not allowed",
         ));
+    }
+    match subcommand {
+        "checkout" => return check_detach(args),
+        "update-ref" => return check_update_ref(args),
+        _ => {}
     }
     for arg in args {
         let text = arg.to_string_lossy();
@@ -112,6 +125,52 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
         }
     }
     Ok(())
+}
+
+/// `checkout`: only `--detach --quiet <commit id>`.
+fn check_detach(args: &[OsString]) -> Result<(), VcsError> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match text.as_slice() {
+        [detach, quiet, id] if detach == "--detach" && quiet == "--quiet" && is_object_id(id) => {
+            Ok(())
+        }
+        _ => Err(refused(
+            "checkout",
+            &text.join(" "),
+            "only `checkout --detach --quiet <commit id>` of an engine worktree is allowed",
+        )),
+    }
+}
+
+/// `update-ref`: only `refs/heads/<branch> <new id> <old id>`.
+fn check_update_ref(args: &[OsString]) -> Result<(), VcsError> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match text.as_slice() {
+        [name, new, old]
+            if name.starts_with("refs/heads/") && is_object_id(new) && is_object_id(old) =>
+        {
+            Ok(())
+        }
+        _ => Err(refused(
+            "update-ref",
+            &text.join(" "),
+            "only a compare-and-swap of one branch (`update-ref refs/heads/<b> <new> <old>`) is allowed",
+        )),
+    }
+}
+
+/// A full object id (SHA-1 or SHA-256, lowercase hex).
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64)
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn refused(subcommand: &str, arg: &str, reason: &str) -> VcsError {
@@ -170,16 +229,35 @@ mod tests {
 
     #[test]
     fn subcommands_outside_the_allowlist_are_refused() {
-        for sub in [
-            "reset",
-            "clean",
-            "checkout",
-            "rebase",
-            "update-ref",
-            "gc",
-            "filter-branch",
-        ] {
+        for sub in ["reset", "clean", "rebase", "gc", "filter-branch", "stash"] {
             assert!(check(sub, &[]).is_err(), "{sub}");
+        }
+    }
+
+    #[test]
+    fn checkout_and_update_ref_take_one_shape_each() {
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        assert!(check("checkout", &["--detach", "--quiet", id]).is_ok());
+        for args in [
+            &["--", "src"][..],
+            &["main"],
+            &["-f", id],
+            &["--detach", "--quiet", "main"],
+            &["--detach", "--quiet", id, "--", "."],
+            &["--force", "--detach", id],
+            &[id],
+        ] {
+            assert!(check("checkout", args).is_err(), "checkout {args:?}");
+        }
+        assert!(check("update-ref", &["refs/heads/wt", id, id]).is_ok());
+        for args in [
+            &["-d", "refs/heads/main"][..],
+            &["--stdin"],
+            &["refs/heads/wt", id],
+            &["HEAD", id, id],
+            &["refs/tags/v1", id, id],
+        ] {
+            assert!(check("update-ref", args).is_err(), "update-ref {args:?}");
         }
     }
 

@@ -204,6 +204,15 @@ impl Vcs for GitVcs {
         self.remove_worktree(path, branch).await
     }
 
+    async fn worktree_move(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        self.move_worktree(path, branch, base).await
+    }
+
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
         self.cherry_pick_commit(commit).await
     }

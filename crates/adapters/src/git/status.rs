@@ -13,6 +13,28 @@ use super::run::os_args;
 use super::{GitVcs, parse};
 
 impl GitVcs {
+    /// The ignored entries of the working tree, relative and sorted: an
+    /// ignored folder once, with a trailing `/` (git does not descend into
+    /// it), an ignored file as itself. Engine folders excluded through
+    /// `info/exclude` are among them.
+    pub async fn ignored_entries(&self) -> Result<Vec<String>, VcsError> {
+        let out = self
+            .run_ok(
+                "ls-files",
+                os_args([
+                    "-z",
+                    "--others",
+                    "--ignored",
+                    "--exclude-standard",
+                    "--directory",
+                ]),
+            )
+            .await?;
+        let mut entries = parse::nul_list(&out)?;
+        entries.sort();
+        Ok(entries)
+    }
+
     /// Status, optionally limited to `paths`.
     pub(super) async fn status_of(&self, paths: Option<&[String]>) -> Result<Status, VcsError> {
         let args = [

@@ -1,5 +1,6 @@
-//! Worktrees: adding one on a new branch, and removing it with its branch
-//! (also after a crash left only part of it).
+//! Worktrees: adding one on a new branch, moving a clean one to a new base
+//! (for reuse), and removing it with its branch (also after a crash left
+//! only part of it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +40,69 @@ impl GitVcs {
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
         }))
+    }
+
+    /// [`Vcs::worktree_move`]: moves a clean worktree on `branch` to
+    /// `base` — `checkout --detach` there (a two-way checkout: tracked
+    /// files that differ are updated, ignored files stay), the branch set
+    /// to `base` by compare-and-swap, and HEAD attached to it again.
+    pub(super) async fn move_worktree(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        self.check_branch(branch).await?;
+        let base = self.resolve_commit(base).await?;
+        let path = self.worktree_path(path);
+        let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
+            VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
+        })?;
+        let main = tokio::fs::canonicalize(&self.root)
+            .await
+            .unwrap_or_else(|_| self.root.clone());
+        if root == main {
+            return Err(VcsError::Other(format!(
+                "refusing to reset {}: it is the working tree itself, not a worktree made for the engine",
+                root.display()
+            )));
+        }
+        let worktree = GitVcs {
+            root,
+            program: self.program.clone(),
+            write_lock: Arc::clone(&self.write_lock),
+        };
+        let status = worktree.status().await?;
+        if !status.is_clean() {
+            return Err(VcsError::Other(format!(
+                "refusing to reset worktree {}: it has uncommitted changes ({})",
+                path.display(),
+                status.dirty_paths().join(", ")
+            )));
+        }
+        let on = worktree.current_branch().await?;
+        if on.as_deref() != Some(branch) {
+            return Err(VcsError::Other(format!(
+                "refusing to reset worktree {}: it is on {}, not on branch `{branch}`",
+                path.display(),
+                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
+            )));
+        }
+        let old = worktree.head().await?;
+        {
+            let _guard = self.write_lock.lock().await;
+            worktree
+                .run_ok("checkout", os_args(["--detach", "--quiet", &base]))
+                .await?;
+            let reference = format!("refs/heads/{branch}");
+            worktree
+                .run_ok("update-ref", os_args([&reference, &base, old.as_str()]))
+                .await?;
+            worktree
+                .run_ok("symbolic-ref", os_args(["HEAD", &reference]))
+                .await?;
+        }
+        Ok(Arc::new(worktree))
     }
 
     /// [`Vcs::worktree_remove`]: removes a clean worktree on `branch`, then

@@ -60,6 +60,7 @@ pub async fn run_suite(h: &dyn VcsHarness) {
     worktree_commit_and_cherry_pick(h).await;
     cherry_pick_conflict_changes_nothing(h).await;
     worktree_remove_finishes_an_interrupted_removal(h).await;
+    worktree_move_moves_a_clean_worktree(h).await;
 }
 
 /// `status` lists modified and untracked files, minus excluded folders.
@@ -413,4 +414,68 @@ pub async fn worktree_remove_finishes_an_interrupted_removal(h: &dyn VcsHarness)
         "conformance: removing a removed worktree again succeeds",
     );
     assert!(!wt_path.exists(), "conformance: worktree directory removed");
+}
+
+/// A clean worktree moves to a new base on its branch (tracked files
+/// follow); a dirty one, the main tree, or a wrong branch is refused with
+/// nothing changed.
+pub async fn worktree_move_moves_a_clean_worktree(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    let wt_parent = must(tempfile::tempdir(), "temp dir");
+    let wt_path = wt_parent.path().join("wt-reset");
+    let base = must(vcs.head().await, "head");
+    let wt = must(
+        vcs.worktree_add(&wt_path, "orch/slot-0", &base).await,
+        "worktree_add",
+    );
+    write(&wt_path, "b.txt", "from the worktree\n");
+    must(
+        wt.commit(&["b.txt".to_string()], "wt change").await,
+        "commit",
+    );
+    write(root, "new.txt", "landed on main\n");
+    let tip = must(
+        vcs.commit(&["new.txt".to_string()], "main moves").await,
+        "main commit",
+    );
+    // Dirty: refused, nothing changed.
+    write(&wt_path, "a.txt", "half done\n");
+    assert!(
+        vcs.worktree_move(&wt_path, "orch/slot-0", &tip)
+            .await
+            .is_err(),
+        "conformance: a worktree with a change is not reset"
+    );
+    assert_eq!(read(&wt_path, "a.txt").as_deref(), Some("half done\n"));
+    write(&wt_path, "a.txt", &read(root, "a.txt").unwrap_or_default());
+    assert!(
+        vcs.worktree_move(&wt_path, "orch/other", &tip)
+            .await
+            .is_err(),
+        "conformance: a worktree on another branch is not reset"
+    );
+    assert!(
+        vcs.worktree_move(root, "main", &tip).await.is_err(),
+        "conformance: the working tree itself is never reset"
+    );
+    let moved = must(
+        vcs.worktree_move(&wt_path, "orch/slot-0", &tip).await,
+        "worktree_move",
+    );
+    assert_eq!(must(moved.head().await, "head"), tip);
+    assert_eq!(
+        must(moved.current_branch().await, "branch").as_deref(),
+        Some("orch/slot-0")
+    );
+    assert_eq!(read(&wt_path, "b.txt").as_deref(), Some("bravo\n"));
+    assert_eq!(
+        read(&wt_path, "new.txt").as_deref(),
+        Some("landed on main\n")
+    );
+    assert!(must(moved.status().await, "status").is_clean());
+    must(
+        vcs.worktree_remove(&wt_path, "orch/slot-0").await,
+        "worktree_remove after a reset",
+    );
 }

@@ -454,6 +454,63 @@ impl Vcs for FakeVcs {
         Ok(())
     }
 
+    async fn worktree_move(
+        &self,
+        path: &Path,
+        branch: &str,
+        base: &CommitId,
+    ) -> Result<Arc<dyn Vcs>, VcsError> {
+        if path == self.root {
+            return Err(VcsError::Other(format!(
+                "refusing to reset {}: it is the working tree itself",
+                path.display()
+            )));
+        }
+        let (head, old_tree, new_tree) = {
+            let store = lock(&self.store);
+            if store.worktrees.get(path).map(String::as_str) != Some(branch) {
+                return Err(VcsError::Other(format!(
+                    "{} is not a worktree of branch `{branch}`",
+                    path.display()
+                )));
+            }
+            let head = store
+                .branches
+                .get(branch)
+                .cloned()
+                .ok_or_else(|| VcsError::Other(format!("unknown branch `{branch}`")))?;
+            let old_tree = store.commit(&head)?.tree.clone();
+            let new_tree = store.commit(base)?.tree.clone();
+            (head, old_tree, new_tree)
+        };
+        let view = FakeVcs {
+            root: path.to_path_buf(),
+            store: Arc::clone(&self.store),
+            head: Arc::new(Mutex::new((head, Some(branch.to_owned())))),
+        };
+        let status = view.compute_status()?;
+        if !status.is_clean() {
+            return Err(VcsError::Other(format!(
+                "refusing to reset worktree {}: it has uncommitted changes ({})",
+                path.display(),
+                status.dirty_paths().join(", ")
+            )));
+        }
+        for rel in old_tree.keys().filter(|p| !new_tree.contains_key(*p)) {
+            view.write_file(rel, None)?;
+        }
+        for (rel, content) in &new_tree {
+            if old_tree.get(rel) != Some(content) {
+                view.write_file(rel, Some(content))?;
+            }
+        }
+        lock(&self.store)
+            .branches
+            .insert(branch.to_owned(), base.clone());
+        *lock(&view.head) = (base.clone(), Some(branch.to_owned()));
+        Ok(Arc::new(view))
+    }
+
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
         let (head, mut tree) = self.head_tree()?;
         let (picked, parent_tree) = {
