@@ -43,6 +43,10 @@ pub struct AutofixConfig {
     /// spent past it anyway has its patch discarded, and the iteration
     /// escalates with the limit named.
     pub iteration_limits: ItemLimits,
+    /// Gives the temporary worktree of a dirty tree's fix what the project
+    /// needs (ignored dependency folders, setup commands) before the agent
+    /// runs in it.
+    pub provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -57,6 +61,15 @@ impl AutofixConfig {
     /// Sets [`AutofixConfig::iteration_limits`].
     pub fn with_iteration_limits(mut self, limits: ItemLimits) -> Self {
         self.iteration_limits = limits;
+        self
+    }
+
+    /// Sets [`AutofixConfig::provisioner`].
+    pub fn with_provisioner(
+        mut self,
+        provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    ) -> Self {
+        self.provisioner = provisioner;
         self
     }
 
@@ -109,6 +122,7 @@ impl AutofixConfig {
             protected_paths: Vec::new(),
             now: None,
             iteration_limits: ItemLimits::default(),
+            provisioner: None,
         }
     }
 }

@@ -33,10 +33,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use orchestrator_core::agent::{AgentError, AgentRequest, AgentSpend};
 use orchestrator_core::event::Event;
 use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs};
+use orchestrator_core::worktree::{PoolError, WorktreePool};
 
 use crate::context::{AutofixContext, AutofixError, is_protected};
 use crate::patch;
@@ -138,7 +140,7 @@ async fn isolated(
     let tmp = std::fs::create_dir_all(&parent)
         .and_then(|()| {
             tempfile::Builder::new()
-                .prefix("ci-autofix-")
+                .prefix(&format!("ci-autofix-iter-{iteration}-"))
                 .tempdir_in(&parent)
         })
         .map_err(|source| AutofixError::Io {
@@ -153,32 +155,52 @@ async fn isolated(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "ci-autofix".into());
-    let branch = format!("{dir_name}-iter-{iteration}");
-    let path = tmp.path().join(&branch);
-    let worktree = ctx.vcs.worktree_add(&path, &branch, &base).await?;
-    let made = work_in(ctx, worktree.as_ref(), base, dirty, request, warnings).await;
-    drop(worktree);
-    match ctx.vcs.worktree_remove(&path, &branch).await {
-        Ok(()) => {
-            drop(tmp);
-            // The repository's cache folder goes once nothing is left in it.
-            let _ = std::fs::remove_dir(&parent);
+    // A pool of one: the worktree is made and provisioned (dependency
+    // folders, setup commands) like every flow's, and removed at the end.
+    let pool = WorktreePool::new(Arc::clone(&ctx.vcs), tmp.path(), format!("{dir_name}-"))
+        .with_provisioner(ctx.config.provisioner.clone())
+        .with_sink(Arc::clone(&ctx.sink));
+    let lease = match pool.acquire(&base).await {
+        Ok(lease) => lease,
+        Err(PoolError::Setup(e)) => {
+            pool.close().await;
+            return Ok(Made::Problem(format!(
+                "the fix worktree could not be set up, so no agent was asked: {e}"
+            )));
+        }
+        Err(PoolError::Vcs(e)) => {
+            pool.close().await;
+            return Err(e.into());
         }
         Err(e) => {
-            // Keep the directory: git still knows the worktree, and the person
-            // cleaning up needs its files.
-            let kept = tmp.keep();
-            warn(
-                ctx,
-                warnings,
-                format!(
-                    "could not remove the temporary fix worktree {} (branch `{branch}`): {e}; \
-                 remove it by hand (`git worktree remove {}` and `git branch -D {branch}`)",
-                    kept.display(),
-                    path.display()
-                ),
-            );
+            pool.close().await;
+            return Ok(Made::Problem(e.to_string()));
         }
+    };
+    let record = lease.record.clone();
+    let made = work_in(ctx, lease.vcs.as_ref(), base, dirty, request, warnings).await;
+    pool.release(lease);
+    pool.close().await;
+    if record.path.exists() {
+        // Keep the directory: git still knows the worktree, and the person
+        // cleaning up needs its files.
+        let kept = tmp.keep();
+        warn(
+            ctx,
+            warnings,
+            format!(
+                "could not remove the temporary fix worktree {} (branch `{}`); \
+                 remove it by hand (`git worktree remove {}` and `git branch -D {}`)",
+                kept.display(),
+                record.branch,
+                record.path.display(),
+                record.branch
+            ),
+        );
+    } else {
+        drop(tmp);
+        // The repository's cache folder goes once nothing is left in it.
+        let _ = std::fs::remove_dir(&parent);
     }
     made
 }

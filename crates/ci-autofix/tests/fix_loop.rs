@@ -1072,10 +1072,21 @@ async fn assert_fix_ran_in_a_removed_worktree(root: &Path, vcs: &FakeVcs, agent:
     assert!(!workdir.starts_with(root), "{}", workdir.display());
     assert!(!workdir.exists(), "{} is left", workdir.display());
     assert!(!workdir.parent().unwrap().exists(), "its temp dir is left");
-    // The branch is named after the worktree's directory; a branch of that
-    // name can be created again, so it was deleted.
-    let branch = workdir.file_name().unwrap().to_str().unwrap();
+    // The branch is named after the worktree's temporary directory and its
+    // slot; a branch of that name can be created again, so it was deleted.
+    let branch = format!(
+        "{}-{}",
+        workdir
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        workdir.file_name().unwrap().to_str().unwrap()
+    );
     assert!(branch.starts_with("ci-autofix-"), "{branch}");
+    let branch = branch.as_str();
     let probe = tempfile::tempdir().unwrap();
     let path = probe.path().join("probe");
     let head = vcs.head().await.unwrap();

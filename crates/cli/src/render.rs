@@ -181,6 +181,7 @@ pub fn describe(event: &Event) -> Option<String> {
             None => format!("!! needs a human: {reason}"),
         },
         Event::Warning { message } => format!("warning: {message}"),
+        Event::Notice { message } => format!("note: {message}"),
         _ => return None,
     })
 }

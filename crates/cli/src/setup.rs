@@ -15,6 +15,34 @@ use orchestrator_core::scheduler::CancelHandle;
 
 use crate::render::{Human, JsonLines};
 
+/// What each worktree a flow makes is given: `[worktree]` of the
+/// configuration, or the dependency folders detected in the repository;
+/// `None` when neither applies (`detect = false` and nothing set).
+pub fn provisioner(
+    config: &orchestrator_adapters::config::Config,
+) -> Option<Arc<dyn orchestrator_core::worktree::Provisioner>> {
+    let provisioner = orchestrator_adapters::worktree_env::EnvProvisioner::new(
+        config.worktree.clone(),
+        Arc::new(orchestrator_adapters::process::ProcessRunner::default()),
+    );
+    provisioner
+        .is_active()
+        .then(|| Arc::new(provisioner) as Arc<dyn orchestrator_core::worktree::Provisioner>)
+}
+
+/// [`provisioner`] of the configuration files of `repo` (the user file,
+/// then `--config` or the repository's): for a flow whose other settings
+/// do not come from the configuration (planex's shell agent).
+pub fn provisioner_of(
+    repo: &Path,
+    files: &ConfigFiles,
+) -> Result<Option<Arc<dyn orchestrator_core::worktree::Provisioner>>, String> {
+    let config = EffectiveConfig::load(files.user.as_deref(), files.main_file(repo))
+        .map_err(|e| e.to_string())?
+        .into_config();
+    Ok(provisioner(&config))
+}
+
 /// The gate for a run: `-y` answers defaults; an interactive terminal asks;
 /// otherwise every question defers, so the flow stops resumably (exit 3)
 /// instead of guessing.

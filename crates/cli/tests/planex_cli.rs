@@ -222,6 +222,16 @@ fn redact(text: &str, repo: &Repo) -> String {
         .into_owned();
     text.replace(&repo.path.display().to_string(), "[REPO]")
         .replace(&id, "[SESSION]")
+        .lines()
+        .map(|l| match (l.find(" (setup "), l.find(')')) {
+            (Some(open), Some(close)) if l.starts_with("- **Worktrees**") && close > open => {
+                format!("{} (setup <s>, git <s>){}", &l[..open], &l[close + 1..])
+            }
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + if text.ends_with('\n') { "\n" } else { "" }
 }
 
 #[test]
@@ -1143,5 +1153,153 @@ fn no_commit_runs_an_agents_tasks_one_at_a_time() {
     }
     for id in ["A1", "A2", "A3"] {
         assert_eq!(repo.read(&format!("{id}.txt")), format!("{id}\n"));
+    }
+}
+
+// ------------------------------------------------- worktree environments
+
+/// A JavaScript project: `node_modules/` is ignored and holds a dependency.
+fn js_repo() -> Repo {
+    let repo = Repo::new();
+    repo.commit(".gitignore", "node_modules/\n");
+    std::fs::create_dir_all(repo.path.join("node_modules/dep")).unwrap();
+    repo.write("node_modules/dep/index.js", "module.exports = 42;\n");
+    repo
+}
+
+/// Tasks that need the ignored dependency to pass, one of which also
+/// writes into it.
+fn js_tasks(n: usize) -> String {
+    let rows: Vec<(String, String, String)> = (1..=n)
+        .map(|i| {
+            let extra = if i == 1 {
+                "echo patched >> node_modules/dep/index.js && "
+            } else {
+                ""
+            };
+            (
+                format!("T{i}"),
+                format!("Task {i}"),
+                format!("{extra}test -f node_modules/dep/index.js && echo {i} > out{i}.txt"),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str, &str, &str, &str)> = rows
+        .iter()
+        .map(|(id, title, d)| (id.as_str(), title.as_str(), d.as_str(), "", ""))
+        .collect();
+    tasks_csv(&refs)
+}
+
+fn commits(repo: &Repo) -> Vec<String> {
+    let o = Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(&repo.path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The case that failed every task before: tasks in worktrees (`-c 2`,
+/// `-c 4`) need the ignored `node_modules/`, and find it without any
+/// configuration; the user's own copy is never written.
+#[test]
+fn tasks_in_worktrees_find_the_ignored_node_modules_without_configuration() {
+    for concurrency in ["2", "4"] {
+        let repo = js_repo();
+        repo.write("tasks.csv", &js_tasks(4));
+        let o = orchestrator(
+            &repo.path,
+            &["planex", "run", "tasks.csv", "-y", "-c", concurrency],
+        );
+        assert_exit(&o, 0);
+        let landed = commits(&repo);
+        assert_eq!(
+            landed.len(),
+            6,
+            "the fixture's 2 commits and one per task: {landed:?}"
+        );
+        for i in 1..=4 {
+            assert_eq!(repo.read(&format!("out{i}.txt")), format!("{i}\n"));
+        }
+        assert!(
+            stderr(&o).contains(
+                "note: each worktree gets node_modules/ (detected; hard links to the engine's snapshot of yours, 1 files)"
+            ),
+            "-c {concurrency}: {}",
+            stderr(&o)
+        );
+        assert_eq!(
+            repo.read("node_modules/dep/index.js"),
+            "module.exports = 42;\n",
+            "a task's write into the provided folder never reaches the user's"
+        );
+    }
+}
+
+/// With `[worktree] setup`, nothing is guessed: the setup makes what the
+/// tasks need, once per worktree slot rather than once per task; a
+/// failing setup fails the tasks with its output.
+#[test]
+fn worktree_setup_runs_once_per_slot_not_once_per_task() {
+    let repo = Repo::new();
+    repo.commit(".gitignore", "node_modules/\n");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    repo.commit(
+        "orchestrator.toml",
+        &format!(
+            "version = 1\n[worktree]\nsetup = [\"mkdir -p node_modules/dep && echo 1 > node_modules/dep/index.js && echo $SLOT_MARK >> {}\"]\nenv = {{ SLOT_MARK = \"{{worktree}}\" }}\n",
+            log.path().display()
+        ),
+    );
+    repo.write(
+        "tasks.csv",
+        &js_tasks(6).replace("echo patched >> node_modules/dep/index.js && ", ""),
+    );
+    let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv", "-y", "-c", "2"]);
+    assert_exit(&o, 0);
+    assert_eq!(commits(&repo).len(), 6 + 3);
+    let setups = std::fs::read_to_string(log.path()).unwrap();
+    let slots: BTreeSet<&str> = setups.lines().collect();
+    assert_eq!(
+        setups.lines().count(),
+        slots.len(),
+        "each slot set up once: {setups}"
+    );
+    assert!(
+        (1..=2).contains(&slots.len()),
+        "at most one setup per slot of -c 2, for 6 tasks: {setups}"
+    );
+    assert!(
+        stderr(&o).contains("setup `mkdir -p node_modules/dep"),
+        "{}",
+        stderr(&o)
+    );
+
+    repo.commit(
+        "orchestrator.toml",
+        "version = 1\n[worktree]\nsetup = [\"echo no lock file >&2; exit 7\"]\n",
+    );
+    repo.write(
+        "tasks.csv",
+        &js_tasks(2).replace("echo patched >> node_modules/dep/index.js && ", ""),
+    );
+    let o = orchestrator(&repo.path, &["planex", "run", "tasks.csv", "-y", "-c", "2"]);
+    assert_exit(&o, 1);
+    let sessions = list_sessions(&repo.path).unwrap();
+    let newest = sessions.iter().max_by_key(|s| s.dir.clone()).unwrap();
+    let results = read_tasks_csv(newest.dir.join("results.csv")).unwrap();
+    for row in &results {
+        assert_eq!(row.status, RowStatus::Failed);
+        assert!(
+            row.error.contains(
+                "the task's worktree could not be set up: worktree setup `echo no lock file >&2; exit 7` exited with status 7:\nno lock file"
+            ),
+            "{}",
+            row.error
+        );
     }
 }

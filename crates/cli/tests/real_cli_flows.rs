@@ -533,7 +533,7 @@ fn planex_script(
             // Each task runs verified in a worktree of its own (-c 4): its
             // edits go there, the CLI's working directory.
             let tree =
-                worktree_named_in(&exchange.body.to_string(), &id).unwrap_or_else(|| repo.clone());
+                worktree_named_in(&exchange.body.to_string()).unwrap_or_else(|| repo.clone());
             let mut turns = if id == "T1" {
                 vec![cli_kind.create(&tree, "hello.txt", "hello\n")]
             } else if id == "T3" {
@@ -968,7 +968,8 @@ fn an_item_limit_fails_that_finding_only_with_the_real_claude() {
 
 /// The loop guard with the real claude: F2's retry makes the very edit that
 /// broke the tests; the identical change is not tested again, and F2 fails
-/// as repeating attempt 1. Two test runs in all: F2's first attempt and F1.
+/// as repeating attempt 1. Three test runs in all: the base, F2's first
+/// attempt and F1.
 #[test]
 fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
     let sandbox = review_fix_sandbox();
@@ -996,7 +997,7 @@ fn the_loop_guard_stops_an_identical_retry_with_the_real_claude() {
     // edit), but its change was not tested.
     let f2_prompts = conversations_with(&conversations, "Fix review finding F2");
     assert_eq!(f2_prompts, 2, "{report}");
-    assert_eq!(summary["test_runs"], 2, "{report}");
+    assert_eq!(summary["test_runs"], 3, "{report}");
     assert_eq!(sandbox.read("calc.txt"), "value = 1\n");
 }
 
@@ -1389,17 +1390,21 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
     );
 }
 
-/// The folder of task `id`'s worktree as the CLI's request names it (its
-/// working directory, in the environment the CLI describes to the model).
-fn worktree_named_in(body: &str, id: &str) -> Option<PathBuf> {
-    let tail = format!("/{id}");
+/// The folder of the worktree a task's request runs in, as the CLI's
+/// request names it (its working directory, in the environment the CLI
+/// describes to the model): a slot of the run's worktree pool,
+/// `…/planex-<session>/slot-<n>`, the only one a request names.
+fn worktree_named_in(body: &str) -> Option<PathBuf> {
     let start = body.find("/planex-wpp-")?;
     let begin = body[..start]
         .rfind(|c: char| c == '"' || c.is_whitespace() || c == '`' || c == '(')
         .map_or(0, |i| i + 1);
     let rest = &body[begin..];
-    let end = rest.find(&tail)? + tail.len();
-    Some(PathBuf::from(&rest[..end]))
+    let slot = rest.find("/slot-")?;
+    let digits = rest[slot + 6..]
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len() - slot - 6);
+    Some(PathBuf::from(&rest[..slot + 6 + digits]))
 }
 
 /// `planex run --verify -c 2` with the real claude: each task runs in a
@@ -1415,7 +1420,7 @@ fn planex_verify_runs_the_real_claude_in_worktrees() {
         |id, exchange, _repo| {
             // Each task's edits go to its own worktree, the CLI's working
             // directory.
-            let Some(tree) = worktree_named_in(&exchange.body.to_string(), id) else {
+            let Some(tree) = worktree_named_in(&exchange.body.to_string()) else {
                 return vec![Turn::Status(
                     500,
                     format!("no worktree of {id} in the request"),

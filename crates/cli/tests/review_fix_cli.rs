@@ -212,7 +212,7 @@ fn builtin_commits_each_good_fix_rolls_back_the_breaking_one_and_leaves_user_fil
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
     assert!(
-        err.contains("test command `cargo test` (inferred: Cargo.toml found)"),
+        err.contains("test command `cargo test --no-fail-fast` (inferred: Cargo.toml found)"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
@@ -547,4 +547,146 @@ async fn openai_agent_plans_but_cannot_edit_so_nothing_is_fixed_or_committed() {
     }
     let requests = server.received_requests().await.unwrap();
     assert!(requests.len() >= 2 + 7, "{} requests", requests.len());
+}
+
+/// A JavaScript project whose test command needs the ignored
+/// `node_modules/`: the fixes of two files run in parallel groups, each in
+/// a worktree, which gets the dependency folder without configuration
+/// (before worktree environments, every fix there failed its tests).
+#[test]
+fn parallel_groups_of_a_js_project_test_with_its_ignored_node_modules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join("node_modules/dep")).unwrap();
+    std::fs::write(repo.join(".gitignore"), "node_modules/\n").unwrap();
+    std::fs::write(repo.join("package.json"), "{\"name\": \"demo\"}\n").unwrap();
+    std::fs::write(repo.join("src/a.js"), "var a = 1;\nmodule.exports = a;\n").unwrap();
+    std::fs::write(repo.join("src/b.js"), "var b = 2;\nmodule.exports = b;\n").unwrap();
+    std::fs::write(
+        repo.join("node_modules/dep/index.js"),
+        "module.exports = 42;\n",
+    )
+    .unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "user.name", "Test"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "js project"]);
+    let diagnostic = |file: &str| {
+        format!(
+            "{{\"message\": \"Unexpected var, use let or const instead.\", \"location\": {{\"path\": \"src/{file}\", \"range\": {{\"start\": {{\"line\": 1, \"column\": 1}}, \"end\": {{\"line\": 1, \"column\": 4}}}}}}, \"severity\": \"ERROR\", \"code\": {{\"value\": \"no-var\"}}, \"suggestions\": [{{\"range\": {{\"start\": {{\"line\": 1, \"column\": 1}}, \"end\": {{\"line\": 1, \"column\": 4}}}}, \"text\": \"const\"}}], \"source\": {{\"name\": \"eslint\"}}}}\n"
+        )
+    };
+    let findings = tmp.path().join("eslint.rdjsonl");
+    std::fs::write(&findings, diagnostic("a.js") + &diagnostic("b.js")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .env_remove("ORCHESTRATOR_AGENT")
+        .current_dir(&repo)
+        .args([
+            "review-fix",
+            "--fix",
+            findings.to_str().unwrap(),
+            "--agent",
+            "builtin",
+            "--verify",
+            "each",
+            "--test-cmd",
+            "node -e \"require('dep'); require('./src/a.js'); require('./src/b.js')\"",
+            "-y",
+        ])
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains("note: each worktree gets node_modules/ (detected;"),
+        "{err}"
+    );
+    let subjects = git(&repo, &["log", "--format=%s", "-2"]);
+    assert!(
+        subjects.contains("src/a.js") && subjects.contains("src/b.js"),
+        "{subjects}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/a.js")).unwrap(),
+        "const a = 1;\nmodule.exports = a;\n"
+    );
+    assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1);
+}
+
+/// A crate whose tests are already red (one test fails before any fix, as
+/// a registry crate's root-only test does in a container): the base is
+/// tested once, the failing test is named at once and in the summary, and
+/// the fixes that break nothing new land — the same six as on a green
+/// base — while the one that breaks `ring_labels` is still caught.
+/// `--require-green-base` refuses before any fix.
+#[test]
+fn a_red_base_is_named_and_the_fixes_that_break_nothing_new_land() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.repo.join("tests")).unwrap();
+    std::fs::write(
+        fx.repo.join("tests/environment.rs"),
+        "#[test]\nfn needs_a_network_share() {\n    assert!(std::path::Path::new(\"/nonexistent/share\").exists());\n}\n",
+    )
+    .unwrap();
+    git(&fx.repo, &["add", "-A"]);
+    git(&fx.repo, &["commit", "-q", "-m", "a test that fails here"]);
+    let base = git(&fx.repo, &["rev-parse", "HEAD"]).trim().to_owned();
+
+    let o = fx.run(&["--fix", fx.clippy(), "--require-green-base", "-y"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the tests fail before any fix (1 test: needs_a_network_share)"),
+        "{err}"
+    );
+    assert_eq!(
+        git(&fx.repo, &["rev-parse", "HEAD"]).trim(),
+        base,
+        "nothing landed"
+    );
+
+    let o = fx.run(&["--fix", fx.clippy(), "-y", "--resume"]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains(
+            "warning: the tests already fail before any fix: needs_a_network_share (1 test)"
+        ),
+        "{err}"
+    );
+    let landed: Vec<String> = git(
+        &fx.repo,
+        &["log", "--reverse", "--format=%s", &format!("{base}..HEAD")],
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(landed, GOOD_FIXES, "the fixes land as on a green base");
+    assert!(
+        out.contains(&format!("{BREAKING} failed after 2 attempts")),
+        "{out}"
+    );
+    let summary = std::fs::read_to_string(fx.session_dir().join("fix-summary.md")).unwrap();
+    assert!(
+        summary.contains("- Failing before any fix: needs_a_network_share (1 test; no fix was blamed for them, each was judged by no new failure)"),
+        "{summary}"
+    );
+    // One run at the base, then the counts of a green base (the same as
+    // the quickstart's: 6 batched runs with the breaking fix's re-run).
+    assert!(
+        out.contains("test runs: 7 (`cargo test --no-fail-fast`"),
+        "{out}"
+    );
+    // The base's result is kept for a resume.
+    let kept: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fx.session_dir().join("baseline.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        kept["failing_tests"],
+        serde_json::json!(["needs_a_network_share"])
+    );
 }

@@ -148,6 +148,8 @@ struct Run {
     session: Session,
     state: SessionState,
     warnings: Vec<String>,
+    /// What this run's task worktrees cost, when tasks ran in worktrees.
+    worktrees: Option<orchestrator_core::worktree::PoolStats>,
 }
 
 impl Planex {
@@ -217,6 +219,7 @@ impl Planex {
             session,
             state: SessionState::default(),
             warnings: Vec::new(),
+            worktrees: None,
         };
         self.phase_started("plan-explore");
         let explore = match self.interruptible(self.plan_angles(&run.session)).await {
@@ -339,6 +342,7 @@ impl Planex {
                 ..SessionState::default()
             },
             warnings: Vec::new(),
+            worktrees: None,
         };
         run.session.checkpoint(&run.state)?;
         if let Some(stop) = self.gate(GatePoint::ExecutionPlan, &mut run).await? {
@@ -383,6 +387,7 @@ impl Planex {
             session,
             state,
             warnings,
+            worktrees: None,
         })
     }
 
@@ -464,8 +469,14 @@ impl Planex {
         })?;
         let mut env = self.env(self.stopping_at_limit(self.agents.executor.clone()));
         env.verify = self.verify_env(&run.session).await?;
+        let pool = env.verify.as_ref().and_then(|v| v.pool.clone());
         let mut host = TaskHost::new(&mut run.session, &mut run.state, env, &sched);
-        let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await?;
+        let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await;
+        if let Some(pool) = pool {
+            pool.close().await;
+            run.worktrees = Some(pool.stats()).filter(|s| s.made > 0);
+        }
+        let end = end?;
         let paused = host.finish()?;
         self.phase_finished("execute");
         if end.interrupted {
@@ -524,6 +535,12 @@ impl Planex {
         if let Some(section) = self.spend_section() {
             markdown.push_str(&section);
         }
+        if let Some(stats) = &run.worktrees {
+            markdown.push_str(&format!(
+                "\n\n**Worktrees**: {}\n",
+                crate::report::worktree_cost(stats)
+            ));
+        }
         if self.write_timeline(run)? {
             markdown.push_str(TIMELINE_SECTION);
         }
@@ -541,6 +558,7 @@ impl Planex {
             run.state.task_rows(),
         )
         .with_scope_waits(scope_waits(run.state.task_rows(), &self.options))
+        .with_worktrees(run.worktrees.clone())
     }
 
     /// Ends a run before phase 5: checkpoint, metadata, outcome.

@@ -255,6 +255,10 @@ pub struct Summary {
     /// [`scope_waits`](crate::scope_waits)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scope_waits: Vec<ScopeWait>,
+    /// What the run's task worktrees cost (made, reused, setup time), when
+    /// tasks ran in worktrees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktrees: Option<orchestrator_core::worktree::PoolStats>,
 }
 
 impl Summary {
@@ -281,7 +285,17 @@ impl Summary {
             pending: count(RowStatus::Pending),
             waves: tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0),
             scope_waits: Vec::new(),
+            worktrees: None,
         }
+    }
+
+    /// Builder: what the task worktrees cost.
+    pub fn with_worktrees(
+        mut self,
+        stats: Option<orchestrator_core::worktree::PoolStats>,
+    ) -> Summary {
+        self.worktrees = stats;
+        self
     }
 
     /// Builder: the tasks that wait for an overlapping write scope.
@@ -317,12 +331,26 @@ impl fmt::Display for Summary {
         }
         writeln!(f)?;
         writeln!(f, "- **Waves**: {}", self.waves)?;
+        if let Some(stats) = &self.worktrees {
+            writeln!(f, "- **Worktrees**: {}", worktree_cost(stats))?;
+        }
         write_scope_waits(f, &self.scope_waits)?;
         writeln!(f)?;
         writeln!(f, "**Results**: {dir}/results.csv")?;
         writeln!(f, "**Report**: {dir}/context.md")?;
         writeln!(f, "**Discoveries**: {dir}/discoveries.ndjson")
     }
+}
+
+/// What a run's worktrees cost, in words: `2 made (setup 1.4s, git 0.3s), 6 reused`.
+pub fn worktree_cost(stats: &orchestrator_core::worktree::PoolStats) -> String {
+    format!(
+        "{} made (setup {:.1}s, git {:.1}s), {} reused",
+        stats.made,
+        stats.setup_ms as f64 / 1000.0,
+        stats.git_ms as f64 / 1000.0,
+        stats.reused
+    )
 }
 
 /// The summary's list of scope waits (nothing when there are none).

@@ -31,12 +31,15 @@
 //!
 //! With `-c 1` tasks run one at a time in the working tree, where the
 //! build folders are warm. With more, each task runs in a git worktree of
-//! its own, made outside the repository at the tip its dependencies landed
-//! on (tasks whose scopes overlap still never run at once); a passed task
-//! is committed there and landed on the current branch by cherry-pick, one
-//! landing at a time, so commits land in dependency order; a landing that
-//! conflicts fails the task with the paths named. The worktree is removed
-//! either way. A task is verified on the tip it started from: peers
+//! its own, outside the repository, at the tip its dependencies landed
+//! on (tasks whose scopes overlap still never run at once): a slot of the
+//! run's [`WorktreePool`](orchestrator_core::worktree::WorktreePool),
+//! made and provisioned (ignored dependency folders, setup commands) once
+//! and moved to each new task's tip. A passed task is committed there and
+//! landed on the current branch by cherry-pick, one landing at a time, so
+//! commits land in dependency order; a landing that conflicts fails the
+//! task with the paths named. The worktree goes back to the pool either
+//! way. A task is verified on the tip it started from: peers
 //! independent of it may land in between. The shell agent runs the
 //! directives itself ([`Verification::with_executor_runs_directives`]):
 //! they are its verification, run once, and a task of it that changes
@@ -97,6 +100,9 @@ pub struct Verification {
     /// overwritten; a task whose commit would change one of those files
     /// does not land and fails with it named.
     pub allow_dirty: bool,
+    /// Gives each task worktree what the project needs (ignored
+    /// dependency folders, setup commands) before the agent runs in it.
+    pub provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
 }
 
 impl Verification {
@@ -111,7 +117,17 @@ impl Verification {
             executor_runs_directives: false,
             check_time_limit: Duration::from_secs(600),
             allow_dirty: false,
+            provisioner: None,
         }
+    }
+
+    /// Sets [`Verification::provisioner`].
+    pub fn with_provisioner(
+        mut self,
+        provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    ) -> Self {
+        self.provisioner = provisioner;
+        self
     }
 
     /// Sets [`Verification::allow_dirty`].
@@ -261,6 +277,10 @@ pub(crate) struct VerifyingAgent {
     /// The task's own worktree, when it has one (its `verification.vcs`
     /// is then that worktree's).
     pub(crate) worktree: Option<TaskWorktree>,
+    /// The pool's lease on that worktree, given back when the task ends.
+    pub(crate) lease: Mutex<Option<orchestrator_core::worktree::Lease>>,
+    /// Environment for the checks run in the task's tree (the worktree's).
+    pub(crate) env: std::collections::BTreeMap<String, String>,
 }
 
 impl VerifyingAgent {
@@ -305,8 +325,9 @@ impl VerifyingAgent {
     /// Runs `line` in the tree; `Err` with its output when it fails.
     async fn check(&self, line: &str) -> Result<(), String> {
         let root = self.verification.vcs.root().to_path_buf();
-        let spec =
+        let mut spec =
             CommandSpec::shell(line, root).with_time_limit(self.verification.check_time_limit);
+        spec.env = self.env.clone();
         let output = match self.verification.runner.run(spec).await {
             Ok(o) => o,
             Err(e) => return Err(format!("verification `{line}` could not run: {e}")),

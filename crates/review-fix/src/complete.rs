@@ -69,6 +69,8 @@ pub(crate) struct Completion {
     pub(crate) notes: Vec<String>,
     /// The run's jobs as timed by its event stream (findings and groups).
     pub(crate) spans: Vec<orchestrator_core::timeline::Span>,
+    /// What the run's worktrees cost, when it made any.
+    pub(crate) worktrees: Option<orchestrator_core::worktree::PoolStats>,
 }
 
 /// Writes the summary and the history entry, removes the active marker.
@@ -88,6 +90,7 @@ pub(crate) async fn complete(
         run_started,
         notes,
         spans,
+        worktrees,
     } = completion;
     let run_started = run_started.as_str();
     emit_phase(sink, "completion", true);
@@ -109,6 +112,8 @@ pub(crate) async fn complete(
         rejected: &findings_file.rejected,
         verification,
         outcome: outcome.as_str(),
+        worktrees: worktrees.as_ref(),
+        base: exec::kept_baseline(&paths.dir).as_ref(),
     });
     let mut summary = summary;
     if write_timeline(paths, &progress, spans)? {

@@ -41,6 +41,14 @@ pub struct ReviewFixConfig {
     pub isolation: Isolation,
     /// Run on a dirty tree, never touching the dirty files (`--allow-dirty`).
     pub allow_dirty: bool,
+    /// Refuse to fix when tests fail before any fix (`--require-green-base`);
+    /// by default a red base is named and fixes are judged by "no new
+    /// failure".
+    pub require_green_base: bool,
+    /// The base's test result when already known (a re-lint pass continues
+    /// from the previous pass's tip, which no fix left worse than its
+    /// base): no test run at the base then.
+    pub known_baseline: Option<orchestrator_core::test_runner::Baseline>,
     /// Plan only (`--dry-run`).
     pub dry_run: bool,
     /// Continue the newest unfinished session (`--resume`).
@@ -118,6 +126,21 @@ impl ReviewFixConfig {
     /// Sets [`ReviewFixConfig::allow_dirty`].
     pub fn with_allow_dirty(mut self, allow_dirty: bool) -> Self {
         self.allow_dirty = allow_dirty;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::require_green_base`].
+    pub fn with_require_green_base(mut self, require: bool) -> Self {
+        self.require_green_base = require;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::known_baseline`].
+    pub fn with_known_baseline(
+        mut self,
+        baseline: Option<orchestrator_core::test_runner::Baseline>,
+    ) -> Self {
+        self.known_baseline = baseline;
         self
     }
 
@@ -204,6 +227,8 @@ impl Default for ReviewFixConfig {
             max_parallel_groups: 3,
             isolation: Isolation::Worktree,
             allow_dirty: false,
+            require_green_base: false,
+            known_baseline: None,
             dry_run: false,
             resume: false,
             planner: PlannerMode::Agent,
@@ -233,6 +258,10 @@ pub struct TreeEnv {
     /// names a root package's artifacts the same in every checkout, so trees
     /// that share a target directory can run each other's builds.
     pub cargo_target_dir: Option<PathBuf>,
+    /// Environment for commands run in this tree: what the worktree's
+    /// provisioner gives (`[worktree] env`, a virtualenv's `PATH`); empty
+    /// for the main tree.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// Gives the test runner for a tree, so that each worktree can have its own
@@ -284,4 +313,7 @@ pub struct Services {
     pub gate: Arc<dyn Gate>,
     /// Receives events.
     pub sink: Arc<dyn EventSink>,
+    /// Gives each worktree what the project needs before a fix or a test
+    /// runs in it (`None`: worktrees hold only what git tracks).
+    pub provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
 }

@@ -1,5 +1,6 @@
 //! The crate's error type.
 
+use orchestrator_core::text::counted;
 use std::path::PathBuf;
 
 use orchestrator_core::state::StateError;
@@ -43,6 +44,23 @@ pub enum ReviewFixError {
     AgentCannotChangeFiles {
         /// The agent's name.
         agent: String,
+    },
+    /// Tests fail before any fix and `require_green_base` is on.
+    #[error(
+        "the tests fail before any fix ({}: {}); fix them first, or run without --require-green-base to judge each fix by no new failure",
+        counted(tests.len() as u64, "test", "tests"),
+        tests.join(", ")
+    )]
+    RedBase {
+        /// The failing tests.
+        tests: Vec<String>,
+    },
+    /// The tests at the base cannot be judged against (they do not build,
+    /// time out, or name no failing test); no fix was tried.
+    #[error("{message}; no fix was tried")]
+    Base {
+        /// What the base's run said.
+        message: String,
     },
     /// The working tree has uncommitted changes and `allow_dirty` is off.
     #[error(
@@ -124,7 +142,8 @@ impl From<StateError> for ReviewFixError {
 
 impl ReviewFixError {
     /// The process exit code the CLI uses for this error: 2 for unreadable
-    /// inputs and wrong usage (including a dirty tree, a locked session,
+    /// inputs and wrong usage (including a dirty tree, a red base refused
+    /// by `require_green_base`, a locked session,
     /// nothing to resume, and a session file that does not parse), 1 for
     /// everything else.
     pub fn exit_code(&self) -> u8 {
@@ -134,6 +153,7 @@ impl ReviewFixError {
             | ReviewFixError::Usage(_)
             | ReviewFixError::AgentCannotChangeFiles { .. }
             | ReviewFixError::DirtyTree { .. }
+            | ReviewFixError::RedBase { .. }
             | ReviewFixError::Locked { .. }
             | ReviewFixError::RepoBusy { .. }
             | ReviewFixError::NothingToResume { .. }

@@ -329,7 +329,13 @@ pub fn infer_test_command(repo: &Path) -> Option<InferredTestCommand> {
         reason: reason.to_owned(),
     };
     if repo.join("Cargo.toml").is_file() {
-        return Some(make(&["cargo", "test"], "Cargo.toml found"));
+        // Every test binary runs even when one fails: with a red base,
+        // cargo's default stop at the first failing binary would leave a
+        // fix's breakage in a later one unseen.
+        return Some(make(
+            &["cargo", "test", "--no-fail-fast"],
+            "Cargo.toml found",
+        ));
     }
     if let Ok(text) = std::fs::read_to_string(repo.join("package.json"))
         && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
@@ -345,6 +351,17 @@ pub fn infer_test_command(repo: &Path) -> Option<InferredTestCommand> {
     let setup_cfg =
         std::fs::read_to_string(repo.join("setup.cfg")).is_ok_and(|t| t.contains("[tool:pytest]"));
     if pytest_ini || pyproject || setup_cfg {
+        // The project's own virtualenv, when it has one (worktrees get it
+        // too, relocated): not whichever pytest is first on PATH.
+        for venv in [".venv", "venv"] {
+            if repo.join(venv).join("bin/python").exists() {
+                let python = format!("{venv}/bin/python");
+                return Some(make(
+                    &[python.as_str(), "-m", "pytest"],
+                    &format!("pytest configuration and {venv}/ found"),
+                ));
+            }
+        }
         return Some(make(&["pytest"], "pytest configuration found"));
     }
     if repo.join("go.mod").is_file() {
@@ -547,7 +564,19 @@ mod tests {
         std::fs::write(dir.path().join("Cargo.toml"), "[package]").unwrap();
         assert_eq!(
             infer_test_command(dir.path()).unwrap().argv,
-            ["cargo", "test"]
+            ["cargo", "test", "--no-fail-fast"]
         );
+    }
+
+    #[test]
+    fn pytest_runs_in_the_projects_own_virtualenv() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pytest.ini"), "[pytest]\n").unwrap();
+        assert_eq!(infer_test_command(dir.path()).unwrap().argv, ["pytest"]);
+        std::fs::create_dir_all(dir.path().join(".venv/bin")).unwrap();
+        std::fs::write(dir.path().join(".venv/bin/python"), "").unwrap();
+        let inferred = infer_test_command(dir.path()).unwrap();
+        assert_eq!(inferred.argv, [".venv/bin/python", "-m", "pytest"]);
+        assert_eq!(inferred.reason, "pytest configuration and .venv/ found");
     }
 }

@@ -38,7 +38,6 @@
 //! message, is never landed twice).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use orchestrator_core::event::{Event, JobStatus};
@@ -50,12 +49,11 @@ use crate::TreeEnv;
 use crate::exec::{
     FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message,
     describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
-    link_dependency_dirs, record_flaky, remove_worktree, run_group_in_main, run_tests,
-    short_failure,
+    record_flaky, release_worktree, run_group_in_main, run_tests, short_failure,
 };
 use crate::files::{
     FixResult, KnownFailure, ProgressStatus, ProgressVerification, QueuedFix, VERIFY_STATE_VERSION,
-    VerifyState, WorktreeRecord, now,
+    VerifyState, now,
 };
 
 mod trial;
@@ -124,7 +122,7 @@ fn remove_state(shared: &Shared) {
 pub(crate) async fn land_batch(
     shared: &Shared,
     stage: u32,
-    runs: Vec<WorktreeRun>,
+    mut runs: Vec<WorktreeRun>,
     base: &CommitId,
     progress: &HashMap<String, Progress>,
 ) {
@@ -170,10 +168,8 @@ pub(crate) async fn land_batch(
     };
     // Written before the worktrees go: the commits stay reachable by id.
     save_state(shared, &state);
-    for run in &runs {
-        if run.vcs.is_some() {
-            remove_worktree(shared, run).await;
-        }
+    for run in &mut runs {
+        release_worktree(shared, run);
     }
     let groups: Vec<String> = runs
         .iter()
@@ -194,10 +190,9 @@ pub(crate) async fn land_batch(
 /// The temporary worktree trial trees are built in.
 struct TrialTree {
     vcs: Arc<dyn Vcs>,
-    path: PathBuf,
-    branch: String,
+    /// The pool's worktree it is built in.
+    lease: orchestrator_core::worktree::Lease,
     env: TreeEnv,
-    linked: Vec<PathBuf>,
     /// It holds a fix that is no longer in the queue: start a new one.
     stale: bool,
     /// Commits on top of the last good state, one per queue position from

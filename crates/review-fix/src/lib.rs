@@ -297,6 +297,7 @@ pub(crate) async fn run_locked(
         run_started: run_started.clone(),
         notes: notes.clone(),
         spans: timeline.spans(),
+        worktrees: None,
     };
 
     if config.dry_run {
@@ -386,6 +387,7 @@ pub(crate) async fn run_locked(
         .iter()
         .map(|f| (f.id.to_string(), f.clone()))
         .collect();
+    let active = Arc::new(Mutex::new(active));
     let shared = Arc::new(exec::Shared {
         config: config.clone(),
         agent: Arc::clone(&services.agent),
@@ -395,7 +397,19 @@ pub(crate) async fn run_locked(
         paths: paths.clone(),
         plan: plan.clone(),
         findings: finding_map.clone(),
-        active: Mutex::new(active),
+        pool: orchestrator_core::worktree::WorktreePool::new(
+            Arc::clone(&vcs),
+            paths.worktrees(),
+            format!("review-fix/{}/", paths.id()),
+        )
+        .with_provisioner(services.provisioner.clone())
+        .with_sink(Arc::clone(&sink))
+        .with_journal(Arc::new(exec::ActiveJournal {
+            active: Arc::clone(&active),
+            path: paths.active(),
+            sink: Arc::clone(&sink),
+        })),
+        active,
         test_runs: AtomicU32::new(0),
         cargo: repo.join("Cargo.toml").is_file(),
         batch: config.verify != VerifyMode::Each && config.isolation == Isolation::Worktree,
@@ -407,8 +421,18 @@ pub(crate) async fn run_locked(
         decided: Mutex::new((0, 0)),
         ledger: ledger::Ledger::open(&paths.dir)?,
         halted: Mutex::new(None),
+        baseline: Mutex::new(orchestrator_core::test_runner::Baseline::default()),
     });
     exec::recover(&shared).await;
+    if let Err(refusal) = exec::establish(&shared).await {
+        shared.pool.close().await;
+        return Err(match refusal {
+            exec::BaseRefusal::Red(tests) => ReviewFixError::RedBase { tests },
+            exec::BaseRefusal::Unjudgeable(message) | exec::BaseRefusal::Io(message) => {
+                ReviewFixError::Base { message }
+            }
+        });
+    }
     let landed = exec::landed_commits(&shared).await;
     let mut progress: HashMap<String, exec::Progress> = HashMap::new();
     for (i, g) in plan.groups.iter().enumerate() {
@@ -423,6 +447,7 @@ pub(crate) async fn run_locked(
         progress.insert(g.group_id.clone(), handle);
     }
     stages::run_stages(Arc::clone(&shared), &progress).await;
+    shared.pool.close().await;
     emit_phase(sink.as_ref(), "execution", false);
     let active = lock(&shared.active).clone();
     let all: Vec<FixProgress> = plan
@@ -443,12 +468,14 @@ pub(crate) async fn run_locked(
     };
     let mut verification = shared.with_stats(|s| *s);
     verification.test_runs = shared.test_runs.load(Ordering::SeqCst);
+    let mut completion = done(outcome);
+    completion.worktrees = Some(shared.pool.stats()).filter(|s| s.made > 0);
     complete(
         &paths,
         &active,
         &plan,
         &findings_file,
-        done(outcome),
+        completion,
         verification,
         &vcs,
         sink.as_ref(),

@@ -302,6 +302,10 @@ pub async fn run_with_relint(
             resume: false,
             dry_run: false,
             skip: unfixed.clone(),
+            known_baseline: config
+                .known_baseline
+                .clone()
+                .or_else(|| crate::exec::kept_baseline(&report.passes[0].session_dir)),
             ..config.clone()
         };
         let done = match crate::run_locked(next, services.clone()).await {

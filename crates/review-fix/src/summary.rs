@@ -31,6 +31,11 @@ pub struct SummaryInput<'a> {
     pub verification: VerificationStats,
     /// The outcome, as in `fix-history.json`.
     pub outcome: &'a str,
+    /// What the run's worktrees cost, when it made any.
+    pub worktrees: Option<&'a orchestrator_core::worktree::PoolStats>,
+    /// The tests at the base, when the run kept them (a red base's
+    /// failures were blamed on no fix).
+    pub base: Option<&'a orchestrator_core::test_runner::Baseline>,
 }
 
 /// `Agent: 9 calls, 1920 tokens, $0.0123; per verified fix: $0.0041, 1.3
@@ -153,6 +158,32 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         v.test_runs,
     ) {
         let _ = writeln!(out, "- {line}");
+    }
+    if let Some(base) = input.base {
+        if let Some(how) = &base.unnamed_failure {
+            let _ = writeln!(
+                out,
+                "- Before any fix the test command {how}, naming no failing test: each fix was held to a passing run"
+            );
+        } else if !base.failing_tests.is_empty() {
+            let names: Vec<&str> = base.failing_tests.iter().map(String::as_str).collect();
+            let _ = writeln!(
+                out,
+                "- Failing before any fix: {} ({}; no fix was blamed for them, each was judged by no new failure)",
+                names.join(", "),
+                counted(names.len() as u64, "test", "tests")
+            );
+        }
+    }
+    if let Some(w) = input.worktrees {
+        let _ = writeln!(
+            out,
+            "- Worktrees: {} made (setup {:.1}s, git {:.1}s), {} reused",
+            w.made,
+            w.setup_ms as f64 / 1000.0,
+            w.git_ms as f64 / 1000.0,
+            w.reused
+        );
     }
     if v.flaky > 0 {
         let _ = writeln!(

@@ -11,3 +11,18 @@ mod e2e;
 mod flow;
 #[path = "suite/relint.rs"]
 mod relint;
+
+/// A summary's `- Worktrees:` line with its wall times replaced (they
+/// differ between runs; the counts do not).
+fn redact_worktree_times(line: &str) -> String {
+    match (line.find(" (setup "), line.find(')')) {
+        (Some(open), Some(close)) if close > open => {
+            format!(
+                "{} (setup <s>, git <s>){}",
+                &line[..open],
+                &line[close + 1..]
+            )
+        }
+        _ => line.to_owned(),
+    }
+}

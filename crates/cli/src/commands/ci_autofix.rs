@@ -468,6 +468,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         config.budget.item_max_tokens,
         None,
     );
+    cfg.provisioner = setup::provisioner(config);
     let (sink, human) = setup::reporter(args.json);
     if let Some(h) = &human {
         h.watch_spend(Arc::clone(&agent));

@@ -93,11 +93,10 @@ pub(crate) struct VerifyEnv {
     pub base: orchestrator_core::vcs::CommitId,
     /// The session folder, for the in-flight records.
     pub dir: PathBuf,
-    /// The session id, in worktree branch names.
-    pub session: String,
-    /// Where task worktrees go (outside the repository), when tasks run at
-    /// once; `None`: one at a time in the working tree.
-    pub worktrees: Option<PathBuf>,
+    /// The run's worktrees (outside the repository, one per slot,
+    /// provisioned once), when tasks run at once or the tree is dirty;
+    /// `None`: one at a time in the working tree.
+    pub pool: Option<Arc<orchestrator_core::worktree::WorktreePool>>,
     /// Held while the repository's own tree or refs change (worktrees
     /// added or removed, landings).
     pub lock: Arc<tokio::sync::Mutex<()>>,

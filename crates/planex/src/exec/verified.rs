@@ -1,7 +1,7 @@
 //! A verified task's start and end (see [`crate::verify`]): before its
 //! first attempt, a commit it landed before a crash is found, or the tree
-//! it runs in — the working tree, or a worktree of its own when tasks run
-//! at once — is checkpointed; after the retry executor is done, a passed
+//! it runs in — the working tree, or a worktree of the run's pool when
+//! tasks run at once — is checkpointed; after the retry executor is done, a passed
 //! task's measured change is committed (and, from a worktree, landed on
 //! the current branch) and anything else is rolled back.
 
@@ -12,6 +12,7 @@ use orchestrator_core::agent::Agent;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::retry::MilestoneOutcome;
 use orchestrator_core::vcs::{CherryPick, Vcs};
+use orchestrator_core::worktree::{Lease, PoolError};
 
 use super::VerifyEnv;
 use super::results::{LastReport, TaskOutput, completed_task, failed_task, unfinished};
@@ -63,50 +64,50 @@ pub(super) async fn verified_start(
         Err(e) => return Err(format!("the history cannot be read: {e}")),
     }
     let record_path = in_flight_path(&env.dir, &row.id);
-    let (vcs, worktree) = match &env.worktrees {
-        None => (Arc::clone(main), None),
-        Some(root) => {
+    let (vcs, worktree, lease) = match &env.pool {
+        None => (Arc::clone(main), None, None),
+        Some(pool) => {
+            // The tip the task's dependencies landed on, read between
+            // landings; the worktree is made or moved there outside the
+            // landing lock (a new slot's setup may take a while).
+            let tip = {
+                let _landing = env.lock.lock().await;
+                main.head().await
+            }
+            .map_err(|e| format!("the history cannot be read: {e}"))?;
+            let lease = pool.acquire(&tip).await.map_err(|e| match e {
+                PoolError::Setup(e) => format!("the task's worktree could not be set up: {e}"),
+                e => {
+                    format!("{e}; run with -c 1 to verify tasks one at a time in the working tree")
+                }
+            })?;
             let worktree = TaskWorktree {
-                path: root.join(&row.id),
-                branch: format!("planex/{}/{}", env.session, row.id),
+                path: lease.path().to_path_buf(),
+                branch: lease.record.branch.clone(),
             };
-            // Recorded before it is made: a crash while git makes it leaves
-            // a record for `--continue` to clean up after.
-            keep(
+            // Kept before the agent starts: a crash from here on leaves a
+            // record for `--continue`, which removes the worktree.
+            if let Err(e) = keep(
                 &record_path,
                 &InFlight {
                     id: row.id.clone(),
                     checkpoint: None,
                     worktree: Some(worktree.clone()),
                 },
-            )?;
-            let made = {
-                let _landing = env.lock.lock().await;
-                let tip = main.head().await;
-                match tip {
-                    Ok(tip) => {
-                        main.worktree_add(&worktree.path, &worktree.branch, &tip)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
-            };
-            match made {
-                Ok(vcs) => (vcs, Some(worktree)),
-                Err(e) => {
-                    drop_worktree(env, &worktree, sink).await;
-                    forget(&record_path, sink);
-                    return Err(format!(
-                        "a worktree for the task cannot be made ({e}); run with -c 1 to verify tasks one at a time in the working tree"
-                    ));
-                }
+            ) {
+                pool.release(lease);
+                return Err(e);
             }
+            (Arc::clone(&lease.vcs), Some(worktree), Some(lease))
         }
     };
-    let checkpoint = vcs
-        .checkpoint()
-        .await
-        .map_err(|e| format!("the task's tree cannot be checkpointed: {e}"))?;
+    let checkpoint = match vcs.checkpoint().await {
+        Ok(c) => c,
+        Err(e) => {
+            give_back(env, lease).await;
+            return Err(format!("the task's tree cannot be checkpointed: {e}"));
+        }
+    };
     if worktree.is_none() {
         // Kept before the agent starts, so a crash from here on can be
         // undone.
@@ -124,6 +125,7 @@ pub(super) async fn verified_start(
         vcs,
         ..(*env.verification).clone()
     };
+    let task_env = lease.as_ref().map(|l| l.env.clone()).unwrap_or_default();
     Ok(Start::Run(
         Arc::new(VerifyingAgent {
             inner: agent,
@@ -133,9 +135,26 @@ pub(super) async fn verified_start(
             checkpoint,
             found: Mutex::new(Verified::default()),
             worktree,
+            lease: Mutex::new(lease),
+            env: task_env,
         }),
         root,
     ))
+}
+
+/// Gives a task's worktree back to the run's pool: clean (committed and
+/// landed, or rolled back), it waits for the next task; otherwise it is
+/// removed, whatever it holds (it is the engine's).
+async fn give_back(env: &VerifyEnv, lease: Option<Lease>) {
+    let (Some(pool), Some(lease)) = (&env.pool, lease) else {
+        return;
+    };
+    let clean = lease.vcs.status().await.is_ok_and(|s| s.is_clean());
+    if clean {
+        pool.release(lease);
+    } else {
+        pool.discard(lease).await;
+    }
 }
 
 /// Writes the in-flight record.
@@ -155,40 +174,6 @@ fn forget(path: &Path, sink: &Arc<dyn EventSink>) {
     }
 }
 
-/// Removes a task's worktree, whatever it holds, and its branch; a failure
-/// is a warning naming what is left.
-pub(crate) async fn drop_worktree(
-    env: &VerifyEnv,
-    worktree: &TaskWorktree,
-    sink: &Arc<dyn EventSink>,
-) {
-    if let Err(e) = std::fs::remove_dir_all(&worktree.path)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        sink.emit(&Event::Warning {
-            message: format!(
-                "the worktree {} could not be removed: {e}",
-                worktree.path.display()
-            ),
-        });
-    }
-    let _landing = env.lock.lock().await;
-    if let Err(e) = env
-        .verification
-        .vcs
-        .worktree_remove(&worktree.path, &worktree.branch)
-        .await
-    {
-        sink.emit(&Event::Warning {
-            message: format!(
-                "the worktree {} (branch {}) could not be forgotten: {e}",
-                worktree.path.display(),
-                worktree.branch
-            ),
-        });
-    }
-}
-
 /// The task's result: a passed task's measured change committed, anything
 /// else rolled back to the checkpoint (a pause too: the resumed attempt
 /// starts from there). Its worktree and in-flight record go once that is
@@ -203,9 +188,12 @@ pub(super) async fn verified_end(
     auto_yes: bool,
 ) -> TaskOutput {
     let output = settle(agent, env, row, outcome, last, auto_yes).await;
-    if let Some(worktree) = &agent.worktree {
-        drop_worktree(env, worktree, &agent.sink).await;
-    }
+    let lease = agent
+        .lease
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    give_back(env, lease).await;
     forget(&in_flight_path(&env.dir, &row.id), &agent.sink);
     output
 }

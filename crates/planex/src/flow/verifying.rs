@@ -8,6 +8,7 @@ use std::sync::Arc;
 use orchestrator_core::event::Event;
 use orchestrator_core::scheduler::SchedulerConfig;
 use orchestrator_core::vcs::CommitId;
+use orchestrator_core::worktree::{FileJournal, WorktreePool, remove_leftovers};
 
 use super::Planex;
 use crate::error::PlanexError;
@@ -22,6 +23,16 @@ const BASE_FILE: &str = "verify-base.txt";
 /// The file in a session folder that marks its tasks as run unverified
 /// (written when its first unverified execution starts).
 const UNVERIFIED_FILE: &str = "unverified.txt";
+
+/// The file in a session folder listing the worktrees of the run's pool
+/// (see [`FileJournal`]): a crashed run's are removed on `--continue`.
+const POOL_JOURNAL: &str = "worktrees.json";
+
+/// The folder of a session's worktree pool, outside the repository.
+fn pool_dir(verification: &Verification, session: &Session) -> std::path::PathBuf {
+    orchestrator_core::state::worktree_root(verification.vcs.root())
+        .join(format!("planex-{}", session.id()))
+}
 
 /// How a session's tasks run, as recorded by its first execution:
 /// `Some(true)` verified, `Some(false)` unverified (`--no-commit`), `None`
@@ -154,16 +165,26 @@ impl Planex {
         // repository (where tools that read configuration from parent
         // folders never see the user's); so does every task in a dirty
         // tree, which is never given to an agent.
-        let worktrees = (self.options.tasks_at_once() > 1 || verification.allow_dirty).then(|| {
-            orchestrator_core::state::worktree_root(verification.vcs.root())
-                .join(format!("planex-{}", session.id()))
+        let pool = (self.options.tasks_at_once() > 1 || verification.allow_dirty).then(|| {
+            Arc::new(
+                WorktreePool::new(
+                    Arc::clone(&verification.vcs),
+                    pool_dir(verification, session),
+                    format!("planex/{}/", session.id()),
+                )
+                .with_provisioner(verification.provisioner.clone())
+                .with_sink(Arc::clone(&self.sink))
+                .with_journal(Arc::new(
+                    FileJournal::open(session.dir().join(POOL_JOURNAL))
+                        .with_sink(Arc::clone(&self.sink)),
+                )),
+            )
         });
         Ok(Some(VerifyEnv {
             verification: Arc::clone(verification),
             base,
             dir: session.dir().to_path_buf(),
-            session: session.id().to_owned(),
-            worktrees,
+            pool,
             lock: Arc::default(),
         }))
     }
@@ -247,6 +268,34 @@ impl Planex {
             }
             session.remove_file(&path)?;
         }
+        self.remove_pool_leftovers(verification, session).await
+    }
+
+    /// The worktrees a crashed run's pool left (listed in its journal),
+    /// removed whatever they hold: a task's work in one was not landed and
+    /// is redone.
+    async fn remove_pool_leftovers(
+        &self,
+        verification: &Verification,
+        session: &Session,
+    ) -> Result<(), PlanexError> {
+        let journal = session.dir().join(POOL_JOURNAL);
+        let slots = FileJournal::leftovers(&journal);
+        if slots.is_empty() {
+            return Ok(());
+        }
+        let problems = remove_leftovers(
+            verification.vcs.as_ref(),
+            &slots,
+            &pool_dir(verification, session),
+        )
+        .await;
+        if let Some(problem) = problems.first() {
+            return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
+                format!("an interrupted run's worktree is left: {problem}"),
+            )));
+        }
+        session.remove_file(&journal)?;
         Ok(())
     }
 }

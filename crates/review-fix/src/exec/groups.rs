@@ -1,5 +1,6 @@
-//! Groups in the main tree or in worktrees outside the repository, and a
-//! stage's verified fixes landed by cherry-pick. The order of stages, and
+//! Groups in the main tree or in worktrees of the run's pool (outside the
+//! repository, provisioned once per slot), and a stage's verified fixes
+//! landed by cherry-pick. The order of stages, and
 //! which landing a stage gets, is `crate::stages`'.
 
 use super::*;
@@ -114,6 +115,7 @@ pub(crate) async fn run_group_in_main(
             root: shared.vcs.root().to_path_buf(),
             worktree_slot: None,
             cargo_target_dir: None,
+            env: BTreeMap::new(),
         },
         is_main: true,
         defer: false,
@@ -174,13 +176,15 @@ pub(super) async fn time_out_group(
 /// The result of a group run in a worktree, waiting to land.
 pub(crate) struct WorktreeRun {
     pub(crate) group: PlanGroup,
+    /// The worktree's version control, `None` when the group could not
+    /// have one.
     pub(crate) vcs: Option<Arc<dyn Vcs>>,
-    path: PathBuf,
-    branch: String,
-    linked: Vec<PathBuf>,
+    /// The pool's worktree, given back once the run's commits are landed
+    /// or queued.
+    lease: Option<Lease>,
 }
 
-/// Runs each group in its own worktree and branch from HEAD (at most
+/// Runs each group in a worktree of the run's pool from HEAD (at most
 /// `max_parallel_groups` at once); the runs come back in group order. When
 /// HEAD cannot be read the groups run in the main tree and `None` is
 /// returned.
@@ -205,7 +209,6 @@ pub(crate) async fn run_in_worktrees(
         }
     };
     let limit = shared.config.max_parallel_groups.max(1);
-    let slots = Arc::new(Mutex::new((0..limit).rev().collect::<Vec<usize>>()));
     let semaphore = Arc::new(tokio::sync::Semaphore::new(limit));
     let landed = Arc::new(landed.clone());
     let mut set = tokio::task::JoinSet::new();
@@ -216,14 +219,11 @@ pub(crate) async fn run_in_worktrees(
         let shared = Arc::clone(shared);
         let group = group.clone();
         let base = base.clone();
-        let slots = Arc::clone(&slots);
         let semaphore = Arc::clone(&semaphore);
         let landed = Arc::clone(&landed);
         set.spawn(async move {
             let _permit = semaphore.acquire_owned().await.ok();
-            let slot = lock(&slots).pop().unwrap_or(0);
-            let run = run_in_worktree(&shared, &group, &p, &base, slot, &landed).await;
-            lock(&slots).push(slot);
+            let run = run_in_worktree(&shared, &group, &p, &base, &landed).await;
             (index, run)
         });
     }
@@ -238,74 +238,49 @@ pub(crate) async fn run_in_worktrees(
     Some((base, runs.into_iter().map(|(_, r)| r).collect()))
 }
 
-/// Creates the group's worktree and runs the group in it.
+/// Takes a worktree of the pool at `base` and runs the group in it. A
+/// worktree that cannot be made leaves the group to run in the main tree;
+/// one whose setup failed fails the group's findings with the setup's
+/// output, before any agent call.
 pub(super) async fn run_in_worktree(
     shared: &Shared,
     group: &PlanGroup,
     progress: &Progress,
     base: &CommitId,
-    slot: usize,
     landed: &HashMap<String, CommitId>,
 ) -> WorktreeRun {
-    let run = lock(&shared.active).run;
-    let mut path = shared.paths.worktree(run, &group.group_id);
-    let mut n = 1;
-    while path.exists() {
-        n += 1;
-        path = shared
-            .paths
-            .worktree(run, &format!("{}-{n}", group.group_id));
-    }
-    let branch = format!(
-        "review-fix/{}/{}",
-        shared.paths.id(),
-        path.file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
     let mut out = WorktreeRun {
         group: group.clone(),
         vcs: None,
-        path: path.clone(),
-        branch: branch.clone(),
-        linked: Vec::new(),
+        lease: None,
     };
-    // Recorded before it is made: a kill while git makes it (which can leave
-    // the branch without the folder) leaves a record for the resume.
-    shared.update_active(|a| {
-        a.worktrees.push(WorktreeRecord {
-            group_id: group.group_id.clone(),
-            path: path.clone(),
-            branch: branch.clone(),
-        })
-    });
-    let vcs = match shared.vcs.worktree_add(&path, &branch, base).await {
-        Ok(v) => v,
+    let lease = match shared.pool.acquire(base).await {
+        Ok(lease) => lease,
+        Err(PoolError::Setup(e)) => {
+            fail_group_setup(shared, group, progress, &e.to_string());
+            return out;
+        }
         Err(e) => {
-            // git may have made the branch before failing: undo what it
-            // left, and keep the record for a resume when that fails too.
-            if shared.vcs.worktree_remove(&path, &branch).await.is_ok() {
-                shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
-            }
             shared.warn(format!(
-                "failed to create a worktree for {} ({e}); it will run in the main tree",
+                "{e} for {}; it will run in the main tree",
                 group.group_id
             ));
             return out;
         }
     };
-    out.linked = link_dependency_dirs(shared, &path).await;
     let tree = Tree {
-        vcs: Arc::clone(&vcs),
+        vcs: Arc::clone(&lease.vcs),
         env: TreeEnv {
-            root: path.clone(),
-            worktree_slot: Some(slot),
-            cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(slot)),
+            root: lease.path().to_path_buf(),
+            worktree_slot: Some(lease.slot),
+            cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
+            env: lease.env.clone(),
         },
         is_main: false,
         defer: shared.batch,
     };
-    out.vcs = Some(vcs);
+    out.vcs = Some(Arc::clone(&lease.vcs));
+    out.lease = Some(lease);
     let limit = shared.config.group_time_limit;
     if tokio::time::timeout(limit, run_group(shared, group, &tree, progress, landed))
         .await
@@ -316,38 +291,71 @@ pub(super) async fn run_in_worktree(
     out
 }
 
-/// Links the main tree's ignored dependency folders into a worktree.
-pub(crate) async fn link_dependency_dirs(shared: &Shared, worktree: &Path) -> Vec<PathBuf> {
-    let root = shared.vcs.root().to_path_buf();
-    let untracked: BTreeSet<String> = shared
-        .vcs
-        .status()
-        .await
-        .map(|s| s.untracked.into_iter().collect())
-        .unwrap_or_default();
-    let mut linked = Vec::new();
-    for dir in LINKED_DEPENDENCY_DIRS {
-        let source = root.join(dir);
-        let target = worktree.join(dir);
-        let is_untracked = untracked
-            .iter()
-            .any(|u| u == dir || u.starts_with(&format!("{dir}/")));
-        if source.is_dir() && !target.exists() && !is_untracked {
-            #[cfg(unix)]
-            let made = std::os::unix::fs::symlink(&source, &target);
-            #[cfg(not(unix))]
-            let made: std::io::Result<()> = Err(std::io::Error::other("symlinks need unix"));
-            match made {
-                Ok(()) => linked.push(target),
-                Err(e) => shared.warn(format!(
-                    "failed to link {} into {}: {e}",
-                    source.display(),
-                    worktree.display()
-                )),
-            }
+/// A group whose worktree's setup failed: each of its open findings fails
+/// with the setup's output (no agent was asked), and the group is done.
+fn fail_group_setup(shared: &Shared, group: &PlanGroup, progress: &Progress, error: &str) {
+    let message = format!("its worktree could not be set up: {error}");
+    let open: Vec<String> = progress
+        .snapshot()
+        .findings
+        .iter()
+        .filter(|f| f.status != ProgressStatus::Completed)
+        .map(|f| f.finding_id.clone())
+        .collect();
+    for id in open {
+        progress.error(&id, "worktree_setup", &message);
+        finish_failed(shared, progress, &id, message.clone());
+    }
+    progress.update(|p| {
+        p.status = ProgressStatus::Failed;
+        p.phase = "done".to_owned();
+    });
+    shared.sink.emit(&Event::JobFinished {
+        id: group.group_id.clone(),
+        status: JobStatus::Failed,
+        detail: Some(message),
+    });
+}
+
+/// Writes the pool's worktrees into the active-session file as they are
+/// made and removed, so a resume after a kill removes what is left.
+#[derive(Debug)]
+pub(crate) struct ActiveJournal {
+    pub(crate) active: Arc<Mutex<ActiveSession>>,
+    pub(crate) path: PathBuf,
+    pub(crate) sink: Arc<dyn EventSink>,
+}
+
+impl ActiveJournal {
+    fn update(&self, f: impl FnOnce(&mut ActiveSession)) {
+        let result = {
+            let mut active = lock(&self.active);
+            f(&mut active);
+            active.last_update = now();
+            write_json_atomic(&self.path, &*active)
+        };
+        if let Err(e) = result {
+            self.sink.emit(&Event::Warning {
+                message: format!("failed to write the active-session file: {e}"),
+            });
         }
     }
-    linked
+}
+
+impl PoolJournal for ActiveJournal {
+    fn making(&self, slot: &SlotRecord) {
+        self.update(|a| {
+            a.worktrees.push(WorktreeRecord {
+                group_id: "pool".to_owned(),
+                path: slot.path.clone(),
+                branch: slot.branch.clone(),
+            })
+        });
+    }
+
+    fn removed(&self, slot: &SlotRecord) {
+        self.update(|a| a.worktrees.retain(|w| w.path != slot.path));
+    }
 }
 
 /// Lands a stage's worktree commits on the checked-out branch, in stage
@@ -360,7 +368,7 @@ pub(crate) async fn land_stage(
     progress: &HashMap<String, Progress>,
 ) {
     let mut rerun: Vec<PlanGroup> = Vec::new();
-    for run in runs {
+    for mut run in runs {
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
@@ -410,7 +418,7 @@ pub(crate) async fn land_stage(
         } else {
             p.update(|p| p.phase = "done".to_owned());
         }
-        remove_worktree(shared, &run).await;
+        release_worktree(shared, &mut run);
     }
     if !rerun.is_empty() {
         let landed = landed_commits(shared).await;
@@ -438,16 +446,10 @@ pub(super) fn reset_unlanded(p: &Progress, landed: &BTreeSet<String>) {
     });
 }
 
-/// Removes a group's worktree and branch (after unlinking dependency folders).
-pub(crate) async fn remove_worktree(shared: &Shared, run: &WorktreeRun) {
-    for link in &run.linked {
-        let _ = std::fs::remove_file(link);
-    }
-    match shared.vcs.worktree_remove(&run.path, &run.branch).await {
-        Ok(()) => shared.update_active(|a| a.worktrees.retain(|w| w.path != run.path)),
-        Err(e) => shared.warn(format!(
-            "failed to remove worktree {}: {e}; remove it by hand",
-            run.path.display()
-        )),
+/// Gives a group's worktree back to the run's pool (its commits are
+/// landed, or queued by id for batch verification).
+pub(crate) fn release_worktree(shared: &Shared, run: &mut WorktreeRun) {
+    if let Some(lease) = run.lease.take() {
+        shared.pool.release(lease);
     }
 }

@@ -33,9 +33,11 @@ use orchestrator_core::gate::{Answer, Gate, GateError, Question};
 use orchestrator_core::retry::{
     ESCALATION_QUESTION_ID, Milestone, MilestoneOutcome, RetryPolicy, run_milestone,
 };
-use orchestrator_core::state::write_json_atomic;
-use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner};
+use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
+use orchestrator_core::test_runner::{Baseline, TestReport, TestRequest, TestRunner};
+use orchestrator_core::text::counted;
 use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
+use orchestrator_core::worktree::{Lease, PoolError, PoolJournal, SlotRecord};
 
 use crate::files::{
     ActiveSession, CurrentFinding, FixPlan, FixProgress, FixResult, FlowControl, FlowStep,
@@ -44,9 +46,10 @@ use crate::files::{
 };
 use crate::session::SessionPaths;
 use crate::sync::lock;
-use crate::{ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
 use orchestrator_core::verify::VerifyMode;
 
+mod baseline;
 mod commit;
 mod finding;
 mod groups;
@@ -55,14 +58,12 @@ mod recover;
 mod step;
 mod testing;
 
+pub(crate) use baseline::*;
 pub(crate) use finding::*;
 pub(crate) use groups::*;
 pub(crate) use progress::*;
 pub(crate) use recover::*;
 pub(crate) use testing::*;
-
-/// Ignored dependency folders linked into worktrees.
-pub const LINKED_DEPENDENCY_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
 
 /// The commit message of a finding's fix.
 pub fn commit_message(f: &Finding) -> String {
@@ -81,7 +82,10 @@ pub(crate) struct Shared {
     pub paths: SessionPaths,
     pub plan: FixPlan,
     pub findings: HashMap<String, Finding>,
-    pub active: Mutex<ActiveSession>,
+    pub active: Arc<Mutex<ActiveSession>>,
+    /// The run's worktrees: one per slot, provisioned once, reused by the
+    /// stages' groups and the trial trees of batch verification.
+    pub pool: orchestrator_core::worktree::WorktreePool,
     pub test_runs: AtomicU32,
     pub cargo: bool,
     /// Fixes are committed untested in worktrees and verified at landing
@@ -98,6 +102,9 @@ pub(crate) struct Shared {
     /// Why the run stopped starting work (a run limit of the agent), once
     /// it has.
     pub halted: Mutex<Option<String>>,
+    /// The tests failing at the base, which no fix is blamed for (see
+    /// [`establish`]).
+    pub baseline: Mutex<Baseline>,
 }
 
 impl Shared {
@@ -169,11 +176,6 @@ impl Shared {
     /// Test runs made so far in this process.
     pub(crate) fn test_runs(&self) -> u32 {
         self.test_runs.load(Ordering::SeqCst)
-    }
-
-    /// The run number of the session (1, then +1 per resume).
-    pub(crate) fn run_number(&self) -> u32 {
-        lock(&self.active).run
     }
 
     /// Fixes decided by batch verification so far: (dropped, landed).

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Folders earlier versions symlinked from the main tree into a worktree:
+/// their links are removed before an interrupted run's worktree is, so
+/// nothing of the user's is deleted through them.
+const LEGACY_LINKED_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
+
 /// On resume: restore in-flight fixes of the main tree and remove the
 /// worktrees an interrupted run left.
 pub(crate) async fn recover(shared: &Shared) {
@@ -33,7 +38,7 @@ pub(crate) async fn recover(shared: &Shared) {
     // or removed it), or nothing at all.
     let folder = shared.paths.worktrees();
     for WorktreeRecord { path, branch, .. } in &worktrees {
-        for dir in LINKED_DEPENDENCY_DIRS {
+        for dir in LEGACY_LINKED_DIRS {
             let link = path.join(dir);
             if link
                 .symlink_metadata()

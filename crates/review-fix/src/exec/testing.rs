@@ -14,7 +14,9 @@ pub(crate) async fn verify_fix(
     run_tests(shared, &tree.env, Some(finding.to_owned()), pattern).await
 }
 
-/// Runs the tests once in `env`: counted, reported as [`Event::TestsRan`].
+/// Runs the tests once in `env`: counted, judged against the base (a
+/// failure the base already had is not the fix's; see [`establish`]),
+/// reported as [`Event::TestsRan`].
 pub(crate) async fn run_tests(
     shared: &Shared,
     env: &TreeEnv,
@@ -30,6 +32,7 @@ pub(crate) async fn run_tests(
             time_limit: shared.config.test_time_limit,
         })
         .await
+        .map(|report| lock(&shared.baseline).judge(report))
         .map_err(|e| format!("the tests could not run: {e}"));
     shared.sink.emit(&Event::TestsRan {
         id,

@@ -155,77 +155,40 @@ pub(super) async fn ensure_built(
     Ok(())
 }
 
-/// Creates the trial worktree at the branch tip.
+/// Takes a worktree of the run's pool at the branch tip for trial trees.
 pub(super) async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
     let head = shared
         .vcs
         .head()
         .await
         .map_err(|e| format!("failed to read HEAD: {e}"))?;
-    let run = shared.run_number();
-    let mut path = shared.paths.worktree(run, "verify");
-    let mut n = 1;
-    while path.exists() {
-        n += 1;
-        path = shared.paths.worktree(run, &format!("verify-{n}"));
-    }
-    let name = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let branch = format!("review-fix/{}/{name}", shared.paths.id());
-    // Recorded before it is made, for the resume after a kill (see exec::recover).
-    shared.update_active(|a| {
-        a.worktrees.push(WorktreeRecord {
-            group_id: "verify".to_owned(),
-            path: path.clone(),
-            branch: branch.clone(),
-        })
-    });
-    let vcs = match shared.vcs.worktree_add(&path, &branch, &head).await {
-        Ok(vcs) => vcs,
-        Err(e) => {
-            // As for a group's worktree: undo what git left, or keep the
-            // record for a resume.
-            if shared.vcs.worktree_remove(&path, &branch).await.is_ok() {
-                shared.update_active(|a| a.worktrees.retain(|w| w.path != path));
-            }
-            return Err(format!("failed to create the verification worktree: {e}"));
-        }
-    };
-    let linked = link_dependency_dirs(shared, &path).await;
-    // A slot of its own, after the groups' slots: its Cargo target directory
-    // is never used by a group's tree.
-    let slot = shared.config.max_parallel_groups.max(1);
+    let lease = shared
+        .pool
+        .acquire(&head)
+        .await
+        .map_err(|e| format!("the verification worktree: {e}"))?;
+    // The slot's Cargo target directory is the slot's own: no other tree
+    // uses it while the lease is held.
     let env = TreeEnv {
-        root: path.clone(),
-        worktree_slot: Some(slot),
-        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(slot)),
+        root: lease.path().to_path_buf(),
+        worktree_slot: Some(lease.slot),
+        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
+        env: lease.env.clone(),
     };
     Ok(TrialTree {
-        vcs,
-        path,
-        branch,
+        vcs: Arc::clone(&lease.vcs),
+        lease,
         env,
-        linked,
         stale: false,
         built: Vec::new(),
     })
 }
 
-/// Removes the trial worktree, if any.
+/// Gives the trial worktree, if any, back to the pool. One left with a
+/// change (a build that wrote into tracked files) is replaced by the pool
+/// when next taken.
 pub(super) async fn close_trial(shared: &Shared, trial: &mut Option<TrialTree>) {
-    let Some(t) = trial.take() else {
-        return;
-    };
-    for link in &t.linked {
-        let _ = std::fs::remove_file(link);
-    }
-    match shared.vcs.worktree_remove(&t.path, &t.branch).await {
-        Ok(()) => shared.update_active(|a| a.worktrees.retain(|w| w.path != t.path)),
-        Err(e) => shared.warn(format!(
-            "failed to remove worktree {}: {e}; remove it by hand",
-            t.path.display()
-        )),
+    if let Some(t) = trial.take() {
+        shared.pool.release(t.lease);
     }
 }

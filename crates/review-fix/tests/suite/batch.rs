@@ -167,6 +167,7 @@ async fn run_scenario(
         tests: Arc::new(SharedRunner(tests)),
         gate: Arc::new(AutoYes),
         sink: sink.clone(),
+        provisioner: None,
     };
     let before = counter();
     let report = run(config(input, mode), services).await.unwrap();
@@ -246,11 +247,12 @@ async fn compare(scenario: &Scenario) -> [Ran; 3] {
             assert!(error.contains("BAD found"), "{error}");
         }
     }
-    // `each` needs one run per fix plus a flaky re-run per failing fix, and
-    // a parallel stage's combination is tested again at landing.
+    // `each` needs the run at the base, one run per fix plus a flaky
+    // re-run per failing fix, and a parallel stage's combination is tested
+    // again at landing.
     let bad = scenario.fixes.len() - good;
     let landing = landing_runs(&each.events);
-    assert_eq!(each.test_runs - landing, good + 2 * bad);
+    assert_eq!(each.test_runs - landing, 1 + good + 2 * bad);
     assert_eq!(each.report.verification.each_runs as usize, each.test_runs);
     // The baseline `batch` and `auto` report is what `each` needed one fix
     // at a time.
@@ -303,11 +305,12 @@ async fn no_failure_lands_everything_in_far_fewer_runs() {
         (1, false),
     ]);
     let [each, batch, auto] = compare(&s).await;
-    // One run per fix, and one for the three groups' combination.
-    assert_eq!(each.test_runs, 9);
+    // The base, one run per fix, and one for the three groups'
+    // combination.
+    assert_eq!(each.test_runs, 10);
     assert_eq!(landing_runs(&each.events), 1);
-    assert_eq!(batch.test_runs, 1, "one run at the tip");
-    assert_eq!(auto.test_runs, 1);
+    assert_eq!(batch.test_runs, 2, "the base and one run at the tip");
+    assert_eq!(auto.test_runs, 2);
     assert_eq!(batch.report.verification.runs_saved(), 7);
     assert_eq!(batch.report.verification.mode, VerifyMode::Batch);
 }
@@ -344,16 +347,18 @@ async fn one_bad_fix_is_dropped_retried_and_reported_like_each() {
             .iter()
             .any(|e| e.error_type == "test_failure" && e.message.contains("BAD found"))
     );
-    // One stage: every group's progress file has the stage's figures.
+    // One stage: every group's progress file has the stage's figures, and
+    // the run's are those and the run at the base (which one by one needs
+    // too).
     let v = progress.verification.unwrap();
     assert_eq!(v.mode, VerifyMode::Batch);
-    assert_eq!(v.test_runs, batch.report.verification.test_runs);
-    assert_eq!(v.each_runs, batch.report.verification.each_runs);
+    assert_eq!(v.test_runs + 1, batch.report.verification.test_runs);
+    assert_eq!(v.each_runs + 1, batch.report.verification.each_runs);
     assert_eq!(v.runs_saved, batch.report.verification.runs_saved());
     assert_eq!(progress.phase, "done");
     let summary = std::fs::read_to_string(batch.session.join("fix-summary.md")).unwrap();
     assert!(summary.contains("(verify batch"), "{summary}");
-    assert!(summary.contains("one by one: 7"), "{summary}");
+    assert!(summary.contains("one by one: 8"), "{summary}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,6 +462,7 @@ async fn worktree_test_runs_do_not_see_the_users_uncommitted_tool_config() {
         tests: Arc::new(SharedRunner(tests.clone())),
         gate: Arc::new(AutoYes),
         sink: Arc::new(CollectingSink::new()),
+        provisioner: None,
     };
     let mut cfg = config(input, VerifyMode::Each);
     cfg.allow_dirty = true;
@@ -486,11 +492,12 @@ fn progress_of(session: &Path, finding: &str) -> FixProgress {
     unreachable!()
 }
 
-/// Fails the first test run only, then answers like [`failing_when_bad`].
+/// Fails the first test run after the one at the base only, then answers
+/// like [`failing_when_bad`].
 fn first_run_flaky() -> Arc<ScriptedTestRunner> {
     let count = Arc::new(AtomicUsize::new(0));
     Arc::new(ScriptedTestRunner::from_fn(move |req| {
-        if count.fetch_add(1, Ordering::SeqCst) == 0 {
+        if count.fetch_add(1, Ordering::SeqCst) == 1 {
             TestReport::failing(vec!["tests::timing".into()], "timed out waiting for a lock")
         } else {
             failing_when_bad(req)
@@ -558,7 +565,8 @@ impl TestRunner for HangsAt {
 async fn an_interrupted_batch_verification_resumes_without_duplicate_commits() {
     let s = Scenario::new(&[(0, false), (0, true), (0, false), (0, false), (0, false)]);
     let [each, _, _] = compare(&s).await;
-    for hang_at in 1..=3 {
+    // Run 1 is at the base; the batch verification's runs follow.
+    for hang_at in 2..=4 {
         let dir = tempfile::tempdir().unwrap();
         write_tree(dir.path());
         let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
@@ -573,6 +581,7 @@ async fn an_interrupted_batch_verification_resumes_without_duplicate_commits() {
             tests: Arc::new(SharedRunner(tests)),
             gate: Arc::new(AutoYes),
             sink: Arc::new(CollectingSink::new()),
+            provisioner: None,
         };
         let hanging = Arc::new(HangsAt {
             inner: ScriptedTestRunner::from_fn(failing_when_bad),
@@ -657,12 +666,16 @@ async fn serial_isolation_verifies_each_fix_on_its_own() {
             tests: Arc::new(SharedRunner(tests.clone())),
             gate: Arc::new(AutoYes),
             sink: Arc::new(CollectingSink::new()),
+            provisioner: None,
         },
     )
     .await
     .unwrap();
     assert_eq!(report.verification.mode, VerifyMode::Each);
-    assert_eq!(report.verification.test_runs, 3, "F1, F2 and its re-run");
+    assert_eq!(
+        report.verification.test_runs, 4,
+        "the base, F1, F2 and its re-run"
+    );
     assert!(tests.requests().iter().all(|r| r.workdir == dir.path()));
 }
 
@@ -675,6 +688,8 @@ fn redact(summary: &str) -> String {
                 "# Fix summary: fix-<session>".to_owned()
             } else if l.starts_with("- Started:") {
                 "- Started: <time>; finished: <time>".to_owned()
+            } else if l.starts_with("- Worktrees:") {
+                crate::redact_worktree_times(l)
             } else if l.starts_with("| F") && !l.starts_with("| Finding") {
                 let mut cells: Vec<&str> = l.split(" | ").collect();
                 let last = cells.len() - 1;

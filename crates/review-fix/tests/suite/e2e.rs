@@ -128,6 +128,7 @@ async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) ->
         }),
         gate: Arc::new(AutoYes),
         sink: Arc::new(NullSink),
+        provisioner: None,
     }
 }
 
@@ -173,6 +174,8 @@ fn redact_summary(text: &str, report: &RunReport) -> String {
     for l in out.lines() {
         if l.starts_with("- Started:") {
             lines.push("- Started: <time>; finished: <time>".to_owned());
+        } else if l.starts_with("- Worktrees:") {
+            lines.push(crate::redact_worktree_times(l));
         } else if l == "```text" {
             in_block = 1;
             lines.push(l.to_owned());

@@ -79,6 +79,7 @@ impl Fixture {
             tests: Arc::new(SharedRunner(self.tests.clone())),
             gate,
             sink: self.sink.clone(),
+            provisioner: None,
         }
     }
 
@@ -175,13 +176,13 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     assert_eq!(agent.calls_for("F3"), 2);
     assert_eq!(
         fx.tests.runs(),
-        5,
-        "F1, F2, F3's first attempt and its flaky check, and the two groups' \
+        6,
+        "the base, F1, F2, F3's first attempt and its flaky check, and the two groups' \
          combination tested at landing"
     );
-    assert_eq!(report.verification.test_runs, 5);
+    assert_eq!(report.verification.test_runs, 6);
     assert_eq!(report.verification.reruns, 1);
-    assert_eq!(report.verification.each_runs, 5);
+    assert_eq!(report.verification.each_runs, 6);
     assert_eq!(report.verification.flaky, 0);
     // Parallel stage: two groups on different files, in worktrees.
     let plan = report.plan.clone().unwrap();
@@ -401,9 +402,10 @@ async fn a_valid_agent_plan_is_used_and_aggregated() {
     assert_eq!(plan.groups[0].group_name, "first");
     assert_eq!(plan.timeline[1].depends_on, [1]);
     assert!(plan.metadata.fallback_batches.is_empty());
-    // The group's test pattern reaches the test runner.
+    // The group's test pattern reaches the test runner (the base runs
+    // every test).
     let patterns: Vec<_> = fx.tests.requests().into_iter().map(|r| r.pattern).collect();
-    assert_eq!(patterns, [Some("a_tests".to_owned()), None]);
+    assert_eq!(patterns, [None, Some("a_tests".to_owned()), None]);
 }
 
 #[tokio::test]
@@ -494,7 +496,7 @@ async fn an_unsupported_finding_is_reported_failed_without_retries() {
     .unwrap();
     assert_eq!(report.outcome, Outcome::SomeFailed);
     assert_eq!(agent.calls_for("F1"), 1, "a refusal is not retried");
-    assert_eq!(fx.tests.runs(), 0);
+    assert_eq!(fx.tests.runs(), 1, "only the base was tested");
     let f = &report.findings[0];
     assert!(f.error.as_ref().unwrap().contains("no suggestion"), "{f:?}");
 }

@@ -57,6 +57,7 @@ async fn services(repo: &Path, test: &str) -> Services {
         tests: Arc::new(SharedRunner(Arc::new(CommandTestRunner::shell(test)))),
         gate: Arc::new(AutoYes),
         sink: Arc::new(NullSink),
+        provisioner: None,
     }
 }
 
@@ -124,8 +125,8 @@ async fn relint_fixes_what_earlier_fixes_uncover_and_never_retries_a_failed_find
     assert_eq!(report.outcome(), Outcome::SomeFailed, "q was not fixed");
     assert_eq!(
         report.test_runs(),
-        5,
-        "x: one run per pass; q: its failing run and the re-run that rules out a flaky test"
+        6,
+        "the base (once: later passes start from a tip no fix left worse); x: one run per pass; q: its failing run and the re-run that rules out a flaky test"
     );
     let subjects = subjects(&repo);
     assert_eq!(subjects.len(), 3, "{subjects:?}");

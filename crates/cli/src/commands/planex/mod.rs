@@ -255,6 +255,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             action,
             human,
             verify,
+            provisioner,
         }) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
@@ -263,9 +264,13 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             let result = runtime.block_on(async {
                 let cancel = CancelHandle::new();
                 setup::cancel_on_ctrl_c(cancel.clone());
-                let planex =
-                    verify::verified(planex.with_cancel(cancel), &args.flags.verify, verify)
-                        .await?;
+                let planex = verify::verified(
+                    planex.with_cancel(cancel),
+                    &args.flags.verify,
+                    verify,
+                    provisioner,
+                )
+                .await?;
                 let result = match &action {
                     Action::Plan(requirement) => planex.plan(requirement).await,
                     Action::Run(path) => planex.run_tasks_file(path).await,
@@ -349,6 +354,8 @@ struct Prepared {
     human: Option<Arc<crate::render::Human>>,
     /// Whether tasks are verified (see [`verify::wanted`]).
     verify: bool,
+    /// What each task worktree is given (`[worktree]`, or detection).
+    provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
 }
 
 /// Parses the form, resolves the repository and agents, builds the flow.
@@ -397,6 +404,11 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         setup::gate(flags.yes)
     };
     let verify = verify::wanted(&flags.verify, &action, flags.plan_only, &repo);
+    let provisioner = if verify {
+        setup::provisioner_of(&repo, files).map_err(Failure::new)?
+    } else {
+        None
+    };
     let concurrency = flags.concurrency.max(1) as usize;
     // Unverified, an agent's tasks share the working tree: one at a time,
     // so that none sees (or undoes) another's half-done edit.
@@ -424,6 +436,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         action,
         human,
         verify,
+        provisioner,
     })
 }
 

@@ -80,6 +80,7 @@ pub(super) async fn verified(
     planex: Planex,
     flags: &VerifyFlags,
     on: bool,
+    provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
 ) -> Result<Planex, Failure> {
     if !on {
         return Ok(planex);
@@ -99,6 +100,7 @@ pub(super) async fn verified(
         })
         .with_test_command(flags.test_cmd.clone())
         .with_allow_dirty(flags.allow_dirty)
+        .with_provisioner(provisioner)
         .with_executor_runs_directives(shell);
     Ok(planex.with_verification(verification))
 }

@@ -137,6 +137,11 @@ pub struct ReviewFixArgs {
     /// Run on a dirty tree; dirty and untracked files are then never touched.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Refuse to fix when tests already fail before any fix. By default the
+    /// tests run once at the base first: failing tests are named and each
+    /// fix is judged by "no test fails that passed at the base".
+    #[arg(long)]
+    pub require_green_base: bool,
     /// How fixes are verified: one test run each, or batched with bisection.
     #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
     pub verify: VerifyArg,
@@ -215,6 +220,7 @@ pub fn flow_config(
         .with_verify(args.verify.into())
         .with_flaky_reruns(args.flaky_reruns)
         .with_allow_dirty(args.allow_dirty)
+        .with_require_green_base(args.require_green_base)
         .with_dry_run(args.dry_run)
         .with_resume(args.resume)
         .with_planner(planner)
@@ -380,6 +386,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             r.max_passes
         );
     }
+    let provisioner = setup::provisioner(&config);
     let mut flow = flow_config(args, &config, inputs, planner);
     flow.test_command = tests.as_ref().map(ResolvedTests::argv);
     let runtime = match setup::runtime() {
@@ -423,6 +430,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             },
             gate: setup::gate(yes),
             sink,
+            provisioner,
         };
         let fixes_dir = orchestrator_review_fix::session::fixes_root(
             &root,

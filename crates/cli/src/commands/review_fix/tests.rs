@@ -185,11 +185,16 @@ fn worktrees_get_their_own_cargo_target_dir_and_the_main_tree_inherits() {
         root: "/repo".into(),
         worktree_slot: None,
         cargo_target_dir: None,
+        env: std::collections::BTreeMap::new(),
     });
     let wt = tests.command_runner(&TreeEnv {
         root: "/repo/.review/wt".into(),
         worktree_slot: Some(1),
         cargo_target_dir: Some("/s/targets/wt1".into()),
+        env: std::collections::BTreeMap::from([(
+            "VIRTUAL_ENV".to_owned(),
+            "/repo/.review/wt/.venv".to_owned(),
+        )]),
     });
     assert_eq!(
         main,
@@ -198,6 +203,9 @@ fn worktrees_get_their_own_cargo_target_dir_and_the_main_tree_inherits() {
     );
     assert_eq!(
         wt,
-        CommandTestRunner::argv(["cargo", "test"]).env("CARGO_TARGET_DIR", "/s/targets/wt1")
+        CommandTestRunner::argv(["cargo", "test"])
+            .env("CARGO_TARGET_DIR", "/s/targets/wt1")
+            .env("VIRTUAL_ENV", "/repo/.review/wt/.venv"),
+        "a worktree's runs get its target directory and the provisioner's environment"
     );
 }

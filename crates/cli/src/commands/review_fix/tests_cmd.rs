@@ -128,6 +128,9 @@ impl CliTests {
         if let Some(dir) = &tree.cargo_target_dir {
             runner = runner.env("CARGO_TARGET_DIR", dir.display().to_string());
         }
+        for (key, value) in &tree.env {
+            runner = runner.env(key, value);
+        }
         if let Some(limit) = self.tests.time_limit {
             runner = runner.time_limit(limit);
         }
