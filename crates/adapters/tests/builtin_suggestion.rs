@@ -445,3 +445,45 @@ async fn an_insertion_into_an_unrecorded_file_is_refused() {
         "nothing changed"
     );
 }
+
+/// A fix of a file reached through a symlink inside the working directory
+/// is written through the link, which stays a link; the write goes through a
+/// temporary file no other writer can hold (a file named like the old,
+/// predictable temporary name is left alone) and leaves nothing behind.
+#[tokio::test]
+async fn a_fix_is_written_through_a_symlink_and_its_temporary_file_is_its_own() {
+    let dir = fixture_crate();
+    let root = dir.path();
+    std::fs::write(root.join("src/real.txt"), "let secret = 1;\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", root.join("src/link.txt")).unwrap();
+    let squatter = root.join(format!(
+        "src/.real.txt.orchestrator-{}.tmp",
+        std::process::id()
+    ));
+    std::fs::write(&squatter, "someone else's\n").unwrap();
+    SuggestionAgent::new()
+        .run(fix_request(root, &edit_of("src/link.txt", "secret")))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/real.txt")).unwrap(),
+        "let pwned = 1;\n"
+    );
+    assert!(
+        std::fs::symlink_metadata(root.join("src/link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is still a link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&squatter).unwrap(),
+        "someone else's\n"
+    );
+    let left: Vec<String> = std::fs::read_dir(root.join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".orchestrator-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

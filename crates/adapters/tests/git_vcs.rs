@@ -855,3 +855,98 @@ async fn checkpoint_and_restore_scale_past_one_command_line() {
         "checkpoint of 600 dirty files: {checkpoint_took:?}; restore of 1400 files: {restore_took:?}"
     );
 }
+
+/// Git's own ways of having uncommitted work, none of which a pick may
+/// touch: a staged change anywhere blocks it (git cannot pick over a dirty
+/// index, and the pick's commit must never take the user's staged work),
+/// and so does an ignored file where the commit adds one (git would
+/// overwrite it silently).
+#[tokio::test]
+async fn a_pick_is_blocked_by_staged_work_and_by_an_ignored_file_it_would_overwrite() {
+    let repo = Repo::new(&[
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        (".gitignore", "*.log\n"),
+    ])
+    .await;
+    let base = repo.vcs.head().await.unwrap();
+    let wt_path = repo.tmp().join("wt");
+    let wt = repo
+        .vcs
+        .worktree_add(&wt_path, "pick", &base)
+        .await
+        .unwrap();
+    write(&wt_path, "a.txt", "fixed\n");
+    write(&wt_path, "new.log", "made by the fix\n");
+    // A commit that adds a file the user's tree ignores (the engine never
+    // commits an ignored file itself; someone else's commit may add one).
+    git(&wt_path, &["add", "-f", "a.txt", "new.log"]);
+    git(&wt_path, &["commit", "-q", "-m", "fix a"]);
+    let fix = wt.head().await.unwrap();
+    // Staged, unrelated to the fix.
+    repo.write("b.txt", "staged by the user\n");
+    repo.git(&["add", "b.txt"]);
+    assert_eq!(
+        repo.vcs.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Blocked {
+            paths: strings(&["b.txt"])
+        }
+    );
+    assert_eq!(repo.vcs.head().await.unwrap(), base);
+    assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "b.txt\n");
+    repo.git(&["reset", "-q", "b.txt"]);
+    // An ignored file of the user's where the fix adds one.
+    repo.write("new.log", "the user's log\n");
+    assert_eq!(
+        repo.vcs.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Blocked {
+            paths: strings(&["new.log"])
+        }
+    );
+    assert_eq!(repo.read("new.log").unwrap(), b"the user's log\n");
+    std::fs::remove_file(repo.dir.join("new.log")).unwrap();
+    // Unrelated unstaged work stays as it is; the pick lands.
+    assert!(matches!(
+        repo.vcs.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Applied { .. }
+    ));
+    assert_eq!(repo.read("b.txt").unwrap(), b"staged by the user\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), " M b.txt\n");
+    drop(wt);
+    repo.vcs.worktree_remove(&wt_path, "pick").await.unwrap();
+}
+
+/// The user's own git (or an editor's) holding the index lock for a moment
+/// does not fail the engine's command: git refused before doing anything,
+/// and the command runs again once the lock is gone.
+#[tokio::test]
+async fn a_lock_held_for_a_moment_by_another_git_is_waited_for() {
+    let repo = Repo::new(&[("a.txt", "a\n")]).await;
+    let lock = repo.dir.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let held = lock.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        std::fs::remove_file(held).unwrap();
+    });
+    repo.write("a.txt", "changed\n");
+    repo.vcs
+        .commit(&strings(&["a.txt"]), "while the lock was held")
+        .await
+        .unwrap();
+    releaser.join().unwrap();
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%s"]).trim(),
+        "while the lock was held"
+    );
+    // A lock that stays is an error naming it, not a hang.
+    std::fs::write(&lock, "").unwrap();
+    repo.write("a.txt", "again\n");
+    let err = repo
+        .vcs
+        .commit(&strings(&["a.txt"]), "never")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("index.lock"), "{err}");
+    std::fs::remove_file(&lock).unwrap();
+}

@@ -13,16 +13,14 @@
 //! escalates.
 //!
 //! **Where the agent runs.** A dirty tree is refused unless `allow_dirty`.
-//! A clean tree is fixed in place. A dirty one is never handed to the agent:
-//! the agent runs in a temporary git worktree at HEAD, outside the
-//! repository, and only a patch whose files are all clean in the user's tree
-//! is copied over (contents and deletions) and committed — exactly those
-//! paths; a patch that changes a dirty or untracked file escalates with the
-//! files named and the user's tree untouched. The worktree and its branch
-//! are removed afterwards, also on errors. Why only when dirty: the in-place
-//! path is as safe when nothing is uncommitted, and it keeps the warm build
-//! directory that fixers like `cargo clippy --fix` need (details in the
-//! `fix_tree` module).
+//! Either way the agent never runs in the user's tree: it runs in a
+//! temporary git worktree at HEAD, outside the repository, where a usable
+//! patch is committed; landing cherry-picks that commit, which git refuses
+//! (nothing written) when a file it changes is dirty or changes are staged
+//! — the escalation names the files. The fix commit is made from git's
+//! index, so an edit the user makes to a fixed file while it lands stays
+//! theirs and uncommitted. The worktree and its branch are removed
+//! afterwards, also on errors (details in the `fix_tree` module).
 //!
 //! Each iteration fetches the failed logs (a failure is an error) and the PR
 //! diff ([`CiProvider::diff`](crate::provider::CiProvider::diff); a failure is only a warning: an
@@ -320,7 +318,10 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             .check_commands()
             .iter()
             .fold(req, |req, line| req.allow_command_line(line));
-        let staged = match fix_tree::make_patch(&ctx, req, iteration, &mut entry.warnings).await? {
+        let message = commit_message(class, iteration);
+        let staged = match fix_tree::make_patch(&ctx, req, iteration, &message, &mut entry.warnings)
+            .await?
+        {
             Made::Patch(staged) => staged,
             Made::Problem(reason) => {
                 return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
@@ -385,7 +386,8 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 choice: answer.index().and_then(|i| q.label(i)).map(str::to_owned),
             });
             if answer.index() != Some(0) {
-                staged.discard(ctx.vcs.as_ref()).await?;
+                // Never written into the user's tree: nothing to undo.
+                drop(staged);
                 let reason = match answer {
                     Answer::Deferred => {
                         "the patch confirmation was deferred; the patch was discarded"
@@ -396,14 +398,13 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             }
         }
 
-        if let Err(reason) = staged.land(&ctx).await? {
-            return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
-        }
         let parent = ctx.vcs.head().await?;
-        let commit = ctx
-            .vcs
-            .commit(&write_set, &commit_message(class, iteration))
-            .await?;
+        let commit = match staged.land(&ctx).await? {
+            Ok(commit) => commit,
+            Err(reason) => {
+                return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
+            }
+        };
         let patch = match ctx.vcs.diff(&parent, &commit).await {
             Ok(diff) => diff,
             Err(e) => {
@@ -417,7 +418,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         ctx.sink.emit(&Event::CommitMade {
             id: format!("iter-{iteration}"),
             commit: commit.to_string(),
-            summary: commit_message(class, iteration),
+            summary: message.clone(),
         });
         commits.push(commit.to_string());
         if ctx.provider.pushes()

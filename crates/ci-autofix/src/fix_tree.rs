@@ -1,43 +1,34 @@
 //! Where a fix is made, and how it lands in the user's working tree.
 //!
-//! **A clean tree** is fixed in place: a [`Vcs::checkpoint`], the agent edits
-//! the working tree, the write-set is what changed since the checkpoint, and
-//! a discarded patch is [`Vcs::restore`]d. Nothing of the user's can be lost:
-//! there is nothing uncommitted.
-//!
-//! **A dirty tree** (`--allow-dirty`) is never given to the agent. A formatter
-//! run over the whole project (`cargo fmt --all`, `black .`) would rewrite the
-//! user's uncommitted files, and a checkpoint can only notice that afterwards.
-//! So the agent works in a temporary git worktree at HEAD (a fresh directory
-//! under the system temp dir, on a temporary branch named after it), and the
-//! write-set is taken there. The patch is refused — with the files named,
-//! and nothing in the user's tree changed — when it changes a file that is
-//! modified or untracked in the user's tree, or creates a file where the user
-//! has an (ignored) one. Otherwise the changed files' contents and deletions
-//! are read into memory, and the worktree and its branch are removed before
-//! anything else happens (also when the agent or git fails; a removal that
-//! fails is a warning naming the leftover worktree and branch). Landing
-//! writes exactly those files into the user's tree, after checking again that
-//! HEAD has not moved and that none of them became dirty meanwhile; the loop
-//! then commits exactly those paths.
-//!
-//! Why only when dirty, and not always: in a clean tree the in-place path is
-//! just as safe, and it keeps what a fresh checkout would lose — the warm
-//! build directory (`target/`, `node_modules/`) that linters and fixers such
-//! as `cargo clippy --fix` need, and the agent's project settings in the
-//! repository. The two paths share the agent run, the diff fallback and the
-//! protected-path check; they differ only in where the agent runs and in how
-//! a patch is landed or discarded. The worktree lives outside the repository
-//! so that tools which look for configuration in parent directories (rustfmt,
-//! ruff, eslint, prettier) never read the user's uncommitted configuration.
+//! The agent never works in the user's tree, where the user may be working
+//! (an edit made there while the agent worked could not be told from the
+//! agent's, and a formatter over the whole project — `cargo fmt --all`,
+//! `black .` — would rewrite uncommitted files). It works in a git worktree
+//! at HEAD, made by a pool of one (outside the repository, so tools that
+//! read configuration from parent folders never see the user's
+//! uncommitted settings; provisioned like every flow's worktree with the
+//! project's ignored dependency folders and setup, so fixers that need
+//! `node_modules/` or a virtualenv find them), and the write-set is taken
+//! there. The patch is refused — with the files named, and nothing in the
+//! user's tree changed — when it changes a file that is modified or
+//! untracked in the user's tree, or creates a file where the user has an
+//! (ignored) one. Otherwise it is committed in the worktree, with the fix
+//! commit's message, and the worktree is removed before anything else
+//! happens (also when the agent or git fails; a removal that fails is a
+//! warning naming the leftover worktree and branch). Landing cherry-picks
+//! that commit onto the user's branch, after checking that HEAD has not
+//! moved; git refuses — and nothing is written — when a file it changes
+//! is dirty by then, or changes are staged. The commit is made from git's
+//! index, never from the files on disk: a line the user types into a fixed
+//! file while the fix lands stays theirs, uncommitted, and is never part of
+//! the fix. A patch that is declined was never written: nothing to undo.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use orchestrator_core::agent::{AgentError, AgentRequest, AgentSpend};
 use orchestrator_core::event::Event;
-use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs};
+use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs};
 use orchestrator_core::worktree::{PoolError, WorktreePool};
 
 use crate::context::{AutofixContext, AutofixError, is_protected};
@@ -58,81 +49,38 @@ pub(crate) enum Made {
     Limit(String),
 }
 
-/// A patch that is not committed yet.
+/// A patch, committed in a worktree at `base` and not landed yet; the
+/// user's tree is untouched until [`StagedPatch::land`].
 #[derive(Debug)]
 pub(crate) struct StagedPatch {
     /// The repository-relative paths it changes, sorted.
     pub(crate) write_set: Vec<String>,
-    kind: Kind,
+    base: CommitId,
+    /// The fix commit made in the worktree (its parent is `base`).
+    commit: CommitId,
 }
 
-#[derive(Debug)]
-enum Kind {
-    /// The files are already changed in the user's (clean) tree.
-    InPlace(Checkpoint),
-    /// The new contents, made in a worktree at `base`; the user's tree is
-    /// untouched until [`StagedPatch::land`].
-    Isolated {
-        base: CommitId,
-        files: BTreeMap<String, FileChange>,
-    },
-}
-
-/// One changed file of an isolated patch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One changed file of a patch, as far as landing it cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FileChange {
-    /// The file's new content and permission bits; `created` when HEAD does
-    /// not have it.
-    Write {
-        bytes: Vec<u8>,
-        mode: Option<u32>,
-        created: bool,
-    },
+    /// The file is written; `created` when HEAD does not have it.
+    Write { created: bool },
     /// The file was deleted.
     Delete,
 }
 
-/// Asks the agent for a patch (`request`'s working directory is replaced by
-/// the tree it runs in): in place when the user's tree is clean, in a
-/// temporary worktree when it is dirty (see the module docs). Warnings (a
-/// worktree that could not be removed) are emitted and pushed to `warnings`.
+/// Asks the agent for a patch in a temporary worktree at HEAD (`request`'s
+/// working directory is replaced by it; see the module docs) and commits a
+/// usable one there as `message`. Warnings (a worktree that could not be
+/// removed) are emitted and pushed to `warnings`.
 pub(crate) async fn make_patch(
     ctx: &AutofixContext,
     request: AgentRequest,
     iteration: u32,
+    message: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Made, AutofixError> {
-    let status = ctx.vcs.status().await?;
-    if status.is_clean() {
-        in_place(ctx, request).await
-    } else {
-        isolated(ctx, request, iteration, &status.dirty_paths(), warnings).await
-    }
-}
-
-async fn in_place(ctx: &AutofixContext, request: AgentRequest) -> Result<Made, AutofixError> {
-    let tree = ctx.vcs.as_ref();
-    let checkpoint = tree.checkpoint().await?;
-    let (write_set, problem) = run_agent(ctx, tree, &checkpoint, request).await?;
-    if let Some(problem) = problem {
-        if !write_set.is_empty() {
-            tree.restore(&checkpoint).await?;
-        }
-        return Ok(problem.made(None));
-    }
-    Ok(Made::Patch(StagedPatch {
-        write_set,
-        kind: Kind::InPlace(checkpoint),
-    }))
-}
-
-async fn isolated(
-    ctx: &AutofixContext,
-    request: AgentRequest,
-    iteration: u32,
-    dirty: &[String],
-    warnings: &mut Vec<String>,
-) -> Result<Made, AutofixError> {
+    let dirty = ctx.vcs.status().await?.dirty_paths();
     let base = ctx.vcs.head().await?;
     // Outside the repository, in its folder of the cache (the policy every
     // flow follows: see `orchestrator_core::state::cache`).
@@ -178,7 +126,17 @@ async fn isolated(
         }
     };
     let record = lease.record.clone();
-    let made = work_in(ctx, lease.vcs.as_ref(), base, dirty, request, warnings).await;
+    let request = request.with_env(lease.env.clone());
+    let made = work_in(
+        ctx,
+        lease.vcs.as_ref(),
+        base,
+        &dirty,
+        request,
+        message,
+        warnings,
+    )
+    .await;
     pool.release(lease);
     pool.close().await;
     if record.path.exists() {
@@ -205,19 +163,23 @@ async fn isolated(
     made
 }
 
-/// The agent's run inside the worktree; leaves the worktree clean again.
+/// The agent's run inside the worktree; leaves the worktree clean again
+/// (a usable patch committed, anything else undone).
 async fn work_in(
     ctx: &AutofixContext,
     worktree: &dyn Vcs,
     base: CommitId,
     dirty: &[String],
     request: AgentRequest,
+    message: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Made, AutofixError> {
     let checkpoint = worktree.checkpoint().await?;
-    let made = take_patch(ctx, worktree, &checkpoint, base, dirty, request).await;
-    // The worktree must be clean to be removed; the patch, if any, is in
-    // memory by now.
+    let made = take_patch(ctx, worktree, &checkpoint, base, dirty, request, message).await;
+    if matches!(made, Ok(Made::Patch(_))) {
+        return made;
+    }
+    // The worktree must be clean to be removed.
     if let Err(e) = worktree.restore(&checkpoint).await {
         warn(
             ctx,
@@ -238,6 +200,7 @@ async fn take_patch(
     base: CommitId,
     dirty: &[String],
     request: AgentRequest,
+    message: &str,
 ) -> Result<Made, AutofixError> {
     let (write_set, problem) = run_agent(ctx, worktree, checkpoint, request).await?;
     if let Some(problem) = problem {
@@ -261,13 +224,7 @@ async fn take_patch(
                     "the patch turns `{path}` into something other than a regular file (a symlink?); only file contents are applied, so it was discarded"
                 )));
             }
-            Ok(meta) => FileChange::Write {
-                bytes: std::fs::read(&full).map_err(|source| AutofixError::Io {
-                    what: "read".into(),
-                    path: full.clone(),
-                    source,
-                })?,
-                mode: mode_of(&meta),
+            Ok(_) => FileChange::Write {
                 created: created.contains(path),
             },
         };
@@ -276,9 +233,11 @@ async fn take_patch(
     if let Some(reason) = clash(ctx, &files).await? {
         return Ok(Made::Problem(reason));
     }
+    let commit = worktree.commit(&write_set, message).await?;
     Ok(Made::Patch(StagedPatch {
         write_set,
-        kind: Kind::Isolated { base, files },
+        base,
+        commit,
     }))
 }
 
@@ -444,102 +403,36 @@ async fn clash(
 }
 
 impl StagedPatch {
-    /// Drops the patch: an in-place patch is restored, an isolated one was
-    /// never written.
-    pub(crate) async fn discard(self, vcs: &dyn Vcs) -> Result<(), AutofixError> {
-        if let Kind::InPlace(checkpoint) = &self.kind {
-            vcs.restore(checkpoint).await?;
-        }
-        Ok(())
-    }
-
-    /// Puts the patch into the user's tree (an in-place one is there
-    /// already). `Ok(Err(reason))` when it can no longer land safely (HEAD
-    /// moved, or one of its files became dirty); then nothing was written.
+    /// Lands the patch on the user's branch (a cherry-pick of its commit);
+    /// the new commit. `Ok(Err(reason))` when it can no longer land safely
+    /// (HEAD moved, or uncommitted work is in its way by now); then nothing
+    /// was written.
     pub(crate) async fn land(
         &self,
         ctx: &AutofixContext,
-    ) -> Result<Result<(), String>, AutofixError> {
-        let Kind::Isolated { base, files } = &self.kind else {
-            return Ok(Ok(()));
-        };
+    ) -> Result<Result<CommitId, String>, AutofixError> {
         let head = ctx.vcs.head().await?;
-        if &head != base {
+        if head != self.base {
             return Ok(Err(format!(
                 "HEAD moved from {} to {} while the fix was made; the patch was discarded",
-                base.short(),
+                self.base.short(),
                 head.short()
             )));
         }
-        if let Some(reason) = clash(ctx, files).await? {
-            return Ok(Err(reason));
-        }
-        // Every file written here was clean (or absent): a checkpoint now
-        // can put all of them back if a write fails halfway.
-        let checkpoint = ctx.vcs.checkpoint().await?;
-        let root = ctx.vcs.root();
-        for (path, change) in files {
-            if let Err(e) = write_change(root, path, change) {
-                if let Err(undo) = ctx.vcs.restore(&checkpoint).await {
-                    return Err(AutofixError::Vcs(undo));
-                }
-                return Err(e);
-            }
-        }
-        Ok(Ok(()))
+        Ok(match ctx.vcs.cherry_pick(&self.commit).await? {
+            CherryPick::Applied { commit } => Ok(commit),
+            CherryPick::Blocked { paths } => Err(format!(
+                "the patch changes {}, which {} uncommitted or staged changes in your working \
+                 tree by now; nothing was applied and your files were left as they are",
+                name_paths(&paths),
+                if paths.len() == 1 { "has" } else { "have" }
+            )),
+            CherryPick::Conflict { paths } => Err(format!(
+                "the patch no longer applies to {}; nothing was applied",
+                name_paths(&paths)
+            )),
+        })
     }
-}
-
-/// Writes one file of an isolated patch into `root` (atomically: a temporary
-/// file in the same directory, then a rename) or deletes it.
-fn write_change(root: &Path, path: &str, change: &FileChange) -> Result<(), AutofixError> {
-    let full = root.join(path);
-    let io = |what: &str, path: PathBuf| {
-        let what = what.to_owned();
-        move |source| AutofixError::Io { what, path, source }
-    };
-    match change {
-        FileChange::Delete => match std::fs::remove_file(&full) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("delete", full)(e)),
-            _ => Ok(()),
-        },
-        FileChange::Write { bytes, mode, .. } => {
-            let dir = full.parent().unwrap_or(root).to_path_buf();
-            std::fs::create_dir_all(&dir).map_err(io("create", dir.clone()))?;
-            let mut tmp =
-                tempfile::NamedTempFile::new_in(&dir).map_err(io("create a file in", dir))?;
-            std::io::Write::write_all(&mut tmp, bytes).map_err(io("write", full.clone()))?;
-            set_mode(tmp.as_file(), *mode).map_err(io("set the permissions of", full.clone()))?;
-            tmp.persist(&full)
-                .map_err(|e| io("replace", full.clone())(e.error))?;
-            Ok(())
-        }
-    }
-}
-
-#[cfg(unix)]
-fn mode_of(meta: &std::fs::Metadata) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt as _;
-    Some(meta.permissions().mode() & 0o7777)
-}
-
-#[cfg(not(unix))]
-fn mode_of(_meta: &std::fs::Metadata) -> Option<u32> {
-    None
-}
-
-#[cfg(unix)]
-fn set_mode(file: &std::fs::File, mode: Option<u32>) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    match mode {
-        Some(mode) => file.set_permissions(std::fs::Permissions::from_mode(mode)),
-        None => Ok(()),
-    }
-}
-
-#[cfg(not(unix))]
-fn set_mode(_file: &std::fs::File, _mode: Option<u32>) -> std::io::Result<()> {
-    Ok(())
 }
 
 fn warn(ctx: &AutofixContext, warnings: &mut Vec<String>, message: String) {
@@ -574,33 +467,6 @@ mod tests {
         assert_eq!(
             name_paths(&paths),
             "f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 2 more"
-        );
-    }
-
-    #[test]
-    fn files_are_written_with_their_mode_and_deleted() {
-        let dir = tempfile::tempdir().unwrap();
-        let change = FileChange::Write {
-            bytes: b"#!/bin/sh\n".to_vec(),
-            mode: Some(0o100755),
-            created: true,
-        };
-        write_change(dir.path(), "bin/run.sh", &change).unwrap();
-        let path = dir.path().join("bin/run.sh");
-        assert_eq!(std::fs::read(&path).unwrap(), b"#!/bin/sh\n");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o755);
-        }
-        write_change(dir.path(), "bin/run.sh", &FileChange::Delete).unwrap();
-        assert!(!path.exists());
-        // Deleting what is already gone is not an error.
-        write_change(dir.path(), "bin/run.sh", &FileChange::Delete).unwrap();
-        assert_eq!(
-            std::fs::read_dir(dir.path().join("bin")).unwrap().count(),
-            0
         );
     }
 }

@@ -1345,7 +1345,9 @@ async fn in_a_dirty_tree_a_patch_does_not_land_over_what_the_user_did_meanwhile(
             );
         } else {
             assert!(
-                reason.starts_with("the patch changes src/lib.rs, which has uncommitted changes"),
+                reason.starts_with(
+                    "the patch changes src/lib.rs, which has uncommitted or staged changes"
+                ),
                 "{reason}"
             );
         }

@@ -348,16 +348,18 @@ fn review_fix_server(
                 return step(&cli_kind.answer(&plan), exchange, "Planned.");
             }
             if prompt.contains("Fix review finding F1") {
+                let tree = tree_of(exchange, &repo);
                 let mut turns =
-                    cli_kind.edit(&repo, "greet.txt", "wrold", "world", "hello world\n");
+                    cli_kind.edit(&tree, "greet.txt", "wrold", "world", "hello world\n");
                 turns.push(cli_kind.shell("sh check.sh"));
                 return step(&turns, exchange, "Fixed the typo.");
             }
             if prompt.contains("Fix review finding F2") {
+                let tree = tree_of(exchange, &repo);
                 let turns = if prompt.contains("FAIL calc_value") && retry == F2Retry::Fixes {
-                    cli_kind.edit(&repo, "calc.txt", "1", "2", "value = 2\n")
+                    cli_kind.edit(&tree, "calc.txt", "1", "2", "value = 2\n")
                 } else {
-                    cli_kind.edit(&repo, "calc.txt", "value", "VALUE", "VALUE = 1\n")
+                    cli_kind.edit(&tree, "calc.txt", "value", "VALUE", "VALUE = 1\n")
                 };
                 return step(&turns, exchange, "Set the value.");
             }
@@ -532,8 +534,7 @@ fn planex_script(
             };
             // Each task runs verified in a worktree of its own (-c 4): its
             // edits go there, the CLI's working directory.
-            let tree =
-                worktree_named_in(&exchange.body.to_string()).unwrap_or_else(|| repo.clone());
+            let tree = tree_of(exchange, &repo);
             let mut turns = if id == "T1" {
                 vec![cli_kind.create(&tree, "hello.txt", "hello\n")]
             } else if id == "T3" {
@@ -637,7 +638,7 @@ fn lint_fix_script(cli_kind: Cli, repo: PathBuf) -> impl Fn(&Exchange) -> Turn +
         let prompt = exchange.user_text();
         if prompt.contains("## CI Auto-Fix Context") && prompt.contains("needless_return") {
             let mut turns = cli_kind.edit(
-                &repo,
+                &tree_of(exchange, &repo),
                 "src/lib.rs",
                 "return 1;",
                 "1",
@@ -1326,8 +1327,8 @@ fn claude_planex_verify(
 /// rolled back; T3, after T2, is skipped.
 #[test]
 fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
-    // One at a time in the working tree: the scripted model writes to the
-    // repository's own paths.
+    // One at a time, in the one worktree of the run's pool: the scripted
+    // model writes where the CLI works.
     let (sandbox, server, o) = claude_planex_verify(
         "T1,Say howdy,Create hello.txt saying howdy,,,hello.txt,,grep -q howdy hello.txt,,,\n\
          T2,Notes,Write notes/a.txt,,,notes/**,,,,,\n\
@@ -1335,14 +1336,15 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
         "1",
         |id, exchange, repo| {
             let prompt = exchange.user_text();
+            let tree = tree_of(exchange, repo);
             match id {
                 "T1" if prompt.contains("verification by the engine failed") => {
-                    vec![Cli::Claude.create(repo, "hello.txt", "howdy\n")]
+                    vec![Cli::Claude.create(&tree, "hello.txt", "howdy\n")]
                 }
-                "T1" => vec![Cli::Claude.create(repo, "hello.txt", "hello\n")],
+                "T1" => vec![Cli::Claude.create(&tree, "hello.txt", "hello\n")],
                 _ => vec![
-                    Cli::Claude.create(repo, "notes/a.txt", "a\n"),
-                    Cli::Claude.create(repo, "stray.txt", "stray\n"),
+                    Cli::Claude.create(&tree, "notes/a.txt", "a\n"),
+                    Cli::Claude.create(&tree, "stray.txt", "stray\n"),
                 ],
             }
         },
@@ -1390,21 +1392,29 @@ fn planex_verify_holds_the_real_claude_to_its_checks_and_scopes() {
     );
 }
 
-/// The folder of the worktree a task's request runs in, as the CLI's
-/// request names it (its working directory, in the environment the CLI
-/// describes to the model): a slot of the run's worktree pool,
-/// `…/planex-<session>/slot-<n>`, the only one a request names.
+/// The folder of the worktree a request runs in, as the CLI's request
+/// names it (its working directory, in the environment the CLI describes
+/// to the model): a slot of a flow's worktree pool, `…/slot-<n>` (every
+/// flow's agent works in one, never in the user's tree), the only one a
+/// request names.
 fn worktree_named_in(body: &str) -> Option<PathBuf> {
-    let start = body.find("/planex-wpp-")?;
-    let begin = body[..start]
-        .rfind(|c: char| c == '"' || c.is_whitespace() || c == '`' || c == '(')
-        .map_or(0, |i| i + 1);
-    let rest = &body[begin..];
-    let slot = rest.find("/slot-")?;
-    let digits = rest[slot + 6..]
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len() - slot - 6);
-    Some(PathBuf::from(&rest[..slot + 6 + digits]))
+    body.match_indices("/slot-").find_map(|(slot, _)| {
+        let begin = body[..slot]
+            .rfind(|c: char| c == '"' || c.is_whitespace() || c == '`' || c == '(')
+            .map_or(0, |i| i + 1);
+        let digits = body[slot + 6..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(body.len() - slot - 6);
+        // An absolute path (a branch name such as `review-fix/slot-0` in
+        // the CLI's git status is not one).
+        let path = &body[begin..slot + 6 + digits];
+        (path.starts_with('/') && digits > 0).then(|| PathBuf::from(path))
+    })
+}
+
+/// Where a request's CLI works: the worktree it names, else `repo`.
+fn tree_of(exchange: &Exchange, repo: &Path) -> PathBuf {
+    worktree_named_in(&exchange.body.to_string()).unwrap_or_else(|| repo.to_path_buf())
 }
 
 /// `planex run --verify -c 2` with the real claude: each task runs in a

@@ -102,6 +102,15 @@ pub enum CherryPick {
         /// Files that conflicted.
         paths: Vec<String>,
     },
+    /// Uncommitted work in this tree stands in the way — a path the commit
+    /// changes is modified there, or changes are staged — so nothing was
+    /// changed: the work is the user's, and landing over it could lose or
+    /// commit it.
+    Blocked {
+        /// The paths in the way (the commit's modified paths, then the
+        /// staged ones).
+        paths: Vec<String>,
+    },
 }
 
 /// The result of a push. There is no force variant: a rejected push is
@@ -286,7 +295,10 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Err(unsupported("worktree_move"))
     }
 
-    /// Applies `commit` onto the current branch as a new commit.
+    /// Applies `commit` onto the current branch as a new commit. Never
+    /// touches uncommitted work: when a path the commit changes is
+    /// modified in the working tree, or anything is staged, it answers
+    /// [`CherryPick::Blocked`] and changes nothing.
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
 
     /// Pushes `branch` to `remote` as a fast-forward. There is no way to force.

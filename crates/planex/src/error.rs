@@ -24,7 +24,7 @@ pub enum PlanexError {
     #[error(
         "no planex session to continue in {}{}",
         dir.display(),
-        describe_found(found)
+        describe_unresumable(found)
     )]
     NoSession {
         /// The sessions directory that was searched.
@@ -169,6 +169,19 @@ fn describe_found(found: &[String]) -> String {
     }
 }
 
+/// [`PlanexError::NoSession`]'s account of the sessions it passed over.
+fn describe_unresumable(found: &[String]) -> String {
+    if found.is_empty() {
+        "; no sessions found".to_owned()
+    } else {
+        format!(
+            "; none of the sessions found can be continued (cancelled, or stopped before its \
+             first plan was written: start a new one): {}",
+            found.join(", ")
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +195,15 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "no planex session to continue in /r/.workflow/.lite-plan; no sessions found"
+        );
+        let e = PlanexError::NoSession {
+            dir: PathBuf::from("/r/s"),
+            found: vec!["wpp-a".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no planex session to continue in /r/s; none of the sessions found can be continued \
+             (cancelled, or stopped before its first plan was written: start a new one): wpp-a"
         );
         let e = PlanexError::SessionNotFound {
             id: "wpp-x".into(),

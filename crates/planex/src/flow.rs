@@ -469,7 +469,7 @@ impl Planex {
         })?;
         let mut env = self.env(self.stopping_at_limit(self.agents.executor.clone()));
         env.verify = self.verify_env(&run.session).await?;
-        let pool = env.verify.as_ref().and_then(|v| v.pool.clone());
+        let pool = env.verify.as_ref().map(|v| Arc::clone(&v.pool));
         let mut host = TaskHost::new(&mut run.session, &mut run.state, env, &sched);
         let end = drive(&mut sched, &mut host, self.sink.as_ref(), &self.cancel).await;
         if let Some(pool) = pool {

@@ -106,6 +106,7 @@ mod plan;
 pub mod protocol;
 pub mod report;
 pub mod rows;
+mod scope_match;
 mod scopes;
 pub mod session;
 mod shell;

@@ -47,7 +47,8 @@ impl RowSource<'_> {
 /// exploration rows); a duplicate id; a dependency or task `context_from`
 /// id that names no task; an `E*` id that names no row of `explore` (when
 /// the session has an explore.csv — without one such ids are ignored with a
-/// warning); a dependency cycle (named in order).
+/// warning); a scope glob that is absolute, has a `..` segment or does not
+/// compile; a dependency cycle (named in order).
 pub fn validate_tasks(
     rows: &mut [TaskRow],
     explore: Option<&[ExploreRow]>,
@@ -78,6 +79,11 @@ pub(crate) fn validate_tasks_from(
                 "{at}: task id {:?} starts with E, which names exploration rows; use T1, T2, …",
                 row.id
             ));
+        }
+        for glob in row.scope_globs() {
+            if let Some(problem) = crate::scope_match::scope_problem(&glob) {
+                problems.push(format!("{at}: task {:?}: {problem}", row.id));
+            }
         }
         for id in row.context_from.iter().filter(|id| is_exploration_id(id)) {
             match explore {

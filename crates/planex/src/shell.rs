@@ -100,7 +100,9 @@ impl Agent for ShellTaskAgent {
                 "nothing to run (empty execution_directives)",
             ));
         }
-        let mut spec = CommandSpec::shell(script, request.workdir.clone())
+        let mut spec = CommandSpec::shell(script, request.workdir.clone());
+        spec.env = request.env.clone();
+        let mut spec = spec
             .with_env(PREV_CONTEXT_ENV, row.prev_context.clone())
             .with_env(TASK_ID_ENV, row.id.clone())
             .with_env(SESSION_DIR_ENV, session_dir);

@@ -25,20 +25,24 @@
 //! paths; a task that fails or pauses leaves the tree at its checkpoint.
 //! Before a task runs, a commit with its trailer since the run's start
 //! means it landed before a crash: it is recorded as completed, never run
-//! or committed twice. A task's checkpoint is kept in the session folder
-//! while it runs ([`InFlight`]): `--continue` after a crash rolls back the
-//! change of a task that had not landed, so the tree is clean again.
+//! or committed twice. A task's worktree is named in the session folder
+//! while it runs ([`InFlight`]): `--continue` after a crash removes it.
 //!
-//! With `-c 1` tasks run one at a time in the working tree, where the
-//! build folders are warm. With more, each task runs in a git worktree of
-//! its own, outside the repository, at the tip its dependencies landed
-//! on (tasks whose scopes overlap still never run at once): a slot of the
-//! run's [`WorktreePool`](orchestrator_core::worktree::WorktreePool),
+//! Every task runs in a git worktree outside the repository, never in the
+//! user's working tree, where the user may be working (an edit made there
+//! while an agent worked could not be told from the agent's): a slot of
+//! the run's [`WorktreePool`](orchestrator_core::worktree::WorktreePool),
 //! made and provisioned (ignored dependency folders, setup commands) once
-//! and moved to each new task's tip. A passed task is committed there and
-//! landed on the current branch by cherry-pick, one landing at a time, so
-//! commits land in dependency order; a landing that conflicts fails the
-//! task with the paths named. The worktree goes back to the pool either
+//! and moved to each new task's tip, so with `-c 1` one worktree serves
+//! every task and its build folders stay warm. Tasks whose scopes overlap
+//! never run at once. A passed task is committed there and landed on the
+//! current branch by cherry-pick, one landing at a time, so commits land
+//! in dependency order; a landing that conflicts fails the task with the
+//! paths named; a landing the user's uncommitted work is in the way of
+//! changes nothing — the commit is kept in the task's record and the task
+//! pauses (exit 3) until the user commits, stashes or unstages, and
+//! `--continue` lands it without running the task again. The worktree goes
+//! back to the pool either
 //! way. A task is verified on the tip it started from: peers
 //! independent of it may land in between. The shell agent runs the
 //! directives itself ([`Verification::with_executor_runs_directives`]):
@@ -52,7 +56,6 @@ use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 use orchestrator_core::command::{CommandRunner, CommandSpec};
 use orchestrator_core::event::{Event, EventSink};
-use orchestrator_core::scheduler::scope::glob_matches;
 use orchestrator_core::vcs::{Checkpoint, CommitId, Vcs, VcsError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -242,6 +245,11 @@ pub struct InFlight {
     /// Its own worktree, when tasks run at once; `--continue` removes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<TaskWorktree>,
+    /// The task's verified commit, kept when landing it was blocked by the
+    /// user's uncommitted work: the next run lands it (or is blocked again)
+    /// instead of running the task again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landing: Option<String>,
 }
 
 /// Where a task runs when verified tasks run at once: a git worktree
@@ -274,10 +282,8 @@ pub(crate) struct VerifyingAgent {
     pub(crate) checkpoint: Checkpoint,
     /// What the last passing attempt found.
     pub(crate) found: Mutex<Verified>,
-    /// The task's own worktree, when it has one (its `verification.vcs`
-    /// is then that worktree's).
-    pub(crate) worktree: Option<TaskWorktree>,
-    /// The pool's lease on that worktree, given back when the task ends.
+    /// The pool's lease on the task's worktree (its `verification.vcs` is
+    /// that worktree's), given back when the task ends.
     pub(crate) lease: Mutex<Option<orchestrator_core::worktree::Lease>>,
     /// Environment for the checks run in the task's tree (the worktree's).
     pub(crate) env: std::collections::BTreeMap<String, String>,
@@ -315,9 +321,12 @@ impl VerifyingAgent {
         if globs.is_empty() {
             return Vec::new();
         }
+        // Exact glob semantics: unsure means outside (the scheduler's own
+        // overlap test errs the other way, as scheduling should).
+        let scope = crate::scope_match::ScopeMatcher::new(&globs);
         changed
             .iter()
-            .filter(|p| !globs.iter().any(|g| glob_matches(g, p)))
+            .filter(|p| !scope.matches(p))
             .cloned()
             .collect()
     }

@@ -19,7 +19,8 @@ use orchestrator_core::gate::AutoYes;
 use orchestrator_core::scheduler::Mode;
 use orchestrator_planex::rows::{RowStatus, read_tasks_csv};
 use orchestrator_planex::{
-    Agents, ExecutionPolicy, Outcome, Planex, PlanexError, PlanexOptions, ScopeMode, Verification,
+    Agents, ExecutionPolicy, Outcome, OutcomeStatus, Planex, PlanexError, PlanexOptions, ScopeMode,
+    Stop, Verification,
 };
 use serde_json::json;
 
@@ -646,34 +647,131 @@ async fn a_task_committed_before_a_crash_is_not_run_or_committed_again() {
     );
 }
 
-/// A run killed while a task's agent was writing: its in-flight record
-/// holds the checkpoint, `--continue` rolls the half-done change back (the
-/// tree is clean again, so it is not refused as dirty), runs the task again
-/// and commits it once.
+/// A run killed while a task's agent was writing in its worktree, and the
+/// user's edits made before the resume: `--continue` removes the killed
+/// run's worktree (the half-done change was never in the user's tree) and
+/// runs the task again in a fresh one; the user's edit and new file are
+/// never rolled back. Without `--allow-dirty` the resume refuses the dirty
+/// tree, naming it, and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
+async fn a_task_in_flight_at_a_crash_runs_again_and_the_users_edits_since_stay() {
+    use orchestrator_core::vcs::Vcs as _;
+    let (dir, repo) = sandbox(&["T1,First,Create a,,,src/a.txt,,,,,"]);
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let stopped = stopped_at_the_gate(dir.path(), &repo).await;
+    let session_dir = stopped.summary.session_dir.clone();
+    let session = stopped.summary.session_id.clone();
+    // What the killed run left: its base, T1's worktree with a half-done
+    // change, its record and the pool's journal.
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    std::fs::write(session_dir.join("verify-base.txt"), base.trim()).unwrap();
+    let slot = orchestrator_core::state::worktree_root(&repo)
+        .join(format!("planex-{session}"))
+        .join("slot-0");
+    let branch = format!("planex/{session}/slot-0");
+    let head = vcs.head().await.unwrap();
+    vcs.worktree_add(&slot, &branch, &head).await.unwrap();
+    std::fs::write(slot.join("src/a.txt"), "half\n").unwrap();
+    let record = orchestrator_planex::verify::InFlight {
+        id: "T1".into(),
+        checkpoint: None,
+        worktree: Some(orchestrator_planex::verify::TaskWorktree {
+            path: slot.clone(),
+            branch: branch.clone(),
+        }),
+        landing: None,
+    };
+    let path = orchestrator_planex::verify::in_flight_path(&session_dir, "T1");
+    std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+    // The user works between the kill and the resume.
+    std::fs::write(repo.join("src/lib.txt"), "the user's edit\n").unwrap();
+    std::fs::write(repo.join("notes.txt"), "the user's new file\n").unwrap();
+
+    let agent =
+        Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/a.txt", "a\n")], &[])));
+    let refused = verified(
+        &repo,
+        Arc::clone(&vcs),
+        agent.clone(),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .resume(Some(&session))
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("notes.txt, src/lib.txt"),
+        "{refused}"
+    );
+    assert_eq!(agent.calls().len(), 0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "the user's edit\n"
+    );
+
+    let outcome = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .with_verification(
+        Verification::new(vcs, Arc::new(ProcessRunner::default())).with_allow_dirty(true),
+    )
+    .resume(Some(&session))
+    .await
+    .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{}", outcome.summary);
+    assert_eq!(agent.calls().len(), 1);
+    assert_eq!(subjects(&repo), ["feat(planex): First [T1]"]);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/a.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "the user's edit\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).unwrap(),
+        "the user's new file\n"
+    );
+    assert_eq!(
+        git(&repo, &["status", "--porcelain"]),
+        " M src/lib.txt\n?? notes.txt\n",
+        "the user's work stays uncommitted"
+    );
+    assert!(!path.exists(), "the record is gone");
+    assert_no_worktree_left(&repo);
+}
+
+/// A record an older version left for a task it ran in the working tree
+/// itself: its half-done change cannot be told from what the user edited
+/// since, so the resume rolls nothing back, says so, and the tree check
+/// refuses the uncommitted files — every byte stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_tree_record_of_an_older_version_is_never_rolled_back() {
     use orchestrator_core::vcs::Vcs as _;
     let (dir, repo) = sandbox(&["T1,First,Create a,,,src/**,,,,,"]);
     let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
     let stopped = stopped_at_the_gate(dir.path(), &repo).await;
     let session_dir = stopped.summary.session_dir.clone();
-    // What the killed run left: its base, T1's record, a half-done change.
     let base = git(&repo, &["rev-parse", "HEAD"]);
     std::fs::write(session_dir.join("verify-base.txt"), base.trim()).unwrap();
     let record = orchestrator_planex::verify::InFlight {
         id: "T1".into(),
         checkpoint: Some(vcs.checkpoint().await.unwrap()),
         worktree: None,
+        landing: None,
     };
     let path = orchestrator_planex::verify::in_flight_path(&session_dir, "T1");
     std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
-    std::fs::write(repo.join("src/a.txt"), "half\n").unwrap();
-    std::fs::write(repo.join("src/lib.txt"), "half-edited\n").unwrap();
-
-    let agent =
-        Arc::new(FakeAgent::new("fake").otherwise(edit("T1", &[("src/a.txt", "a\n")], &[])));
+    std::fs::write(repo.join("src/a.txt"), "half, or the user's?\n").unwrap();
+    std::fs::write(repo.join("src/lib.txt"), "edited\n").unwrap();
+    let agent = Arc::new(FakeAgent::new("fake"));
     let sink = Arc::new(CollectingSink::new());
-    let outcome = verified(
+    let refused = verified(
         &repo,
         vcs,
         agent.clone(),
@@ -682,23 +780,23 @@ async fn a_task_in_flight_at_a_crash_is_rolled_back_and_run_again() {
     )
     .resume(Some(&stopped.summary.session_id))
     .await
-    .unwrap();
-    assert_eq!(outcome.exit_code(), 0, "{}", outcome.summary);
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("src/a.txt, src/lib.txt"),
+        "{refused}"
+    );
     assert!(sink.events().iter().any(|e| matches!(e,
         orchestrator_core::event::Event::Warning { message }
-            if message == "task T1 was interrupted before it landed: its change (src/a.txt, src/lib.txt) was rolled back, and it runs again")));
-    assert_eq!(agent.calls().len(), 1);
-    assert_eq!(subjects(&repo), ["feat(planex): First [T1]"]);
-    assert_eq!(
-        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
-        "one\n"
-    );
+            if message.starts_with("task T1 was interrupted in the working tree before it landed; nothing was rolled back"))));
     assert_eq!(
         std::fs::read_to_string(repo.join("src/a.txt")).unwrap(),
-        "a\n"
+        "half, or the user's?\n"
     );
-    assert!(!path.exists(), "the record is gone");
-    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(agent.calls().len(), 0);
 }
 
 /// `--allow-dirty`: the tasks run in worktrees made at HEAD, the user's
@@ -735,7 +833,7 @@ async fn allow_dirty_never_touches_the_users_uncommitted_work() {
     .run_tasks_file(&dir.path().join("tasks.csv"))
     .await
     .unwrap();
-    assert_eq!(outcome.exit_code(), 1, "{}", outcome.summary);
+    assert_eq!(outcome.exit_code(), 3, "{}", outcome.summary);
     // The agents worked elsewhere: not in the repository.
     for call in agent.calls() {
         assert!(
@@ -757,9 +855,89 @@ async fn allow_dirty_never_touches_the_users_uncommitted_work() {
         std::fs::read_to_string(repo.join("mine.txt")).unwrap(),
         "untracked\n"
     );
-    let rows = results(&outcome);
-    let t2 = row(&rows, "T2");
-    assert_eq!(t2.status, RowStatus::Failed);
-    assert!(t2.error.contains("src/lib.txt"), "{}", t2.error);
+    // T2's verified change is in the way of the user's work: it waits,
+    // kept, for the user (exit 3), naming the path and what to do.
+    let OutcomeStatus::Stopped(Stop::NeedsHuman { tasks }) = &outcome.status else {
+        panic!("{:?}", outcome.status)
+    };
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].0, "T2");
+    assert!(
+        tasks[0]
+            .1
+            .contains("your uncommitted changes to src/lib.txt are in the way")
+            && tasks[0].1.contains("planex --continue"),
+        "{}",
+        tasks[0].1
+    );
     assert_no_worktree_left(&repo);
+    // The user puts their work aside; --continue lands the kept commit
+    // without asking the agent again.
+    git(&repo, &["stash", "-q"]);
+    let calls = agent.calls().len();
+    let vcs = Arc::new(GitVcs::open(&repo).await.unwrap());
+    let resumed = Planex::new(
+        &repo,
+        Agents::all(agent.clone()),
+        Arc::new(AutoYes),
+        Arc::new(CollectingSink::new()),
+        PlanexOptions::default().with_auto_yes(true),
+    )
+    .with_verification(
+        Verification::new(vcs, Arc::new(ProcessRunner::default())).with_allow_dirty(true),
+    )
+    .resume(Some(&outcome.summary.session_id))
+    .await
+    .unwrap();
+    assert_eq!(resumed.exit_code(), 0, "{}", resumed.summary);
+    assert_eq!(agent.calls().len(), calls, "no agent call on --continue");
+    assert_eq!(
+        subjects(&repo),
+        ["feat(planex): First [T1]", "feat(planex): Edit lib [T2]"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.txt")).unwrap(),
+        "theirs\n"
+    );
+    assert_no_worktree_left(&repo);
+}
+
+/// A scope is enforced with real glob semantics: `src/{a,b}.txt` lets the
+/// task write `src/a.txt`, not `src/c.txt` (which the scheduler's
+/// conservative reading took for inside: any file in `src/`). A scope
+/// that leaves the repository is refused when the plan is read, naming
+/// the row, before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scope_with_alternatives_is_enforced_exactly_and_an_escaping_one_refused() {
+    let (dir, repo) = sandbox(&["T1,Write a,Create a,,,\"src/{a,b}.txt\",,,,,"]);
+    let agent = Arc::new(FakeAgent::new("fake").otherwise(edit(
+        "T1",
+        &[("src/a.txt", "a\n"), ("src/c.txt", "c\n")],
+        &["src/a.txt"],
+    )));
+    let (outcome, _) = run(dir.path(), &repo, agent, |v| v).await;
+    let rows = results(&outcome.unwrap());
+    let t1 = row(&rows, "T1");
+    assert_eq!(t1.status, RowStatus::Failed);
+    assert!(
+        t1.error
+            .contains("changed files outside its scope `src/{a,b}.txt`: src/c.txt"),
+        "{}",
+        t1.error
+    );
+    assert!(subjects(&repo).is_empty());
+    assert!(!repo.join("src/c.txt").exists());
+
+    let (dir, repo) = sandbox(&["T1,Escape,Write outside,,,../elsewhere/**,,,,,"]);
+    let agent = Arc::new(FakeAgent::new("fake"));
+    let (outcome, _) = run(dir.path(), &repo, agent.clone(), |v| v).await;
+    let err = outcome.unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "task \"T1\": scope \"../elsewhere/**\" has a `..` segment: a scope stays inside the repository"
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("line 2"), "names the row: {err}");
+    assert_eq!(agent.calls().len(), 0);
 }

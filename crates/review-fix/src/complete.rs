@@ -176,8 +176,12 @@ pub(crate) async fn complete(
         verification: Some(verification),
     });
     write_json_atomic(paths.history(), &history)?;
-    // A run stopped at its limit stays resumable: its marker stays.
-    let resumable = matches!(outcome, Outcome::LimitReached { .. });
+    // A run stopped at its limit, or for the user (their work in the way
+    // of a landing, a failed rollback), stays resumable: its marker stays.
+    let resumable = matches!(
+        outcome,
+        Outcome::LimitReached { .. } | Outcome::NeedsHuman { .. }
+    );
     if !resumable {
         match std::fs::remove_file(paths.active()) {
             Ok(()) => {}

@@ -3,13 +3,16 @@
 
 use crate::*;
 
-/// Where groups run.
+/// How groups run. Either way a group runs in a git worktree of the run's
+/// pool, never in the user's tree (where the user may be working), and
+/// its verified fixes land on the checked-out branch by cherry-pick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Isolation {
-    /// Groups of a parallel stage each run in their own git worktree.
+    /// Groups of a parallel stage run at once, each in its own worktree.
     #[default]
     Worktree,
-    /// Every group runs in the main tree, one at a time.
+    /// Every group runs alone, one after the other, in one worktree; each
+    /// verified fix lands as soon as it passes.
     Serial,
 }
 
@@ -67,8 +70,8 @@ pub struct ReviewFixConfig {
     /// Time limit of one test run, if any.
     pub test_time_limit: Option<Duration>,
     /// How fixes are verified (`--verify each|batch|auto`, default `auto`).
-    /// `batch` and `auto` need worktrees: with [`Isolation::Serial`] every
-    /// fix is tested on its own, as with `each`.
+    /// `batch` and `auto` need groups that run at once: with
+    /// [`Isolation::Serial`] every fix is tested on its own, as with `each`.
     pub verify: VerifyMode,
     /// Re-runs of a failing test run on the identical tree before a fix is
     /// blamed (`--flaky-reruns N`, default 1; `0` trusts every failure).

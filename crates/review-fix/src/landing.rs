@@ -47,9 +47,9 @@ use orchestrator_core::verify::{RunOutcome, Step, Verifier, VerifyConfig, Verify
 
 use crate::TreeEnv;
 use crate::exec::{
-    FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, commit_message,
+    FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, blocked_reason, commit_message,
     describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
-    record_flaky, release_worktree, run_group_in_main, run_tests, short_failure,
+    record_flaky, release_worktree, run_tests, short_failure,
 };
 use crate::files::{
     FixResult, KnownFailure, ProgressStatus, ProgressVerification, QueuedFix, VERIFY_STATE_VERSION,
@@ -116,9 +116,8 @@ fn remove_state(shared: &Shared) {
 }
 
 /// Collects the untested fix commits of a stage's worktree runs (in stage
-/// order), removes the worktrees and verifies the commits at landing.
-/// Groups whose worktree could not be created run in the main tree, each fix
-/// tested on its own.
+/// order), gives the worktrees back and verifies the commits at landing.
+/// (A group whose worktree could not be made has failed already.)
 pub(crate) async fn land_batch(
     shared: &Shared,
     stage: u32,
@@ -127,10 +126,8 @@ pub(crate) async fn land_batch(
     progress: &HashMap<String, Progress>,
 ) {
     let mut queue = Vec::new();
-    let mut unrun = Vec::new();
     for run in &runs {
         let Some(wt) = run.vcs.clone() else {
-            unrun.push(run.group.clone());
             continue;
         };
         let Some(p) = progress.get(&run.group.group_id) else {
@@ -177,14 +174,6 @@ pub(crate) async fn land_batch(
         .map(|r| r.group.group_id.clone())
         .collect();
     verify_stage(shared, state, progress, &groups).await;
-    if !unrun.is_empty() {
-        let landed = landed_commits(shared).await;
-        for g in &unrun {
-            if let Some(p) = progress.get(&g.group_id) {
-                run_group_in_main(shared, g, p, &landed).await;
-            }
-        }
-    }
 }
 
 /// The temporary worktree trial trees are built in.
@@ -340,7 +329,13 @@ pub(crate) async fn verify_stage(
                     break 'segments;
                 };
                 let (fid, commit) = t.built.remove(0);
-                land(shared, &fid, &commit, progress, &mut on_branch).await;
+                if !land(shared, &fid, &commit, progress, &mut on_branch).await {
+                    // The user's work is in the way: the decided fixes wait
+                    // in the verification state for --resume.
+                    save_state(shared, &state);
+                    close_trial(shared, &mut trial).await;
+                    return;
+                }
                 count.landed += 1;
                 synced += 1;
             }

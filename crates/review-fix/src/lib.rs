@@ -397,11 +397,14 @@ pub(crate) async fn run_locked(
         paths: paths.clone(),
         plan: plan.clone(),
         findings: finding_map.clone(),
+        // Stable slot places (one review-fix run per repository at a
+        // time): each slot's build folder stays warm from run to run.
         pool: orchestrator_core::worktree::WorktreePool::new(
             Arc::clone(&vcs),
-            paths.worktrees(),
-            format!("review-fix/{}/", paths.id()),
+            orchestrator_core::state::worktree_root(&repo).join("review-fix"),
+            "review-fix/",
         )
+        .with_reclaim(true)
         .with_provisioner(services.provisioner.clone())
         .with_sink(Arc::clone(&sink))
         .with_journal(Arc::new(exec::ActiveJournal {
@@ -459,8 +462,8 @@ pub(crate) async fn run_locked(
         .iter()
         .flat_map(|p| p.findings.iter())
         .any(|f| f.result != Some(FixResult::Fixed));
-    let outcome = if let Some(reason) = shared.halted() {
-        Outcome::LimitReached { reason }
+    let outcome = if let Some(halted) = shared.halt_outcome() {
+        halted
     } else if failed || !findings_file.rejected.is_empty() {
         Outcome::SomeFailed
     } else {

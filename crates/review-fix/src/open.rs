@@ -294,21 +294,18 @@ pub(crate) async fn open_for_resume(
             expected: FINDINGS_VERSION,
         });
     }
-    // Restore an interrupted in-flight fix before looking at the tree.
+    // An in-flight fix was in a worktree (removed by the run's recovery);
+    // one an older version made in the working tree itself is never rolled
+    // back: its change cannot be told from the user's edits since, and the
+    // tree check below names what is uncommitted.
     let repo = services.vcs.root().to_path_buf();
-    let head = services.vcs.head().await.ok();
-    for f in &active.in_flight {
-        if f.tree == repo
-            && head.as_ref() == Some(&f.checkpoint.head)
-            && let Err(e) = services.vcs.restore(&f.checkpoint).await
-        {
-            services.sink.emit(&Event::Warning {
-                message: format!(
-                    "failed to restore the interrupted fix of {}: {e}",
-                    f.finding_id
-                ),
-            });
-        }
+    for f in active.in_flight.iter().filter(|f| f.tree == repo) {
+        services.sink.emit(&Event::Warning {
+            message: format!(
+                "the fix of {} was interrupted in the working tree; nothing was rolled back: review `git status`",
+                f.finding_id
+            ),
+        });
     }
     active.in_flight.retain(|f| f.tree != repo);
     let status = services

@@ -53,6 +53,8 @@ pub struct SessionPaths {
     pub dir: PathBuf,
     /// Where the session's worktrees go.
     worktrees: PathBuf,
+    /// Where worktree slots keep their Cargo target folders.
+    targets: PathBuf,
 }
 
 impl SessionPaths {
@@ -62,6 +64,7 @@ impl SessionPaths {
         let dir = dir.into();
         Self {
             worktrees: dir.join("worktrees"),
+            targets: dir.join("targets"),
             dir,
         }
     }
@@ -74,6 +77,7 @@ impl SessionPaths {
     pub fn for_repo(dir: impl Into<PathBuf>, repo: &Path) -> Self {
         let mut paths = Self::new(dir);
         paths.worktrees = orchestrator_core::state::worktree_root(repo).join(paths.id());
+        paths.targets = orchestrator_core::state::build_cache_root(repo);
         paths
     }
     /// The session id (the directory name).
@@ -124,9 +128,12 @@ impl SessionPaths {
     pub fn worktree(&self, run: u32, group_id: &str) -> PathBuf {
         self.worktrees().join(format!("r{run}-{group_id}"))
     }
-    /// Cargo target directory of a worktree slot.
+    /// Cargo target directory of a worktree slot: kept across sessions in
+    /// the repository's build cache (`build_cache_root`), so a slot builds
+    /// warm from the second run on. One run per repository at a time, and
+    /// one tree per slot at a time, share it.
     pub fn target_dir(&self, slot: usize) -> PathBuf {
-        self.dir.join("targets").join(format!("wt{slot}"))
+        self.targets.join(format!("review-fix-slot-{slot}"))
     }
 }
 

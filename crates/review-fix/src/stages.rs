@@ -1,8 +1,9 @@
 //! Stages in order: the layer above execution (`exec`: groups, fixes,
 //! tests, landing one verified fix at a time) and batch verification at
-//! landing (`landing`). It decides, per stage, whether the groups run in the
-//! main tree or in worktrees and which of the two lands their commits; the
-//! two layers below never call each other's way up.
+//! landing (`landing`). It decides, per stage, whether the groups run at
+//! once or one after another (always in worktrees of the run's pool) and
+//! which of the two lands their commits; the two layers below never call
+//! each other's way up.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use orchestrator_core::event::Event;
 use orchestrator_core::vcs::CommitId;
 
 use crate::exec::{
-    Progress, Shared, land_stage, landed_commits, run_group_in_main, run_in_worktrees,
+    Progress, Shared, land_stage, landed_commits, run_group_alone, run_in_worktrees,
 };
 use crate::files::{ExecutionMode, PlanGroup, ProgressStatus};
 use crate::sync::lock;
@@ -73,9 +74,15 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
         } else if parallel {
             run_parallel_stage(&shared, stage.stage, &open, progress, &landed).await;
         } else {
+            // One group at a time, each in a worktree at the tip the
+            // previous one's fixes reached (never in the user's tree),
+            // each verified fix landed as it passes.
             for group in &open {
+                if shared.halted().is_some() {
+                    break;
+                }
                 if let Some(p) = progress.get(&group.group_id) {
-                    run_group_in_main(&shared, group, p, &landed).await;
+                    run_group_alone(&shared, group, p, &landed).await;
                 }
             }
         }

@@ -125,11 +125,13 @@ pub(crate) async fn run_tools_for(
     env: &std::collections::BTreeMap<String, String>,
     tolerate_failure: bool,
 ) -> Result<AgentResponse, AgentError> {
+    let mut env = env.clone();
+    env.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let outcome = run_tools(
         runner,
         &request.workdir,
         tools,
-        env,
+        &env,
         request.time_limit,
         tolerate_failure,
     )

@@ -30,9 +30,10 @@
 //! - without `edit_history` in the context the file is taken as the findings
 //!   saw it: positions as recorded, replacements re-anchored by their text.
 //!
-//! Files are replaced atomically (temporary file and rename) and only once
-//! every file of the suggestion has been planned, so a refused suggestion
-//! changes nothing. The answer's `structured` value is
+//! Files are replaced atomically (a uniquely named temporary file in the
+//! same folder, synced, renamed over the original; a symlink is written
+//! through and stays a link) and only once every file of the suggestion has
+//! been planned, so a refused suggestion changes nothing. The answer's `structured` value is
 //! `{"applied_edits": {"<file>": [<AppliedEdit>...]}}` for the files placed
 //! through a history, which the caller records to extend it.
 //!
@@ -292,25 +293,25 @@ fn commit(id: &str, writes: Vec<Write>) -> Result<Applied, SuggestionError> {
     Ok(Applied { changed, edits })
 }
 
-/// Replaces `path` by writing a sibling temporary file (keeping the
-/// original's permissions) and renaming it over the original.
+/// Replaces `path` (a regular file: `resolve_in_workdir` resolved any
+/// symlink, so a link is written through and stays a link) with `bytes`:
+/// a sibling temporary file of a name no other writer can hold, its
+/// permissions the original's, synced to disk, renamed over the original,
+/// and the folder synced, so a crash leaves the old content or the new,
+/// never a mix.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.orchestrator-{}.tmp", std::process::id()));
     let permissions = std::fs::metadata(path)?.permissions();
-    let result = (|| {
-        std::fs::write(&tmp, bytes)?;
-        std::fs::set_permissions(&tmp, permissions)?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".orchestrator-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().set_permissions(permissions)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Applies the machine-applicable suggestions a finding carries. See the

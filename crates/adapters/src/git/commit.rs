@@ -119,6 +119,10 @@ impl GitVcs {
     ) -> Result<CherryPick, VcsError> {
         let id = self.resolve_commit(commit).await?;
         let _guard = self.write_lock.lock().await;
+        let blocked = self.in_the_way(&id).await?;
+        if !blocked.is_empty() {
+            return Ok(CherryPick::Blocked { paths: blocked });
+        }
         let out = self
             .run("cherry-pick", os_args([id.as_str()]), None)
             .await?;
@@ -137,6 +141,12 @@ impl GitVcs {
             .status
             .success();
         if !in_progress {
+            // git refused before starting (the user changed a path between
+            // the check and the pick): nothing was changed.
+            let blocked = self.in_the_way(&id).await?;
+            if !blocked.is_empty() {
+                return Ok(CherryPick::Blocked { paths: blocked });
+            }
             return Err(out.error());
         }
         let conflicted = parse::nul_list(
@@ -154,6 +164,83 @@ impl GitVcs {
             return Err(out.error());
         }
         Ok(CherryPick::Conflict { paths: conflicted })
+    }
+
+    /// What stands in the way of picking commit `id`: the paths it changes
+    /// that are modified in the working tree or the index, then every
+    /// staged path (git refuses to pick over a dirty index, and a pick
+    /// must never be mixed with the user's staged work). Sorted, without
+    /// duplicates.
+    async fn in_the_way(&self, id: &str) -> Result<Vec<String>, VcsError> {
+        let parent = format!("{id}^");
+        let touched = parse::nul_list(
+            &self
+                .run_ok(
+                    "diff",
+                    os_args([
+                        "--name-only",
+                        "-z",
+                        "--no-renames",
+                        "--no-ext-diff",
+                        &parent,
+                        id,
+                        "--",
+                    ]),
+                )
+                .await?,
+        )?;
+        let mut blocked: Vec<String> = if touched.is_empty() {
+            Vec::new()
+        } else {
+            self.status_of(Some(&touched)).await?.dirty_paths()
+        };
+        let staged = parse::nul_list(
+            &self
+                .run_ok(
+                    "diff",
+                    os_args([
+                        "--cached",
+                        "--name-only",
+                        "-z",
+                        "--no-renames",
+                        "--no-ext-diff",
+                        "--",
+                    ]),
+                )
+                .await?,
+        )?;
+        blocked.extend(staged);
+        // A file the commit adds where the user has an ignored one: git
+        // would overwrite it without a word (ignored files are
+        // "expendable" to it); they are not to us.
+        let added = parse::nul_list(
+            &self
+                .run_ok(
+                    "diff",
+                    os_args([
+                        "--name-only",
+                        "-z",
+                        "--no-renames",
+                        "--no-ext-diff",
+                        "--diff-filter=A",
+                        &parent,
+                        id,
+                        "--",
+                    ]),
+                )
+                .await?,
+        )?;
+        for path in added {
+            if tokio::fs::symlink_metadata(self.root.join(&path))
+                .await
+                .is_ok()
+            {
+                blocked.push(path);
+            }
+        }
+        blocked.sort();
+        blocked.dedup();
+        Ok(blocked)
     }
 
     /// [`Vcs::push`]: pushes `branch` to the same branch of `remote`, never

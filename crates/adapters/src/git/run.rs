@@ -65,6 +65,17 @@ const KEPT_GIT_ENV: &[&str] = &[
     "GIT_SSL_CAPATH",
 ];
 
+/// Runs of a git command refused on a held lock before its refusal stands
+/// (waits of 25, 50, … ms: 1.4 s in all).
+const LOCK_RETRIES: u32 = 10;
+
+/// Whether git refused because another process holds one of its lock files
+/// (`fatal: Unable to create '…/index.lock': File exists.`).
+fn held_lock(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr);
+    text.contains(".lock': File exists") || text.contains(".lock\": File exists")
+}
+
 /// How many paths one command line carries at most (argv size limits).
 const PATH_CHUNK: usize = 512;
 
@@ -99,6 +110,11 @@ impl GitOutput {
 impl GitVcs {
     /// Runs `git <subcommand> <args>` in the work tree root. The only place a
     /// git process is started: the argument guard runs first.
+    ///
+    /// A command git refused because another git process held a lock
+    /// (`index.lock`, a ref's `.lock`: the user's own git, an editor's) is
+    /// run again a few times, after a short wait each: git takes its locks
+    /// before it changes anything, so the refused command did nothing.
     pub(super) async fn run(
         &self,
         subcommand: &str,
@@ -106,13 +122,31 @@ impl GitVcs {
         stdin: Option<Vec<u8>>,
     ) -> Result<GitOutput, VcsError> {
         guard::check_args(subcommand, &args)?;
-        let command_text = display_command(subcommand, &args);
+        let mut waited = 0;
+        loop {
+            let out = self.run_once(subcommand, &args, stdin.clone()).await?;
+            if out.status.success() || waited >= LOCK_RETRIES || !held_lock(&out.stderr) {
+                return Ok(out);
+            }
+            waited += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(25 * u64::from(waited))).await;
+        }
+    }
+
+    /// One run of `git <subcommand> <args>` (see [`GitVcs::run`]).
+    async fn run_once(
+        &self,
+        subcommand: &str,
+        args: &[OsString],
+        stdin: Option<Vec<u8>>,
+    ) -> Result<GitOutput, VcsError> {
+        let command_text = display_command(subcommand, args);
         let mut cmd = Command::new(&self.program);
         cmd.current_dir(&self.root).arg("--no-pager");
         for config in FIXED_CONFIG {
             cmd.arg("-c").arg(config);
         }
-        cmd.arg(subcommand).args(&args);
+        cmd.arg(subcommand).args(args);
         for (key, _) in std::env::vars_os() {
             let name = key.to_string_lossy();
             if name.starts_with("GIT_") && !KEPT_GIT_ENV.contains(&name.as_ref()) {

@@ -292,6 +292,7 @@ impl ToolAgent {
                 sandbox: self.sandbox().await,
                 run_limit,
                 hidden_env: self.http.config().api_key_env.iter().cloned().collect(),
+                env: request.env.clone(),
             })
         } else {
             None

@@ -112,6 +112,9 @@ pub struct Toolbox {
     /// the agent's API key: a test command has no use for it, and its
     /// output goes back to the model).
     pub hidden_env: Vec<String>,
+    /// Environment the request's tree needs (a worktree's virtualenv
+    /// `PATH`, `[worktree] env`), given to every command.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl Toolbox {
@@ -417,6 +420,8 @@ impl Toolbox {
             Sandbox::Bwrap(bwrap) => (bwrap.display().to_string(), bwrap_args(&root, &argv)),
         };
         let mut spec = CommandSpec::new(program, args, &root).with_time_limit(self.run_limit);
+        spec.env
+            .extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         for var in &self.hidden_env {
             spec = spec.with_env(var.clone(), "");
         }
@@ -510,6 +515,7 @@ mod tests {
             sandbox: Sandbox::None,
             run_limit: Duration::from_secs(10),
             hidden_env: Vec::new(),
+            env: std::collections::BTreeMap::new(),
         }
     }
 

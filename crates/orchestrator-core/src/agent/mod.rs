@@ -110,6 +110,12 @@ pub struct AgentRequest {
     /// themselves. Unset (the default): no limit of its own.
     #[serde(default, skip_serializing_if = "ItemLimits::is_unlimited")]
     pub spend_limits: ItemLimits,
+    /// Environment for the agent's process and the commands it runs, on
+    /// top of the engine's own: what the worktree it works in needs (a
+    /// virtualenv's `bin/` first on `PATH`, `[worktree] env`, a build
+    /// cache). Empty in the user's own tree.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl AgentRequest {
@@ -132,6 +138,7 @@ impl AgentRequest {
             resume_session: None,
             artifacts_dir: None,
             spend_limits: ItemLimits::default(),
+            env: std::collections::BTreeMap::new(),
         }
     }
 
@@ -196,6 +203,13 @@ impl AgentRequest {
     /// [`AgentRequest::spend_limits`]).
     pub fn with_spend_limits(mut self, limits: ItemLimits) -> Self {
         self.spend_limits = limits;
+        self
+    }
+
+    /// Builder: the environment of the tree the agent works in (see
+    /// [`AgentRequest::env`]); added to what is there.
+    pub fn with_env(mut self, env: std::collections::BTreeMap<String, String>) -> Self {
+        self.env.extend(env);
         self
     }
 

@@ -61,6 +61,7 @@ pub async fn run_suite(h: &dyn VcsHarness) {
     cherry_pick_conflict_changes_nothing(h).await;
     worktree_remove_finishes_an_interrupted_removal(h).await;
     worktree_move_moves_a_clean_worktree(h).await;
+    cherry_pick_never_touches_uncommitted_work(h).await;
 }
 
 /// `status` lists modified and untracked files, minus excluded folders.
@@ -477,5 +478,54 @@ pub async fn worktree_move_moves_a_clean_worktree(h: &dyn VcsHarness) {
     must(
         vcs.worktree_remove(&wt_path, "orch/slot-0").await,
         "worktree_remove after a reset",
+    );
+}
+
+/// A pick over uncommitted work: a modified path the commit also changes
+/// blocks it (nothing changed, the user's bytes intact); a modified path it
+/// does not change is kept as it is, uncommitted.
+pub async fn cherry_pick_never_touches_uncommitted_work(h: &dyn VcsHarness) {
+    let (dir, vcs) = fresh(h).await;
+    let root = dir.path();
+    let wt_parent = must(tempfile::tempdir(), "temp dir");
+    let wt_path = wt_parent.path().join("wt-pick");
+    let base = must(vcs.head().await, "head");
+    let wt = must(
+        vcs.worktree_add(&wt_path, "orch/pick", &base).await,
+        "worktree_add",
+    );
+    write(&wt_path, "b.txt", "fixed\n");
+    let fix = must(wt.commit(&["b.txt".to_string()], "fix b").await, "commit");
+    write(root, "b.txt", "the user's edit\n");
+    match must(vcs.cherry_pick(&fix).await, "cherry_pick") {
+        CherryPick::Blocked { paths } => assert_eq!(paths, ["b.txt"]),
+        other => panic!("conformance: a pick over a modified path is blocked, got {other:?}"),
+    }
+    assert_eq!(
+        must(vcs.head().await, "head"),
+        base,
+        "conformance: HEAD unchanged"
+    );
+    assert_eq!(read(root, "b.txt").as_deref(), Some("the user's edit\n"));
+    write(root, "b.txt", "bravo\n");
+    write(root, "d.txt", "the user's other edit\n");
+    match must(vcs.cherry_pick(&fix).await, "cherry_pick") {
+        CherryPick::Applied { .. } => {}
+        other => panic!("conformance: a pick beside a modified path applies, got {other:?}"),
+    }
+    assert_eq!(read(root, "b.txt").as_deref(), Some("fixed\n"));
+    assert_eq!(
+        read(root, "d.txt").as_deref(),
+        Some("the user's other edit\n"),
+        "conformance: the user's edit stays"
+    );
+    assert_eq!(
+        must(vcs.status().await, "status").dirty_paths(),
+        ["d.txt"],
+        "conformance: and stays uncommitted"
+    );
+    must(
+        vcs.worktree_remove(&wt_path, "orch/pick").await,
+        "worktree_remove",
     );
 }

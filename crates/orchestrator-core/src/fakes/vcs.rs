@@ -529,6 +529,14 @@ impl Vcs for FakeVcs {
             .chain(parent_tree.keys())
             .filter(|p| picked.tree.get(*p) != parent_tree.get(*p))
             .collect();
+        let blocked: Vec<String> = changed
+            .iter()
+            .filter(|p| dirty.contains(**p))
+            .map(|p| (*p).clone())
+            .collect();
+        if !blocked.is_empty() {
+            return Ok(CherryPick::Blocked { paths: blocked });
+        }
         let mut conflicts = Vec::new();
         for path in &changed {
             let base = parent_tree.get(*path);
@@ -537,7 +545,7 @@ impl Vcs for FakeVcs {
             if ours == theirs {
                 continue;
             }
-            if ours != base || dirty.contains(*path) {
+            if ours != base {
                 conflicts.push((*path).clone());
                 continue;
             }

@@ -21,7 +21,8 @@
 //! would. Paths are compared byte for byte (case-sensitive); `\` counts as
 //! `/`, empty and `.` segments are dropped, and a `..` segment makes the scope
 //! overlap every other scope. Blank scope strings are ignored; a job without
-//! scopes conflicts with nothing.
+//! scopes conflicts with nothing. (Enforcing a scope — which paths a job may
+//! write — is exact glob matching, and the flow's: planex's `scopes`.)
 
 /// A scope reduced to the literal path segments before its first wildcard.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -85,124 +86,9 @@ pub fn globs_overlap(a: &[impl AsRef<str>], b: &[impl AsRef<str>]) -> bool {
     overlaps(&a, &b)
 }
 
-/// Whether the repository-relative `path` is inside the scope `glob`:
-/// `*` matches within one path segment, `**` any number of segments
-/// (none included), `?` one character; a literal glob also covers
-/// everything below it, as a directory would (`src/auth` covers
-/// `src/auth/jwt.rs`). A segment with `[` or `{` matches any one segment
-/// (classes and alternatives are not interpreted), and a `..` segment any
-/// path: the test errs on the side of "inside", as [`ScopePrefix`] does.
-/// Paths and globs are normalised the same way (`\` as `/`, empty and `.`
-/// segments dropped). A blank glob matches nothing.
-pub fn glob_matches(glob: &str, path: &str) -> bool {
-    let split = |s: &str| -> Vec<String> {
-        s.trim()
-            .replace('\\', "/")
-            .split('/')
-            .filter(|seg| !seg.is_empty() && *seg != ".")
-            .map(str::to_owned)
-            .collect()
-    };
-    let glob = split(glob);
-    if glob.is_empty() {
-        return false;
-    }
-    if glob.iter().any(|seg| seg == "..") {
-        return true;
-    }
-    let path = split(path);
-    let literal = !glob.iter().any(|seg| seg.contains(['*', '?', '[', '{']));
-    if literal {
-        return path.len() >= glob.len() && path[..glob.len()] == glob[..];
-    }
-    segments_match(&glob, &path)
-}
-
-/// Glob segments against path segments (`**` spans segments).
-fn segments_match(glob: &[String], path: &[String]) -> bool {
-    match glob.split_first() {
-        None => path.is_empty(),
-        Some((first, rest)) if first == "**" => {
-            (0..=path.len()).any(|skip| segments_match(rest, &path[skip..]))
-        }
-        Some((first, rest)) => match path.split_first() {
-            None => false,
-            Some((seg, path_rest)) => {
-                segment_matches(first, seg) && segments_match(rest, path_rest)
-            }
-        },
-    }
-}
-
-/// One glob segment against one path segment (`*`, `?`; `[`/`{` match any).
-fn segment_matches(glob: &str, seg: &str) -> bool {
-    if glob.contains(['[', '{']) {
-        return true;
-    }
-    fn go(g: &[char], s: &[char]) -> bool {
-        match g.split_first() {
-            None => s.is_empty(),
-            Some(('*', rest)) => (0..=s.len()).any(|skip| go(rest, &s[skip..])),
-            Some(('?', rest)) => !s.is_empty() && go(rest, &s[1..]),
-            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
-        }
-    }
-    let g: Vec<char> = glob.chars().collect();
-    let s: Vec<char> = seg.chars().collect();
-    go(&g, &s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn glob_matching_table() {
-        let cases = [
-            ("src/auth/**", "src/auth/jwt.rs", true),
-            ("src/auth/**", "src/auth/deep/x.rs", true),
-            ("src/auth/**", "src/authz/x.rs", false),
-            ("src/*.rs", "src/lib.rs", true),
-            ("src/*.rs", "src/lib/x.rs", false),
-            ("**/*.md", "README.md", true),
-            ("**/*.md", "docs/a/b.md", true),
-            ("**/*.md", "docs/a/b.rs", false),
-            ("src/auth", "src/auth/jwt.rs", true),
-            ("src/auth.rs", "src/auth.rs", true),
-            ("src/auth.rs", "src/auth.rs.bak", false),
-            ("src/a?.rs", "src/ab.rs", true),
-            ("src/a?.rs", "src/a.rs", false),
-            ("./src//x.rs", "src/x.rs", true),
-            ("src\\x.rs", "src/x.rs", true),
-            ("src/{a,b}.rs", "src/c.rs", true),
-            ("../x", "anything", true),
-            ("", "src/x.rs", false),
-        ];
-        for (glob, path, expected) in cases {
-            assert_eq!(glob_matches(glob, path), expected, "{glob} vs {path}");
-        }
-    }
-
-    proptest! {
-        /// A path inside a glob starts with the glob's literal prefix, so
-        /// the scheduler's overlap test and the scope check agree: two jobs
-        /// that can write one path are never run at once.
-        #[test]
-        fn a_matched_path_starts_with_the_literal_prefix(
-            glob in "[a-c*?]{1,3}(/[a-c*?]{1,3}|/\\*\\*){0,3}",
-            path in "[a-c]{1,3}(/[a-c]{1,3}){0,4}",
-        ) {
-            if glob_matches(&glob, &path) {
-                let prefix = ScopePrefix::parse(&glob).unwrap();
-                let path_prefix = ScopePrefix::parse(&path).unwrap();
-                prop_assert!(prefix.overlaps(&path_prefix), "{} vs {}", glob, path);
-                prop_assert!(path.split('/').collect::<Vec<_>>().starts_with(
-                    &prefix.segments().iter().map(String::as_str).collect::<Vec<_>>()
-                ));
-            }
-        }
-    }
 
     fn check(a: &str, b: &str, expected: bool) {
         assert_eq!(globs_overlap(&[a], &[b]), expected, "{a} vs {b}");

@@ -36,6 +36,19 @@ pub fn cache_dir() -> PathBuf {
 /// The folder for `repo`'s worktrees: `<cache>/worktrees/<name>-<digest of
 /// the canonical path>`, so two checkouts of one project never share one.
 pub fn worktree_root(repo: &Path) -> PathBuf {
+    cache_dir().join("worktrees").join(repo_key(repo))
+}
+
+/// The folder for `repo`'s build caches (a worktree slot's Cargo target
+/// folder): `<cache>/targets/<name>-<digest of the canonical path>`. Kept
+/// across runs, so a slot's build is warm from the second run on; safe to
+/// delete at any time.
+pub fn build_cache_root(repo: &Path) -> PathBuf {
+    cache_dir().join("targets").join(repo_key(repo))
+}
+
+/// `<name>-<digest>` of `repo`'s canonical path.
+fn repo_key(repo: &Path) -> String {
     let canonical = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
     let name: String = canonical
         .file_name()
@@ -51,9 +64,7 @@ pub fn worktree_root(repo: &Path) -> PathBuf {
         })
         .collect();
     let digest = digest_hex(&[canonical.to_string_lossy().as_bytes()]);
-    cache_dir()
-        .join("worktrees")
-        .join(format!("{name}-{}", &digest[..digest.len().min(12)]))
+    format!("{name}-{}", &digest[..digest.len().min(12)])
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub use atomic::{
     is_temp_file_for, read_json, read_json_if_exists, remove_stale_temp_files,
     remove_stale_temp_files_in, stale_temp_files, write_atomic, write_json_atomic,
 };
-pub use cache::{cache_dir, worktree_root};
+pub use cache::{build_cache_root, cache_dir, worktree_root};
 pub use csv_table::{CsvRecord, CsvTable, read_csv, to_csv_bytes, write_csv_atomic};
 pub use lock::{LockHolder, SessionLock};
 pub use ndjson::{NdjsonBoard, NdjsonRead, SkipReason, SkippedLine, read_ndjson};

@@ -96,6 +96,7 @@ pub struct WorktreePool {
     provisioner: Option<Arc<dyn Provisioner>>,
     journal: Option<Arc<dyn PoolJournal>>,
     sink: Option<Arc<dyn EventSink>>,
+    reclaim: bool,
     state: Mutex<PoolState>,
 }
 
@@ -123,8 +124,19 @@ impl WorktreePool {
             provisioner: None,
             journal: None,
             sink: None,
+            reclaim: false,
             state: Mutex::new(PoolState::default()),
         }
+    }
+
+    /// Builder: the slots' folders and branches are stable names the
+    /// caller owns exclusively (one run of a flow per repository at a
+    /// time), so whatever a crashed earlier run left at a slot's place is
+    /// removed before the slot is made again. Stable places keep a build
+    /// folder keyed by path (cargo's) warm from one run to the next.
+    pub fn with_reclaim(mut self, reclaim: bool) -> Self {
+        self.reclaim = reclaim;
+        self
     }
 
     /// Builder: provision each new worktree with `provisioner`.
@@ -227,6 +239,9 @@ impl WorktreePool {
             path: self.dir.join(format!("slot-{slot}")),
             branch: format!("{}slot-{slot}", self.branch_prefix),
         };
+        if self.reclaim {
+            self.remove(&record).await;
+        }
         if let Some(journal) = &self.journal {
             journal.making(&record);
         }

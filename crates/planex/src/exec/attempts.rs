@@ -48,12 +48,14 @@ impl TaskJob {
             Some((env, row)) => {
                 match verified_start(env, row, carried, &self.sink_for_verify).await {
                     Ok(Start::Run(agent, root)) => {
-                        // The task works in its own tree (a worktree, when
-                        // tasks run at once).
+                        // The task works in its own worktree, with what
+                        // the worktree's environment gives.
                         request.workdir = root;
+                        request.env.extend(agent.env.clone());
                         (agent.clone() as Arc<dyn Agent>, Some(agent))
                     }
                     Ok(Start::Landed(result)) => return TaskOutput::Done(*result),
+                    Ok(Start::Blocked(paused)) => return TaskOutput::Paused(*paused),
                     Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
                 }
             }

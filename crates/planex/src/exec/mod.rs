@@ -94,9 +94,8 @@ pub(crate) struct VerifyEnv {
     /// The session folder, for the in-flight records.
     pub dir: PathBuf,
     /// The run's worktrees (outside the repository, one per slot,
-    /// provisioned once), when tasks run at once or the tree is dirty;
-    /// `None`: one at a time in the working tree.
-    pub pool: Option<Arc<orchestrator_core::worktree::WorktreePool>>,
+    /// provisioned once): every verified task runs in one.
+    pub pool: Arc<orchestrator_core::worktree::WorktreePool>,
     /// Held while the repository's own tree or refs change (worktrees
     /// added or removed, landings).
     pub lock: Arc<tokio::sync::Mutex<()>>,

@@ -1,22 +1,25 @@
 //! A verified task's start and end (see [`crate::verify`]): before its
-//! first attempt, a commit it landed before a crash is found, or the tree
-//! it runs in — the working tree, or a worktree of the run's pool when
-//! tasks run at once — is checkpointed; after the retry executor is done, a passed
-//! task's measured change is committed (and, from a worktree, landed on
-//! the current branch) and anything else is rolled back.
+//! first attempt, a commit it landed before a crash is found (or a commit
+//! kept because the user's work blocked its landing is landed), or a
+//! worktree of the run's pool is taken at the tip and checkpointed — the
+//! agent never works in the user's tree, where the user may be working;
+//! after the retry executor is done, a passed task's measured change is
+//! committed there and landed on the current branch (never over the
+//! user's uncommitted work: blocked, the commit is kept and the task
+//! pauses), and anything else is rolled back in the worktree.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use orchestrator_core::agent::Agent;
 use orchestrator_core::event::{Event, EventSink};
-use orchestrator_core::retry::MilestoneOutcome;
+use orchestrator_core::retry::{MilestoneOutcome, MilestoneState};
 use orchestrator_core::vcs::{CherryPick, Vcs};
 use orchestrator_core::worktree::{Lease, PoolError};
 
 use super::VerifyEnv;
 use super::results::{LastReport, TaskOutput, completed_task, failed_task, unfinished};
-use crate::journal::TaskResult;
+use crate::journal::{PausedTask, TaskResult};
 use crate::rows::{RowStatus, TaskRow};
 use crate::verify::{
     InFlight, TaskWorktree, Verification, Verified, VerifyingAgent, commit_message, in_flight_path,
@@ -27,8 +30,36 @@ use crate::verify::{
 pub(super) enum Start {
     /// Run it through this agent, in this folder.
     Run(Arc<VerifyingAgent>, PathBuf),
-    /// It landed before an interruption: its result.
+    /// It landed before an interruption (or its kept commit landed now):
+    /// its result.
     Landed(Box<TaskResult>),
+    /// Its kept commit is still blocked by the user's uncommitted work.
+    Blocked(Box<PausedTask>),
+}
+
+/// Why a task's verified commit did not land.
+enum LandError {
+    /// The user's uncommitted work is in the way of these paths: nothing
+    /// was changed, the commit is kept for the next run.
+    Blocked(Vec<String>),
+    /// It conflicts or git failed: the task fails with this.
+    Failed(String),
+}
+
+/// The pause of a task whose verified commit is blocked by the user's
+/// uncommitted work (see [`InFlight::landing`]).
+fn blocked_pause(row: &TaskRow, commit: &str, paths: &[String]) -> PausedTask {
+    PausedTask {
+        id: row.id.clone(),
+        reason: format!(
+            "task {}'s verified commit {} is not landed: your uncommitted changes to {} are in the way (nothing of them was touched); commit, stash or unstage them, then run `orchestrator planex --continue`, which lands the kept commit",
+            row.id,
+            &commit[..commit.len().min(12)],
+            paths.join(", ")
+        ),
+        report_markdown: String::new(),
+        state: MilestoneState::new(&row.id),
+    }
 }
 
 /// Finds the task's commit from an earlier run, or makes and checkpoints
@@ -43,89 +74,62 @@ pub(super) async fn verified_start(
     let main = &env.verification.vcs;
     match landed_commit(main.as_ref(), &env.base, &row.id).await {
         Ok(Some(commit)) => {
-            return Ok(Start::Landed(Box::new(TaskResult {
-                id: row.id.clone(),
-                status: RowStatus::Completed,
-                findings: format!(
-                    "landed as commit {} before the run was interrupted",
-                    commit.short()
-                ),
-                files_modified: Vec::new(),
-                tests_passed: None,
-                acceptance_met: String::new(),
-                error: String::new(),
-                verified: Some(Verified {
-                    commit: Some(commit.as_str().to_owned()),
-                    ..Verified::default()
-                }),
-            })));
+            return Ok(Start::Landed(Box::new(landed_result(
+                row,
+                commit.as_str(),
+                "landed as commit {} before the run was interrupted",
+            ))));
         }
         Ok(None) => {}
         Err(e) => return Err(format!("the history cannot be read: {e}")),
     }
+    if let Some(start) = land_kept(env, row, sink).await {
+        return Ok(start);
+    }
     let record_path = in_flight_path(&env.dir, &row.id);
-    let (vcs, worktree, lease) = match &env.pool {
-        None => (Arc::clone(main), None, None),
-        Some(pool) => {
-            // The tip the task's dependencies landed on, read between
-            // landings; the worktree is made or moved there outside the
-            // landing lock (a new slot's setup may take a while).
-            let tip = {
-                let _landing = env.lock.lock().await;
-                main.head().await
-            }
-            .map_err(|e| format!("the history cannot be read: {e}"))?;
-            let lease = pool.acquire(&tip).await.map_err(|e| match e {
-                PoolError::Setup(e) => format!("the task's worktree could not be set up: {e}"),
-                e => {
-                    format!("{e}; run with -c 1 to verify tasks one at a time in the working tree")
-                }
-            })?;
-            let worktree = TaskWorktree {
-                path: lease.path().to_path_buf(),
-                branch: lease.record.branch.clone(),
-            };
-            // Kept before the agent starts: a crash from here on leaves a
-            // record for `--continue`, which removes the worktree.
-            if let Err(e) = keep(
-                &record_path,
-                &InFlight {
-                    id: row.id.clone(),
-                    checkpoint: None,
-                    worktree: Some(worktree.clone()),
-                },
-            ) {
-                pool.release(lease);
-                return Err(e);
-            }
-            (Arc::clone(&lease.vcs), Some(worktree), Some(lease))
-        }
+    // The tip the task's dependencies landed on, read between landings;
+    // the worktree is made or moved there outside the landing lock (a new
+    // slot's setup may take a while).
+    let tip = {
+        let _landing = env.lock.lock().await;
+        main.head().await
+    }
+    .map_err(|e| format!("the history cannot be read: {e}"))?;
+    let lease = env.pool.acquire(&tip).await.map_err(|e| match e {
+        PoolError::Setup(e) => format!("the task's worktree could not be set up: {e}"),
+        e => e.to_string(),
+    })?;
+    let worktree = TaskWorktree {
+        path: lease.path().to_path_buf(),
+        branch: lease.record.branch.clone(),
     };
-    let checkpoint = match vcs.checkpoint().await {
+    // Kept before the agent starts: a crash from here on leaves a record
+    // for `--continue`, which removes the worktree.
+    if let Err(e) = keep(
+        &record_path,
+        &InFlight {
+            id: row.id.clone(),
+            checkpoint: None,
+            worktree: Some(worktree.clone()),
+            landing: None,
+        },
+    ) {
+        env.pool.release(lease);
+        return Err(e);
+    }
+    let checkpoint = match lease.vcs.checkpoint().await {
         Ok(c) => c,
         Err(e) => {
-            give_back(env, lease).await;
+            give_back(env, Some(lease)).await;
             return Err(format!("the task's tree cannot be checkpointed: {e}"));
         }
     };
-    if worktree.is_none() {
-        // Kept before the agent starts, so a crash from here on can be
-        // undone.
-        keep(
-            &record_path,
-            &InFlight {
-                id: row.id.clone(),
-                checkpoint: Some(checkpoint.clone()),
-                worktree: None,
-            },
-        )?;
-    }
-    let root = vcs.root().to_path_buf();
+    let root = lease.path().to_path_buf();
     let verification = Verification {
-        vcs,
+        vcs: Arc::clone(&lease.vcs),
         ..(*env.verification).clone()
     };
-    let task_env = lease.as_ref().map(|l| l.env.clone()).unwrap_or_default();
+    let task_env = lease.env.clone();
     Ok(Start::Run(
         Arc::new(VerifyingAgent {
             inner: agent,
@@ -134,8 +138,7 @@ pub(super) async fn verified_start(
             row: row.clone(),
             checkpoint,
             found: Mutex::new(Verified::default()),
-            worktree,
-            lease: Mutex::new(lease),
+            lease: Mutex::new(Some(lease)),
             env: task_env,
         }),
         root,
@@ -146,14 +149,66 @@ pub(super) async fn verified_start(
 /// landed, or rolled back), it waits for the next task; otherwise it is
 /// removed, whatever it holds (it is the engine's).
 async fn give_back(env: &VerifyEnv, lease: Option<Lease>) {
-    let (Some(pool), Some(lease)) = (&env.pool, lease) else {
+    let Some(lease) = lease else {
         return;
     };
+    let pool = &env.pool;
     let clean = lease.vcs.status().await.is_ok_and(|s| s.is_clean());
     if clean {
         pool.release(lease);
     } else {
         pool.discard(lease).await;
+    }
+}
+
+/// The completed result of a task whose commit is on the branch.
+fn landed_result(row: &TaskRow, commit: &str, findings: &str) -> TaskResult {
+    TaskResult {
+        id: row.id.clone(),
+        status: RowStatus::Completed,
+        findings: findings.replace("{}", &commit[..commit.len().min(7)]),
+        files_modified: Vec::new(),
+        tests_passed: None,
+        acceptance_met: String::new(),
+        error: String::new(),
+        verified: Some(Verified {
+            commit: Some(commit.to_owned()),
+            ..Verified::default()
+        }),
+    }
+}
+
+/// A verified commit an earlier run kept because the user's work blocked
+/// its landing: landed now (the task's result), blocked again (the pause),
+/// or gone (the record is dropped and the task runs again: `None`).
+async fn land_kept(env: &VerifyEnv, row: &TaskRow, sink: &Arc<dyn EventSink>) -> Option<Start> {
+    let path = in_flight_path(&env.dir, &row.id);
+    let record = orchestrator_core::state::read_json_if_exists::<InFlight>(&path)
+        .ok()
+        .flatten()?;
+    let commit = record.landing?;
+    match land(env, &orchestrator_core::vcs::CommitId(commit.clone())).await {
+        Ok(landed) => {
+            forget(&path, sink);
+            Some(Start::Landed(Box::new(landed_result(
+                row,
+                &landed,
+                "its verified commit, kept while your changes were in the way, landed as {}",
+            ))))
+        }
+        Err(LandError::Blocked(paths)) => Some(Start::Blocked(Box::new(blocked_pause(
+            row, &commit, &paths,
+        )))),
+        Err(LandError::Failed(e)) => {
+            sink.emit(&Event::Warning {
+                message: format!(
+                    "task {}'s kept commit {commit} could not be landed ({e}); the task runs again",
+                    row.id
+                ),
+            });
+            forget(&path, sink);
+            None
+        }
     }
 }
 
@@ -194,23 +249,34 @@ pub(super) async fn verified_end(
         .unwrap_or_else(PoisonError::into_inner)
         .take();
     give_back(env, lease).await;
-    forget(&in_flight_path(&env.dir, &row.id), &agent.sink);
+    let record = in_flight_path(&env.dir, &row.id);
+    let kept = orchestrator_core::state::read_json_if_exists::<InFlight>(&record)
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.landing.is_some());
+    if !kept {
+        forget(&record, &agent.sink);
+    }
     output
 }
 
-/// Lands `commit`, made in the task's worktree, on the current branch.
+/// Lands `commit`, made in the task's worktree, on the current branch:
+/// the new commit's id, or why not.
 async fn land(
     env: &VerifyEnv,
     commit: &orchestrator_core::vcs::CommitId,
-) -> Result<String, String> {
+) -> Result<String, LandError> {
     let _landing = env.lock.lock().await;
     match env.verification.vcs.cherry_pick(commit).await {
         Ok(CherryPick::Applied { commit }) => Ok(commit.as_str().to_owned()),
-        Ok(CherryPick::Conflict { paths }) => Err(format!(
+        Ok(CherryPick::Blocked { paths }) => Err(LandError::Blocked(paths)),
+        Ok(CherryPick::Conflict { paths }) => Err(LandError::Failed(format!(
             "the task's change does not land on the current branch: it conflicts in {} with what landed since it started",
             paths.join(", ")
-        )),
-        Err(e) => Err(format!("the task's change could not be landed: {e}")),
+        ))),
+        Err(e) => Err(LandError::Failed(format!(
+            "the task's change could not be landed: {e}"
+        ))),
     }
 }
 
@@ -264,14 +330,25 @@ async fn settle(
                         ));
                     }
                 };
-                let landed = if agent.worktree.is_some() {
-                    land(env, &commit).await
-                } else {
-                    Ok(commit.as_str().to_owned())
-                };
-                match landed {
+                match land(env, &commit).await {
                     Ok(commit) => verified.commit = Some(commit),
-                    Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
+                    Err(LandError::Failed(error)) => {
+                        return TaskOutput::Done(failed_task(&id, None, error));
+                    }
+                    Err(LandError::Blocked(paths)) => {
+                        // Kept for the next run: it lands the commit
+                        // without running the task again.
+                        let kept = InFlight {
+                            id: id.clone(),
+                            checkpoint: None,
+                            worktree: None,
+                            landing: Some(commit.as_str().to_owned()),
+                        };
+                        if let Err(e) = keep(&in_flight_path(&env.dir, &id), &kept) {
+                            return TaskOutput::Done(failed_task(&id, None, e));
+                        }
+                        return TaskOutput::Paused(blocked_pause(row, commit.as_str(), &paths));
+                    }
                 }
             }
             result.files_modified = changed;

@@ -161,25 +161,24 @@ impl Planex {
                 head
             }
         };
-        // Tasks at once run in worktrees of their own, outside the
+        // Every task runs in a worktree of the run's pool, outside the
         // repository (where tools that read configuration from parent
-        // folders never see the user's); so does every task in a dirty
-        // tree, which is never given to an agent.
-        let pool = (self.options.tasks_at_once() > 1 || verification.allow_dirty).then(|| {
-            Arc::new(
-                WorktreePool::new(
-                    Arc::clone(&verification.vcs),
-                    pool_dir(verification, session),
-                    format!("planex/{}/", session.id()),
-                )
-                .with_provisioner(verification.provisioner.clone())
-                .with_sink(Arc::clone(&self.sink))
-                .with_journal(Arc::new(
-                    FileJournal::open(session.dir().join(POOL_JOURNAL))
-                        .with_sink(Arc::clone(&self.sink)),
-                )),
+        // folders never see the user's files), never in the user's tree,
+        // where the user may be working; so does every task of a dirty
+        // tree.
+        let pool = Arc::new(
+            WorktreePool::new(
+                Arc::clone(&verification.vcs),
+                pool_dir(verification, session),
+                format!("planex/{}/", session.id()),
             )
-        });
+            .with_provisioner(verification.provisioner.clone())
+            .with_sink(Arc::clone(&self.sink))
+            .with_journal(Arc::new(
+                FileJournal::open(session.dir().join(POOL_JOURNAL))
+                    .with_sink(Arc::clone(&self.sink)),
+            )),
+        );
         Ok(Some(VerifyEnv {
             verification: Arc::clone(verification),
             base,
@@ -191,10 +190,11 @@ impl Planex {
 }
 
 impl Planex {
-    /// After a crash: each task that was in flight either landed (its
-    /// commit is found by its trailer, and its start will record it) or
-    /// had its half-done change rolled back to its checkpoint; the records
-    /// are then removed.
+    /// After a crash: each task that was in flight had a worktree, which
+    /// goes whatever it holds (the task landed — its commit is found by
+    /// its trailer when it starts — or runs again); a record of a commit
+    /// kept for landing stays for its task; the user's tree is never
+    /// rolled back. The records are then removed.
     async fn recover_in_flight(
         &self,
         verification: &Verification,
@@ -253,18 +253,26 @@ impl Planex {
                 session.remove_file(&path)?;
                 continue;
             }
-            let landed = landed_commit(verification.vcs.as_ref(), base, &record.id).await?;
-            if let (None, Some(checkpoint)) = (landed, &record.checkpoint) {
-                let restored = verification.vcs.restore(checkpoint).await?;
-                if !restored.is_empty() {
-                    self.sink.emit(&Event::Warning {
-                        message: format!(
-                            "task {} was interrupted before it landed: its change ({}) was rolled back, and it runs again",
-                            record.id,
-                            restored.join(", ")
-                        ),
-                    });
-                }
+            if record.landing.is_some() {
+                // A verified commit the user's work blocked: its task
+                // lands it when it runs (see `exec/verified.rs`).
+                continue;
+            }
+            if record.checkpoint.is_some()
+                && landed_commit(verification.vcs.as_ref(), base, &record.id)
+                    .await?
+                    .is_none()
+            {
+                // A task an older version ran in the working tree itself:
+                // its half-done change cannot be told from edits the user
+                // made since, so nothing is rolled back; the tree check
+                // that follows names what is uncommitted.
+                self.sink.emit(&Event::Warning {
+                    message: format!(
+                        "task {} was interrupted in the working tree before it landed; nothing was rolled back (your edits since cannot be told from its change): review `git status`, then run again",
+                        record.id
+                    ),
+                });
             }
             session.remove_file(&path)?;
         }

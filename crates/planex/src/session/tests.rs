@@ -92,7 +92,9 @@ fn open_without_sessions_lists_what_exists() {
     assert_eq!(
         err.to_string(),
         format!(
-            "no planex session to continue in {}; sessions found: wpp-20260101-x",
+            "no planex session to continue in {}; none of the sessions found can be continued \
+             (cancelled, or stopped before its first plan was written: start a new one): \
+             wpp-20260101-x",
             sessions_dir(repo.path()).display()
         )
     );

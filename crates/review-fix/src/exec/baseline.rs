@@ -13,9 +13,8 @@
 //! - The project does not build at the base, or the run times out: the
 //!   run stops before any agent call.
 //!
-//! The run happens where the first fixes are tested: the main tree for
-//! serial isolation in a clean tree, else a worktree of the run's pool at
-//! HEAD (the user's uncommitted files are not the base). Its result is
+//! The run happens where fixes are tested, in a worktree of the run's pool
+//! at HEAD (the user's uncommitted files are not the base). Its result is
 //! kept in the session's `baseline.json`, so a resume does not run it
 //! again.
 
@@ -122,35 +121,16 @@ async fn measure(shared: &Shared, head: &CommitId) -> Result<Baseline, BaseRefus
     Baseline::of(&report).map_err(|e| BaseRefusal::Unjudgeable(e.to_string()))
 }
 
-/// Runs the tests once at `head`, unjudged: in the main tree when fixes
-/// are tested there and it is clean, else in a worktree of the pool.
+/// Runs the tests once at `head`, unjudged, in a worktree of the pool
+/// (where fixes are tested: it warms that slot's build; the user's
+/// uncommitted files are not the base).
 async fn run_at_base(shared: &Shared, head: &CommitId) -> Result<TestReport, String> {
-    let in_main = shared.config.isolation == Isolation::Serial
-        && shared
-            .vcs
-            .status()
-            .await
-            .is_ok_and(|s| s.dirty_paths().iter().all(|p| is_engine_path(p)));
-    if in_main {
-        let env = TreeEnv {
-            root: shared.vcs.root().to_path_buf(),
-            worktree_slot: None,
-            cargo_target_dir: None,
-            env: BTreeMap::new(),
-        };
-        return run_unjudged(shared, &env).await;
-    }
     let lease = shared
         .pool
         .acquire(head)
         .await
         .map_err(|e| format!("the base could not be checked out to test: {e}"))?;
-    let env = TreeEnv {
-        root: lease.path().to_path_buf(),
-        worktree_slot: Some(lease.slot),
-        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
-        env: lease.env.clone(),
-    };
+    let env = lease_env(shared, &lease);
     let report = run_unjudged(shared, &env).await;
     shared.pool.release(lease);
     report
@@ -177,11 +157,4 @@ async fn run_unjudged(shared: &Shared, env: &TreeEnv) -> Result<TestReport, Stri
             .unwrap_or_default(),
     });
     report
-}
-
-/// The engine's own folders, which never make the tree dirty for a run.
-fn is_engine_path(path: &str) -> bool {
-    [".review/", ".workflow/", ".moai/"]
-        .iter()
-        .any(|p| path.starts_with(p))
 }

@@ -25,6 +25,38 @@ pub(super) fn leave_pending(shared: &Shared, progress: &Progress, id: &str) {
     });
 }
 
+/// Lands a fix committed in a worktree on the checked-out branch at once
+/// (see [`Tree::land_each`]): the landed commit, or why not. A landing the
+/// user's uncommitted work is in the way of changes nothing and stops the
+/// run for the user.
+async fn land_now(
+    shared: &Shared,
+    id: &str,
+    commit: &CommitId,
+    message: &str,
+) -> Result<CommitId, String> {
+    match shared.vcs.cherry_pick(commit).await {
+        Ok(CherryPick::Applied { commit }) => {
+            shared.sink.emit(&Event::CommitMade {
+                id: id.to_owned(),
+                commit: commit.to_string(),
+                summary: message.to_owned(),
+            });
+            Ok(commit)
+        }
+        Ok(CherryPick::Blocked { paths }) => {
+            let reason = blocked_reason(Some(id), &paths);
+            shared.halt_for_human(reason.clone());
+            Err(reason)
+        }
+        Ok(CherryPick::Conflict { paths }) => Err(format!(
+            "the verified fix does not land on the branch: it conflicts in {} with what was committed there since",
+            paths.join(", ")
+        )),
+        Err(e) => Err(format!("the verified fix could not be landed: {e}")),
+    }
+}
+
 /// Commits exactly the write-set.
 pub(super) async fn commit_fix(
     shared: &Shared,
@@ -57,6 +89,14 @@ pub(super) async fn commit_fix(
         }
         Ok(commit) => {
             progress.end_step("completed");
+            let commit = if tree.land_each {
+                match land_now(shared, &id, &commit, &message).await {
+                    Ok(landed) => landed,
+                    Err(reason) => return Err(reason),
+                }
+            } else {
+                commit
+            };
             progress.finding(&id, |f| {
                 f.status = ProgressStatus::Completed;
                 f.result = Some(FixResult::Fixed);
@@ -69,13 +109,6 @@ pub(super) async fn commit_fix(
                 p.current_finding = None;
                 p.flow_control = FlowControl::default();
             });
-            if tree.is_main {
-                shared.sink.emit(&Event::CommitMade {
-                    id: id.clone(),
-                    commit: commit.to_string(),
-                    summary: message,
-                });
-            }
             shared.sink.emit(&Event::JobFinished {
                 id,
                 status: JobStatus::Completed,
@@ -85,8 +118,18 @@ pub(super) async fn commit_fix(
         }
         Err(e) => {
             progress.end_step("failed");
-            let _ = tree.vcs.restore(checkpoint).await;
-            let msg = format!("failed to commit the fix: {e}");
+            let mut msg = format!("failed to commit the fix: {e}");
+            if let Err(undo) = tree.vcs.restore(checkpoint).await {
+                // The tree keeps a change nobody accounted for: stop (the
+                // worktree is the engine's; the pool replaces it).
+                msg.push_str(&format!(
+                    "; and its change could not be rolled back in {}: {undo}",
+                    tree.env.root.display()
+                ));
+                shared.halt_for_human(format!(
+                    "{msg}; the run stops, --resume starts the fix again"
+                ));
+            }
             progress.error(&id, "vcs_error", &msg);
             Err(msg)
         }

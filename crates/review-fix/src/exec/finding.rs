@@ -103,15 +103,15 @@ pub(crate) async fn fix_one(
         finish_failed(shared, progress, &id, msg);
         return None;
     }
-    if tree.is_main {
-        let dirty = shared.dirty_before();
-        if let Some(d) = files.iter().find(|f| dirty.contains(*f)) {
-            progress.end_step("failed");
-            let msg = format!("{d} had uncommitted changes before the run; it is never touched");
-            progress.error(&id, "dirty_file", &msg);
-            finish_failed(shared, progress, &id, msg);
-            return None;
-        }
+    // A fix of a file the user has uncommitted changes in could never
+    // land (it would be in the way of their work): not tried at all.
+    let dirty = shared.dirty_before();
+    if let Some(d) = files.iter().find(|f| dirty.contains(*f)) {
+        progress.end_step("failed");
+        let msg = format!("{d} had uncommitted changes before the run; it is never touched");
+        progress.error(&id, "dirty_file", &msg);
+        finish_failed(shared, progress, &id, msg);
+        return None;
     }
     progress.end_step("completed");
     let checkpoint = match tree.vcs.checkpoint().await {
@@ -196,6 +196,13 @@ pub(crate) async fn fix_one(
     if let Some(limit) = shared.config.fix_time_limit {
         request = request.with_time_limit(limit);
     }
+    // The agent's own commands (its test runs) get the worktree's
+    // environment and build folder, as the engine's test runs do.
+    let mut env = tree.env.env.clone();
+    if let Some(dir) = &tree.env.cargo_target_dir {
+        env.insert("CARGO_TARGET_DIR".to_owned(), dir.display().to_string());
+    }
+    request = request.with_env(env);
     // The agent may run the tests that will judge its fix, and nothing else
     // by default (see `AgentRequest::allowed_commands`).
     if let Some(argv) = &shared.config.test_command {
@@ -246,6 +253,13 @@ pub(crate) async fn fix_one(
                 };
             }
             Some(committed)
+        }
+        Err(_) if shared.halted().is_some() => {
+            // The run stopped for the user (their work is in the way of the
+            // landing, or a rollback failed): the finding waits for
+            // --resume, which makes the fix again.
+            leave_pending(shared, progress, &id);
+            None
         }
         Err(message) => {
             if let Some(AgentError::Unsupported { reason }) = &state.stop {

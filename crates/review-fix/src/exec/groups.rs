@@ -1,6 +1,7 @@
-//! Groups in the main tree or in worktrees of the run's pool (outside the
-//! repository, provisioned once per slot), and a stage's verified fixes
-//! landed by cherry-pick. The order of stages, and
+//! Groups in worktrees of the run's pool (outside the repository,
+//! provisioned once per slot; never the user's tree, where the user may be
+//! working), and a stage's verified fixes landed by cherry-pick — never
+//! over the user's uncommitted work. The order of stages, and
 //! which landing a stage gets, is `crate::stages`'.
 
 use super::*;
@@ -102,66 +103,17 @@ pub(crate) async fn landed_commits(shared: &Shared) -> HashMap<String, CommitId>
     }
 }
 
-/// Runs one group in the main tree under the group time limit.
-pub(crate) async fn run_group_in_main(
-    shared: &Shared,
-    group: &PlanGroup,
-    progress: &Progress,
-    landed: &HashMap<String, CommitId>,
-) {
-    let tree = Tree {
-        vcs: Arc::clone(&shared.vcs),
-        env: TreeEnv {
-            root: shared.vcs.root().to_path_buf(),
-            worktree_slot: None,
-            cargo_target_dir: None,
-            env: BTreeMap::new(),
-        },
-        is_main: true,
-        defer: false,
-    };
-    let limit = shared.config.group_time_limit;
-    if tokio::time::timeout(limit, run_group(shared, group, &tree, progress, landed))
-        .await
-        .is_err()
-    {
-        time_out_group(shared, group, progress, limit).await;
-    }
-}
-
-/// After a group's time limit: restore its in-flight fix in the main tree
-/// and fail what is left.
+/// After a group's time limit: fail what is left (its in-flight fix is in
+/// its worktree, which the pool replaces rather than reuses).
 pub(super) async fn time_out_group(
     shared: &Shared,
     group: &PlanGroup,
     progress: &Progress,
     limit: Duration,
 ) {
-    let root = shared.vcs.root().to_path_buf();
-    let in_flight: Vec<InFlight> = lock(&shared.active).in_flight.clone();
-    for f in in_flight.iter().filter(|f| f.group_id == group.group_id) {
-        if f.tree == root
-            && let Err(e) = shared.vcs.restore(&f.checkpoint).await
-        {
-            shared.warn(format!(
-                "failed to roll back {} after the time limit: {e}",
-                f.finding_id
-            ));
-        }
-    }
     shared.update_active(|a| a.in_flight.retain(|f| f.group_id != group.group_id));
     let msg = format!("group time limit of {}s exceeded", limit.as_secs());
-    let open: Vec<String> = progress
-        .snapshot()
-        .findings
-        .iter()
-        .filter(|f| f.status != ProgressStatus::Completed)
-        .map(|f| f.finding_id.clone())
-        .collect();
-    for id in open {
-        progress.error(&id, "timeout", &msg);
-        finish_failed(shared, progress, &id, msg.clone());
-    }
+    fail_open(shared, progress, "timeout", &msg);
     progress.update(|p| {
         p.status = ProgressStatus::Failed;
         p.phase = "done".to_owned();
@@ -186,8 +138,7 @@ pub(crate) struct WorktreeRun {
 
 /// Runs each group in a worktree of the run's pool from HEAD (at most
 /// `max_parallel_groups` at once); the runs come back in group order. When
-/// HEAD cannot be read the groups run in the main tree and `None` is
-/// returned.
+/// HEAD cannot be read the groups fail and `None` is returned.
 pub(crate) async fn run_in_worktrees(
     shared: &Arc<Shared>,
     groups: &[PlanGroup],
@@ -197,12 +148,10 @@ pub(crate) async fn run_in_worktrees(
     let base = match shared.vcs.head().await {
         Ok(h) => h,
         Err(e) => {
-            shared.warn(format!(
-                "failed to read HEAD ({e}); running the stage's groups serially"
-            ));
+            let message = format!("HEAD could not be read: {e}");
             for g in groups {
                 if let Some(p) = progress.get(&g.group_id) {
-                    run_group_in_main(shared, g, p, landed).await;
+                    fail_open(shared, p, "vcs_error", &message);
                 }
             }
             return None;
@@ -238,10 +187,10 @@ pub(crate) async fn run_in_worktrees(
     Some((base, runs.into_iter().map(|(_, r)| r).collect()))
 }
 
-/// Takes a worktree of the pool at `base` and runs the group in it. A
-/// worktree that cannot be made leaves the group to run in the main tree;
-/// one whose setup failed fails the group's findings with the setup's
-/// output, before any agent call.
+/// Takes a worktree of the pool at `base` and runs the group in it. The
+/// agent never works in the user's tree, where the user may be working: a
+/// worktree that cannot be made (or set up) fails the group's findings
+/// with why, before any agent call.
 pub(super) async fn run_in_worktree(
     shared: &Shared,
     group: &PlanGroup,
@@ -256,28 +205,16 @@ pub(super) async fn run_in_worktree(
     };
     let lease = match shared.pool.acquire(base).await {
         Ok(lease) => lease,
-        Err(PoolError::Setup(e)) => {
-            fail_group_setup(shared, group, progress, &e.to_string());
-            return out;
-        }
         Err(e) => {
-            shared.warn(format!(
-                "{e} for {}; it will run in the main tree",
-                group.group_id
-            ));
+            fail_group_setup(shared, group, progress, &e);
             return out;
         }
     };
     let tree = Tree {
         vcs: Arc::clone(&lease.vcs),
-        env: TreeEnv {
-            root: lease.path().to_path_buf(),
-            worktree_slot: Some(lease.slot),
-            cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
-            env: lease.env.clone(),
-        },
-        is_main: false,
+        env: lease_env(shared, &lease),
         defer: shared.batch,
+        land_each: false,
     };
     out.vcs = Some(Arc::clone(&lease.vcs));
     out.lease = Some(lease);
@@ -291,21 +228,73 @@ pub(super) async fn run_in_worktree(
     out
 }
 
-/// A group whose worktree's setup failed: each of its open findings fails
-/// with the setup's output (no agent was asked), and the group is done.
-fn fail_group_setup(shared: &Shared, group: &PlanGroup, progress: &Progress, error: &str) {
-    let message = format!("its worktree could not be set up: {error}");
-    let open: Vec<String> = progress
-        .snapshot()
-        .findings
-        .iter()
-        .filter(|f| f.status != ProgressStatus::Completed)
-        .map(|f| f.finding_id.clone())
-        .collect();
-    for id in open {
-        progress.error(&id, "worktree_setup", &message);
-        finish_failed(shared, progress, &id, message.clone());
+/// Runs a group that has the branch to itself (a serial stage, or serial
+/// isolation) in a worktree of the pool at the tip, landing each verified
+/// fix as soon as it is committed there ([`Tree::land_each`]), so a kill
+/// loses no verified fix and the user's tree only ever receives landings.
+pub(crate) async fn run_group_alone(
+    shared: &Shared,
+    group: &PlanGroup,
+    progress: &Progress,
+    landed: &HashMap<String, CommitId>,
+) {
+    let base = match shared.vcs.head().await {
+        Ok(h) => h,
+        Err(e) => {
+            fail_open(
+                shared,
+                progress,
+                "vcs_error",
+                &format!("HEAD could not be read: {e}"),
+            );
+            return;
+        }
+    };
+    let lease = match shared.pool.acquire(&base).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            fail_group_setup(shared, group, progress, &e);
+            return;
+        }
+    };
+    let tree = Tree {
+        vcs: Arc::clone(&lease.vcs),
+        env: lease_env(shared, &lease),
+        defer: false,
+        land_each: true,
+    };
+    let limit = shared.config.group_time_limit;
+    if tokio::time::timeout(limit, run_group(shared, group, &tree, progress, landed))
+        .await
+        .is_err()
+    {
+        time_out_group(shared, group, progress, limit).await;
     }
+    shared.pool.release(lease);
+}
+
+/// The test environment of a pool worktree: its slot's Cargo target
+/// folder and what its provisioner gives.
+pub(crate) fn lease_env(shared: &Shared, lease: &Lease) -> TreeEnv {
+    TreeEnv {
+        root: lease.path().to_path_buf(),
+        worktree_slot: Some(lease.slot),
+        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
+        env: lease.env.clone(),
+    }
+}
+
+/// A group whose worktree could not be made or set up: each of its open
+/// findings fails with why (no agent was asked), and the group is done.
+fn fail_group_setup(shared: &Shared, group: &PlanGroup, progress: &Progress, error: &PoolError) {
+    let (kind, message) = match error {
+        PoolError::Setup(e) => (
+            "worktree_setup",
+            format!("its worktree could not be set up: {e}"),
+        ),
+        e => ("vcs_error", e.to_string()),
+    };
+    fail_open(shared, progress, kind, &message);
     progress.update(|p| {
         p.status = ProgressStatus::Failed;
         p.phase = "done".to_owned();
@@ -359,28 +348,62 @@ impl PoolJournal for ActiveJournal {
 }
 
 /// Lands a stage's worktree commits on the checked-out branch, in stage
-/// order, by cherry-pick. A group whose commit does not apply (or whose
-/// worktree could not be created) is re-run serially on the updated branch.
+/// order, by cherry-pick. A group whose commits do not apply is run again,
+/// once, in a worktree at the updated tip and landed from there; one that
+/// conflicts again fails its unlanded findings with the paths named.
 pub(crate) async fn land_stage(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     runs: Vec<WorktreeRun>,
     base: &CommitId,
     progress: &HashMap<String, Progress>,
 ) {
+    let rerun = land_runs(shared, runs, base, progress).await;
+    for group in rerun {
+        if shared.halted().is_some() {
+            break;
+        }
+        let landed = landed_commits(shared).await;
+        let Some((tip, runs)) =
+            run_in_worktrees(shared, std::slice::from_ref(&group), progress, &landed).await
+        else {
+            continue;
+        };
+        for again in land_runs(shared, runs, &tip, progress).await {
+            if let Some(p) = progress.get(&again.group_id) {
+                fail_open(
+                    shared,
+                    p,
+                    "landing_conflict",
+                    "its fix did not land on the branch even when made again on the updated tip",
+                );
+            }
+        }
+    }
+}
+
+/// Lands each run's commits in order; returns the groups whose commits
+/// conflicted (their unlanded findings back to pending). A landing the
+/// user's uncommitted work is in the way of changes nothing and stops the
+/// run for the user ([`Shared::halt_for_human`]); its findings wait for
+/// `--resume`.
+async fn land_runs(
+    shared: &Shared,
+    runs: Vec<WorktreeRun>,
+    base: &CommitId,
+    progress: &HashMap<String, Progress>,
+) -> Vec<PlanGroup> {
     let mut rerun: Vec<PlanGroup> = Vec::new();
     for mut run in runs {
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
         let Some(wt) = run.vcs.clone() else {
-            reset_unlanded(p, &BTreeSet::new());
-            rerun.push(run.group.clone());
             continue;
         };
         p.update(|p| p.phase = "landing".to_owned());
         let commits = shared.worktree_commits(&run.group, wt.as_ref(), base).await;
         let mut landed_ids = BTreeSet::new();
-        let mut conflict = None;
+        let mut stop = None;
         for (c, fid) in commits {
             match shared.vcs.cherry_pick(&c.id).await {
                 Ok(CherryPick::Applied { commit }) => {
@@ -395,38 +418,76 @@ pub(crate) async fn land_stage(
                     }
                 }
                 Ok(CherryPick::Conflict { paths }) => {
-                    conflict = Some(format!("landing conflicted in {}", paths.join(", ")));
+                    stop = Some(Landing::Conflict(format!(
+                        "landing conflicted in {}",
+                        paths.join(", ")
+                    )));
+                    break;
+                }
+                Ok(CherryPick::Blocked { paths }) => {
+                    stop = Some(Landing::Blocked(blocked_reason(fid.as_deref(), &paths)));
                     break;
                 }
                 Err(e) => {
-                    conflict = Some(format!("landing failed: {e}"));
+                    stop = Some(Landing::Conflict(format!("landing failed: {e}")));
                     break;
                 }
             }
         }
-        if let Some(reason) = conflict {
-            p.update(|p| {
-                p.errors.push(ProgressError {
-                    finding_id: None,
-                    error_type: "landing_conflict".to_owned(),
-                    message: format!("{reason}; the group is re-run on the updated branch"),
-                    timestamp: now(),
-                })
-            });
-            reset_unlanded(p, &landed_ids);
-            rerun.push(run.group.clone());
-        } else {
-            p.update(|p| p.phase = "done".to_owned());
+        match stop {
+            None => p.update(|p| p.phase = "done".to_owned()),
+            Some(Landing::Conflict(reason)) => {
+                p.update(|p| {
+                    p.errors.push(ProgressError {
+                        finding_id: None,
+                        error_type: "landing_conflict".to_owned(),
+                        message: format!("{reason}; the group is run again on the updated branch"),
+                        timestamp: now(),
+                    })
+                });
+                reset_unlanded(p, &landed_ids);
+                rerun.push(run.group.clone());
+            }
+            Some(Landing::Blocked(reason)) => {
+                reset_unlanded(p, &landed_ids);
+                shared.halt_for_human(reason);
+            }
         }
         release_worktree(shared, &mut run);
     }
-    if !rerun.is_empty() {
-        let landed = landed_commits(shared).await;
-        for g in &rerun {
-            if let Some(p) = progress.get(&g.group_id) {
-                run_group_in_main(shared, g, p, &landed).await;
-            }
-        }
+    rerun
+}
+
+/// Why a run's commits stopped landing.
+enum Landing {
+    /// They conflict with the branch (or git failed).
+    Conflict(String),
+    /// The user's uncommitted work is in the way.
+    Blocked(String),
+}
+
+/// What the user is told when their uncommitted work is in the way of a
+/// verified fix's landing.
+pub(crate) fn blocked_reason(finding: Option<&str>, paths: &[String]) -> String {
+    format!(
+        "the verified fix{} is not landed: your uncommitted changes to {} are in the way (nothing of them was touched); commit, stash or unstage them, then run again with --resume",
+        finding.map(|f| format!(" of {f}")).unwrap_or_default(),
+        paths.join(", ")
+    )
+}
+
+/// Fails every finding of a group that is not completed with `message`.
+pub(crate) fn fail_open(shared: &Shared, p: &Progress, kind: &str, message: &str) {
+    let open: Vec<String> = p
+        .snapshot()
+        .findings
+        .iter()
+        .filter(|f| f.status != ProgressStatus::Completed)
+        .map(|f| f.finding_id.clone())
+        .collect();
+    for id in open {
+        p.error(&id, kind, message);
+        finish_failed(shared, p, &id, message.to_owned());
     }
 }
 

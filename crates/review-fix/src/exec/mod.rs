@@ -46,7 +46,7 @@ use crate::files::{
 };
 use crate::session::SessionPaths;
 use crate::sync::lock;
-use crate::{Isolation, ReviewFixConfig, TestRunnerFactory, TreeEnv};
+use crate::{ReviewFixConfig, TestRunnerFactory, TreeEnv};
 use orchestrator_core::verify::VerifyMode;
 
 mod baseline;
@@ -99,9 +99,9 @@ pub(crate) struct Shared {
     pub decided: Mutex<(u32, u32)>,
     /// Which edits produced which file content (`edit-history.json`).
     pub ledger: crate::ledger::Ledger,
-    /// Why the run stopped starting work (a run limit of the agent), once
-    /// it has.
-    pub halted: Mutex<Option<String>>,
+    /// Why the run stopped starting work (a run limit of the agent, or
+    /// the user's uncommitted work in the way of a landing), once it has.
+    pub halted: Mutex<Option<Halt>>,
     /// The tests failing at the base, which no fix is blamed for (see
     /// [`establish`]).
     pub baseline: Mutex<Baseline>,
@@ -142,7 +142,7 @@ impl Shared {
     pub(crate) fn halt(&self, reason: &str) {
         let mut halted = lock(&self.halted);
         if halted.is_none() {
-            *halted = Some(reason.to_owned());
+            *halted = Some(Halt::Limit(reason.to_owned()));
             self.sink.emit(&Event::Warning {
                 message: format!(
                     "the run's limit is reached ({reason}): no further fix starts; the run stops resumably (--resume)"
@@ -151,9 +151,37 @@ impl Shared {
         }
     }
 
+    /// Stops the run from starting new work because the user must act
+    /// first (their uncommitted work is in the way of a landing): the first
+    /// reason stays, and the run ends needing a human, resumably.
+    pub(crate) fn halt_for_human(&self, reason: String) {
+        let mut halted = lock(&self.halted);
+        if halted.is_none() {
+            self.sink.emit(&Event::Escalated {
+                id: None,
+                reason: reason.clone(),
+            });
+            *halted = Some(Halt::Human(reason));
+        }
+    }
+
     /// Why the run stopped starting work, once it has.
     pub(crate) fn halted(&self) -> Option<String> {
-        lock(&self.halted).clone()
+        lock(&self.halted).as_ref().map(|h| match h {
+            Halt::Limit(r) | Halt::Human(r) => r.clone(),
+        })
+    }
+
+    /// How the run ends when it stopped starting work.
+    pub(crate) fn halt_outcome(&self) -> Option<crate::Outcome> {
+        lock(&self.halted).as_ref().map(|h| match h {
+            Halt::Limit(reason) => crate::Outcome::LimitReached {
+                reason: reason.clone(),
+            },
+            Halt::Human(reason) => crate::Outcome::NeedsHuman {
+                reason: reason.clone(),
+            },
+        })
     }
 
     pub(crate) fn warn(&self, message: String) {
@@ -203,15 +231,27 @@ impl Shared {
     }
 }
 
+/// Why a run stopped starting work.
+#[derive(Debug, Clone)]
+pub(crate) enum Halt {
+    /// A run limit of the agent was reached.
+    Limit(String),
+    /// The user must act first.
+    Human(String),
+}
+
 /// A working tree a group runs in.
 #[derive(Debug, Clone)]
 pub(crate) struct Tree {
     pub vcs: Arc<dyn Vcs>,
     pub env: TreeEnv,
-    pub is_main: bool,
     /// Commit fixes without testing them (batch verification tests them at
     /// landing).
     pub defer: bool,
+    /// Land each verified fix on the checked-out branch as soon as it is
+    /// committed here (a group that runs alone, on the branch's tip): a
+    /// kill then loses no verified fix, as in the working tree.
+    pub land_each: bool,
 }
 
 pub(crate) fn first_line(s: &str) -> String {

@@ -1,5 +1,6 @@
-//! What an interrupted run left: in-flight fixes restored, worktrees
-//! removed.
+//! What an interrupted run left: its worktrees removed (whatever they
+//! hold: a fix's work there was not landed and is redone). The user's tree
+//! is never rolled back.
 
 use super::*;
 
@@ -8,35 +9,28 @@ use super::*;
 /// nothing of the user's is deleted through them.
 const LEGACY_LINKED_DIRS: [&str; 3] = ["node_modules", ".venv", "vendor"];
 
-/// On resume: restore in-flight fixes of the main tree and remove the
-/// worktrees an interrupted run left.
+/// On resume: remove the worktrees an interrupted run left; in-flight
+/// fixes were in them.
 pub(crate) async fn recover(shared: &Shared) {
     let (in_flight, worktrees) = {
         let active = lock(&shared.active);
         (active.in_flight.clone(), active.worktrees.clone())
     };
     let root = shared.vcs.root().to_path_buf();
-    let head = shared.vcs.head().await.ok();
-    for f in &in_flight {
-        if f.tree != root {
-            continue;
-        }
-        if head.as_ref() == Some(&f.checkpoint.head)
-            && let Err(e) = shared.vcs.restore(&f.checkpoint).await
-        {
-            shared.warn(format!(
-                "failed to restore the interrupted fix of {}: {e}",
-                f.finding_id
-            ));
-        }
-        // Otherwise the fix was committed before the interruption: the
-        // branch log tells, and the tree is clean.
+    for f in in_flight.iter().filter(|f| f.tree == root) {
+        // An older version fixed in the working tree itself: its half-done
+        // change cannot be told from edits the user made since, so nothing
+        // is rolled back (the tree check named what is uncommitted).
+        shared.warn(format!(
+            "the fix of {} was interrupted in the working tree; nothing was rolled back (your edits since cannot be told from its change): review `git status`",
+            f.finding_id
+        ));
     }
     // Worktrees are recorded before they are made and forgotten after they
     // are removed, so a record may stand for a whole worktree, a dirty one
     // (killed mid-fix), a branch without its folder (killed while git made
     // or removed it), or nothing at all.
-    let folder = shared.paths.worktrees();
+    let folders = [shared.paths.worktrees(), shared.pool.dir().to_path_buf()];
     for WorktreeRecord { path, branch, .. } in &worktrees {
         for dir in LEGACY_LINKED_DIRS {
             let link = path.join(dir);
@@ -48,9 +42,12 @@ pub(crate) async fn recover(shared: &Shared) {
             }
         }
         let mut removed = shared.vcs.worktree_remove(path, branch).await;
-        // Only a folder the session made: directly inside its worktrees
-        // folder (a record naming anything else is not deleted).
-        if removed.is_err() && path.parent() == Some(folder.as_path()) && path.file_name().is_some()
+        // Only a folder the engine made: directly inside the session's
+        // worktrees folder or the pool's (a record naming anything else is
+        // not deleted).
+        if removed.is_err()
+            && folders.iter().any(|f| path.parent() == Some(f.as_path()))
+            && path.file_name().is_some()
         {
             // Killed mid-fix (uncommitted changes) or while git filled it.
             // Nothing in an interrupted run's worktree is kept (its landed

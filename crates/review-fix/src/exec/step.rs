@@ -75,12 +75,20 @@ impl FixStep<'_> {
         }
     }
 
+    /// Rolls the fix's tree back to the checkpoint. A rollback that fails
+    /// leaves the tree with a change nobody accounted for: the run stops
+    /// (exit 3, resumable) rather than measure the next attempt on it; the
+    /// worktree is the engine's, and the pool replaces it.
     async fn restore(&self) {
         if let Err(e) = self.tree.vcs.restore(self.checkpoint).await {
-            let msg = format!("failed to roll back the fix of {}: {e}", self.finding.id);
+            let msg = format!(
+                "the fix of {} could not be rolled back in its tree {}: {e}; the run stops, and --resume starts the fix again in a fresh worktree",
+                self.finding.id,
+                self.tree.env.root.display()
+            );
             self.progress
-                .error(self.finding.id.as_str(), "vcs_error", &msg);
-            self.shared.warn(msg);
+                .error(self.finding.id.as_str(), "rollback_failed", &msg);
+            self.shared.halt_for_human(msg);
         }
     }
 

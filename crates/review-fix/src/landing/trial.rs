@@ -6,15 +6,19 @@ use super::*;
 
 /// Lands one verified commit of the trial tree on the checked-out branch
 /// (unless a commit with its message is there already) and records it.
+/// `false` when it did not land because the user's uncommitted work is in
+/// the way: nothing was changed, the run is halted for the user
+/// ([`Shared::halt_for_human`]) and the fix stays decided in the
+/// verification state, for `--resume` to land.
 pub(super) async fn land(
     shared: &Shared,
     finding: &str,
     commit: &CommitId,
     progress: &HashMap<String, Progress>,
     on_branch: &mut HashMap<String, CommitId>,
-) {
+) -> bool {
     let Some(f) = shared.findings.get(finding) else {
-        return;
+        return true;
     };
     let Some(p) = shared
         .plan
@@ -23,7 +27,7 @@ pub(super) async fn land(
         .find(|g| g.findings.iter().any(|x| x == finding))
         .and_then(|g| progress.get(&g.group_id))
     else {
-        return;
+        return true;
     };
     let message = commit_message(f);
     let landed = match on_branch.get(&message) {
@@ -40,6 +44,10 @@ pub(super) async fn land(
             }
             Ok(CherryPick::Conflict { paths }) => {
                 Err(format!("landing conflicted in {}", paths.join(", ")))
+            }
+            Ok(CherryPick::Blocked { paths }) => {
+                shared.halt_for_human(blocked_reason(Some(finding), &paths));
+                return false;
             }
             Err(e) => Err(format!("landing failed: {e}")),
         },
@@ -67,6 +75,7 @@ pub(super) async fn land(
             finish_failed(shared, p, finding, message);
         }
     }
+    true
 }
 
 /// Makes the trial tree hold exactly the queue positions `from..to` on top
@@ -100,7 +109,9 @@ pub(super) async fn ensure_built(
         let picked = match &item.commit {
             Some(c) => match t.vcs.cherry_pick(&CommitId(c.clone())).await {
                 Ok(CherryPick::Applied { commit }) => Some(commit),
-                Ok(CherryPick::Conflict { .. }) | Err(_) => None,
+                // The trial tree is the engine's: nothing of the user's is
+                // ever in the way there.
+                Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => None,
             },
             None => None,
         };
@@ -132,8 +143,8 @@ pub(super) async fn ensure_built(
         let tree = Tree {
             vcs: Arc::clone(&t.vcs),
             env: t.env.clone(),
-            is_main: false,
             defer: true,
+            land_each: false,
         };
         match fix_one(shared, &group, &tree, p, &finding, start).await {
             Some(committed) => {
@@ -169,12 +180,7 @@ pub(super) async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
         .map_err(|e| format!("the verification worktree: {e}"))?;
     // The slot's Cargo target directory is the slot's own: no other tree
     // uses it while the lease is held.
-    let env = TreeEnv {
-        root: lease.path().to_path_buf(),
-        worktree_slot: Some(lease.slot),
-        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
-        env: lease.env.clone(),
-    };
+    let env = crate::exec::lease_env(shared, &lease);
     Ok(TrialTree {
         vcs: Arc::clone(&lease.vcs),
         lease,

@@ -676,7 +676,15 @@ async fn serial_isolation_verifies_each_fix_on_its_own() {
         report.verification.test_runs, 4,
         "the base, F1, F2 and its re-run"
     );
-    assert!(tests.requests().iter().all(|r| r.workdir == dir.path()));
+    // One worktree of the run's pool serves every test run (the base's
+    // too); none runs in the user's tree.
+    let trees: std::collections::BTreeSet<_> =
+        tests.requests().iter().map(|r| r.workdir.clone()).collect();
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    assert!(
+        !trees.iter().any(|t| t.starts_with(dir.path())),
+        "{trees:?}"
+    );
 }
 
 /// The summary with the session id, times and commit ids replaced.

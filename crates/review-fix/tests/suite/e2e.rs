@@ -294,14 +294,16 @@ async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone
     assert!(after.is_pass(), "{}", after.log);
     assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1);
     assert!(!git(&repo, &["branch", "--list"]).contains("review-fix/"));
-    // Worktrees got their own Cargo target directory under the session.
+    // Worktrees got their own Cargo target directory, per slot, in the
+    // repository's build cache (kept from run to run).
     let envs = seen.lock().unwrap().clone();
     let wt: Vec<&TreeEnv> = envs.iter().filter(|e| e.worktree_slot.is_some()).collect();
     assert!(!wt.is_empty(), "a parallel stage ran in worktrees");
+    let cache = orchestrator_core::state::build_cache_root(&repo);
     assert!(wt.iter().all(|e| {
         e.cargo_target_dir
             .as_ref()
-            .is_some_and(|d| d.starts_with(&report.session_dir))
+            .is_some_and(|d| d.starts_with(&cache))
     }));
 
     // Snapshots of the plan and the summary, run-specific values redacted.

@@ -291,7 +291,7 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
 }
 
 #[tokio::test]
-async fn serial_isolation_runs_every_group_in_the_main_tree() {
+async fn serial_isolation_runs_one_group_at_a_time_outside_the_users_tree() {
     let fx = Fixture::new(FILES);
     let base = fx.vcs.head().await.unwrap();
     let input = fx.export(json!([
@@ -318,7 +318,16 @@ async fn serial_isolation_runs_every_group_in_the_main_tree() {
     );
     assert_eq!(plan.execution_strategy.approach, "serial");
     assert_eq!(fx.messages(&base).await.len(), 2);
-    assert!(fx.tests.requests().iter().all(|r| r.workdir == fx.root()));
+    // One group at a time in the one worktree of the run's pool, never in
+    // the user's tree, where the user may be working.
+    let trees: std::collections::BTreeSet<_> = fx
+        .tests
+        .requests()
+        .iter()
+        .map(|r| r.workdir.clone())
+        .collect();
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    assert!(!trees.iter().any(|t| t.starts_with(fx.root())), "{trees:?}");
 }
 
 #[tokio::test]
@@ -727,6 +736,22 @@ async fn resume_with_nothing_to_resume_is_a_usage_error() {
 struct HangsOn {
     inner: FakeAgent,
     hang_on: String,
+    /// Where the hanging request worked.
+    hung_in: std::sync::Mutex<Option<PathBuf>>,
+}
+
+impl HangsOn {
+    fn new(inner: FakeAgent, hang_on: &str) -> Self {
+        Self {
+            inner,
+            hang_on: hang_on.to_owned(),
+            hung_in: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn hung_in(&self) -> Option<PathBuf> {
+        self.hung_in.lock().unwrap().clone()
+    }
 }
 
 #[async_trait::async_trait]
@@ -736,8 +761,10 @@ impl Agent for HangsOn {
     }
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let id = request.id.clone();
+        let workdir = request.workdir.clone();
         let r = self.inner.run(request).await;
         if id == self.hang_on || self.hang_on == "*" {
+            *self.hung_in.lock().unwrap() = Some(workdir);
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         r
@@ -781,16 +808,17 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
     let fx = Fixture::new(FILES);
     let base = fx.vcs.head().await.unwrap();
     let input = fx.export(findings);
-    let hanging = Arc::new(HangsOn {
-        inner: fake(),
-        hang_on: "F2".into(),
-    });
-    let services = fx.services(hanging, Arc::new(AutoYes));
+    let hanging = Arc::new(HangsOn::new(fake(), "F2"));
+    let services = fx.services(hanging.clone(), Arc::new(AutoYes));
     let cfg = config(vec![input.clone()]);
     let handle = tokio::spawn(async move { run(cfg, services).await });
-    let root = fx.root().to_path_buf();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while std::fs::read_to_string(root.join("src/a.rs")).unwrap() != "A1\nA2\na3\n" {
+    let tree = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(tree) = hanging.hung_in()
+                && std::fs::read_to_string(tree.join("src/a.rs")).unwrap() == "A1\nA2\na3\n"
+            {
+                return tree;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -798,6 +826,13 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
     .unwrap();
     handle.abort();
     let _ = handle.await;
+    // F2's half-done edit is in its worktree, never in the user's tree;
+    // F1 landed when it passed.
+    assert!(!tree.starts_with(fx.root()), "{}", tree.display());
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/a.rs")).unwrap(),
+        "A1\na2\na3\n"
+    );
     assert_eq!(fx.messages(&base).await, ["fix(quality): Rename a1 [F1]"]);
 
     // Writes the kill cut short leave temporary files; the resume deletes
@@ -862,10 +897,7 @@ async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
     // Both edits are in their worktrees, uncommitted, when the run is
     // dropped (both fixes hang after editing, so that no group goes on
     // after the drop as a detached task could).
-    let hanging = Arc::new(HangsOn {
-        inner: fake(),
-        hang_on: "*".into(),
-    });
+    let hanging = Arc::new(HangsOn::new(fake(), "*"));
     let services = fx.services(hanging, Arc::new(AutoYes));
     let cfg = config(vec![input.clone()]);
     let handle = tokio::spawn(async move { run(cfg, services).await });
@@ -879,11 +911,7 @@ async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
                     let dir = e.ok()?.path();
                     let edited = |file: &str, text: &str| {
                         std::fs::read_dir(
-                            orchestrator_review_fix::session::SessionPaths::for_repo(
-                                &dir,
-                                fx.root(),
-                            )
-                            .worktrees(),
+                            orchestrator_core::state::worktree_root(fx.root()).join("review-fix"),
                         )
                         .into_iter()
                         .flatten()

@@ -419,6 +419,11 @@ impl ProcessAgent {
         for (k, v) in &self.env {
             spec = spec.env(k, v);
         }
+        // What the tree the agent works in needs (a worktree's virtualenv
+        // on PATH, `[worktree] env`): its commands run there.
+        for (k, v) in &request.env {
+            spec = spec.env(k, v);
+        }
         let started = std::time::Instant::now();
         let mut rate_limited = 0;
         loop {

@@ -41,7 +41,8 @@ pub struct VerifyFlags {
     pub test_cmd: Option<String>,
 
     /// Accept uncommitted changes; they are never committed, restored or
-    /// overwritten (a task that changes one fails, naming it).
+    /// overwritten (a task whose change would touch one waits, verified and
+    /// kept, naming it: commit or stash yours, then `--continue`).
     #[arg(long, global = true, conflicts_with = "no_commit")]
     pub allow_dirty: bool,
 }

@@ -76,7 +76,7 @@ impl From<VerifyArg> for orchestrator_review_fix::VerifyMode {
 pub enum IsolationArg {
     /// Each group of a parallel stage in its own git worktree.
     Worktree,
-    /// Every group in the main tree, one at a time.
+    /// One group at a time, in one worktree; each fix lands as it passes.
     Serial,
 }
 
@@ -130,8 +130,9 @@ pub struct ReviewFixArgs {
     /// Groups of a parallel stage at once [default: 3].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_groups: Option<u32>,
-    /// Where groups run: `worktree` (parallel groups in their own git
-    /// worktrees) or `serial` (every group in the main tree, in order).
+    /// How groups run: `worktree` (the groups of a parallel stage at once,
+    /// each in its own git worktree) or `serial` (one group at a time, in
+    /// one worktree). Never in your working tree, where you may be working.
     #[arg(long, value_enum, default_value_t = IsolationArg::Worktree)]
     pub isolation: IsolationArg,
     /// Run on a dirty tree; dirty and untracked files are then never touched.
