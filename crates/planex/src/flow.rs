@@ -215,6 +215,7 @@ impl Planex {
             SessionSource::Plan,
             Timestamp::now(),
         )?;
+        self.session_opened(&session);
         let mut run = Run {
             session,
             state: SessionState::default(),
@@ -334,6 +335,7 @@ impl Planex {
             },
             Timestamp::now(),
         )?;
+        self.session_opened(&session);
         let mut run = Run {
             session,
             state: SessionState {
@@ -372,6 +374,7 @@ impl Planex {
     /// an interrupted run and checkpoints.
     fn reopen(&self, session_id: Option<&str>) -> Result<Run, PlanexError> {
         let mut session = Session::open(&self.repo, session_id)?;
+        self.session_opened(&session);
         let (state, warning) = session.load()?;
         let mut warnings = Vec::new();
         if let Some(w) = warning {

@@ -44,8 +44,9 @@ use orchestrator_planex::session::{
 };
 use orchestrator_planex::{
     Agents, CancelHandle, ExecutionPolicy, Mode, Outcome, OutcomeStatus, Planex, PlanexError,
-    PlanexOptions, ShellTaskAgent,
+    PlanexOptions, ShellTaskAgent, Stop,
 };
+use orchestrator_core::state::event_log::RunState;
 use serde_json::json;
 
 use super::{Exit, out};
@@ -253,7 +254,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
         Ok(Prepared {
             planex,
             action,
-            human,
+            reporter,
             verify,
             provisioner,
         }) => {
@@ -281,8 +282,19 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
             drop(runtime);
-            if let Some(human) = human {
+            if let Some(human) = &reporter.human {
                 human.finish();
+            }
+            match &result {
+                Ok(Ok(outcome)) => {
+                    let (state, reason) = run_state(outcome);
+                    reporter.finish(i32::from(outcome.exit_code()), state, reason);
+                }
+                Ok(Err(e)) => reporter.finish(2, RunState::Error, Some(e.to_string())),
+                Err(failure) => {
+                    let failure: &Failure = failure;
+                    reporter.finish(2, RunState::Error, Some(failure.message.clone()));
+                }
             }
             match result {
                 Ok(Ok(outcome)) => report(json, &outcome),
@@ -351,7 +363,7 @@ fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
 struct Prepared {
     planex: Planex,
     action: Action,
-    human: Option<Arc<crate::render::Human>>,
+    reporter: setup::Reporter,
     /// Whether tasks are verified (see [`verify::wanted`]).
     verify: bool,
     /// What each task worktree is given (`[worktree]`, or detection).
@@ -426,15 +438,15 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         .with_schedule(flags.schedule.into())
         .with_execution(execution)
         .with_item_limits(item_limits);
-    let (sink, human) = setup::reporter(flags.json);
-    if let Some(h) = &human {
+    let reporter = setup::reporter(flags.json);
+    if let Some(h) = &reporter.human {
         h.watch_spend(Arc::clone(&agents.executor));
     }
-    let planex = Planex::new(repo, agents, gate, sink, options);
+    let planex = Planex::new(repo, agents, gate, reporter.sink(), options);
     Ok(Prepared {
         planex,
         action,
-        human,
+        reporter,
         verify,
         provisioner,
     })
@@ -471,6 +483,24 @@ fn action(args: &PlanexArgs) -> Result<Action, Failure> {
         _ => Err(Failure::new(
             "a requirement, --continue and --retry-failed cannot be combined",
         )),
+    }
+}
+
+/// How an outcome reads in the session's log.
+fn run_state(outcome: &Outcome) -> (RunState, Option<String>) {
+    match &outcome.status {
+        OutcomeStatus::Completed => (RunState::Done, None),
+        OutcomeStatus::Incomplete => (RunState::Failed, None),
+        OutcomeStatus::Stopped(stop) => {
+            let state = match stop {
+                Stop::Interrupted => RunState::Interrupted,
+                Stop::LimitReached { .. } => RunState::Limit,
+                Stop::Cancelled { .. } => RunState::Failed,
+                _ => RunState::Waiting,
+            };
+            let first = |hint: String| hint.lines().next().unwrap_or_default().to_owned();
+            (state, outcome.resume_hint().map(first))
+        }
     }
 }
 
