@@ -238,7 +238,12 @@ impl EventSink for EventLog {
 
 /// Appends what a person did (`action`, from `origin`) to the log in the
 /// session folder `dir`.
-pub fn append_action(dir: &Path, origin: &str, action: &str, detail: &str) -> Result<(), StateError> {
+pub fn append_action(
+    dir: &Path,
+    origin: &str,
+    action: &str,
+    detail: &str,
+) -> Result<(), StateError> {
     NdjsonBoard::open(dir.join(EVENTS_FILE))?.append(&line(LogEntry::Action {
         origin: origin.to_owned(),
         action: action.to_owned(),
@@ -334,13 +339,23 @@ mod tests {
         };
         log.emit(&done);
         log.finish(0, RunState::Done, None);
-        append_action(dir.path(), "dashboard 127.0.0.1:1", "cancel", "SIGINT to pid 1").unwrap();
+        append_action(
+            dir.path(),
+            "dashboard 127.0.0.1:1",
+            "cancel",
+            "SIGINT to pid 1",
+        )
+        .unwrap();
 
         let tail = read_from(&dir.path().join(EVENTS_FILE), 0).unwrap();
         assert_eq!(events(&tail), [started, opened, done]);
         assert!(tail.skipped.is_empty());
         assert_eq!(tail.lines.len(), 5);
-        assert!(tail.lines.iter().all(|l| l.v == EVENT_LOG_VERSION && l.at_ms > 0));
+        assert!(
+            tail.lines
+                .iter()
+                .all(|l| l.v == EVENT_LOG_VERSION && l.at_ms > 0)
+        );
         assert_eq!(
             tail.lines[3].entry,
             LogEntry::RunFinished {
@@ -349,7 +364,9 @@ mod tests {
                 reason: None
             }
         );
-        assert!(matches!(&tail.lines[4].entry, LogEntry::Action { origin, .. } if origin.starts_with("dashboard")));
+        assert!(
+            matches!(&tail.lines[4].entry, LogEntry::Action { origin, .. } if origin.starts_with("dashboard"))
+        );
         assert_eq!(log.error(), None);
     }
 
@@ -375,7 +392,10 @@ mod tests {
         assert!(again.lines.is_empty() && again.skipped.is_empty());
         assert_eq!(again.next_offset, tail.next_offset);
         // A missing file is empty; an offset past the end starts over.
-        assert_eq!(read_from(&dir.path().join("none"), 9).unwrap(), LogTail::default());
+        assert_eq!(
+            read_from(&dir.path().join("none"), 9).unwrap(),
+            LogTail::default()
+        );
         assert_eq!(read_from(&path, 1 << 40).unwrap().lines.len(), 1);
     }
 

@@ -270,7 +270,20 @@ async fn settle(
                     Ok(commit.as_str().to_owned())
                 };
                 match landed {
-                    Ok(commit) => verified.commit = Some(commit),
+                    Ok(commit) => {
+                        // Said like the other flows' commits, for the log
+                        // and watchers (the dashboard's diffs).
+                        agent.sink.emit(&Event::CommitMade {
+                            id: id.clone(),
+                            commit: commit.clone(),
+                            summary: commit_message(row)
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        });
+                        verified.commit = Some(commit);
+                    }
                     Err(error) => return TaskOutput::Done(failed_task(&id, None, error)),
                 }
             }

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_core::agent::Agent;
+use orchestrator_core::state::event_log::RunState;
 use orchestrator_planex::session::{
     ResumePhase, SessionInfo, SessionSource, SessionStatus, list_sessions, sessions_dir,
 };
@@ -46,7 +47,6 @@ use orchestrator_planex::{
     Agents, CancelHandle, ExecutionPolicy, Mode, Outcome, OutcomeStatus, Planex, PlanexError,
     PlanexOptions, ShellTaskAgent, Stop,
 };
-use orchestrator_core::state::event_log::RunState;
 use serde_json::json;
 
 use super::{Exit, out};

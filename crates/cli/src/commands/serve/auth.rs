@@ -26,8 +26,14 @@ impl Refusal {
     /// The HTTP status and the message for the body.
     pub fn status_and_message(self) -> (u16, &'static str) {
         match self {
-            Refusal::Host => (421, "this server answers only as its own address (Host refused)"),
-            Refusal::Origin => (403, "requests from another site are refused (Origin refused)"),
+            Refusal::Host => (
+                421,
+                "this server answers only as its own address (Host refused)",
+            ),
+            Refusal::Origin => (
+                403,
+                "requests from another site are refused (Origin refused)",
+            ),
             Refusal::Token => (
                 401,
                 "open the URL `orchestrator serve` printed (it carries the token)",
@@ -161,28 +167,70 @@ mod tests {
         let check = |pairs: &[(&'static str, &str)], query: Option<&str>| {
             guard.check(&headers(pairs), query)
         };
-        assert_eq!(check(&[("host", "127.0.0.1:8123")], Some("token=abc123")), Ok(true));
-        assert_eq!(check(&[("host", "localhost:8123")], Some("x=1&token=abc123")), Ok(true));
         assert_eq!(
-            check(&[("host", "127.0.0.1:8123"), ("cookie", "a=b; orchestrator_token=abc123")], None),
+            check(&[("host", "127.0.0.1:8123")], Some("token=abc123")),
+            Ok(true)
+        );
+        assert_eq!(
+            check(&[("host", "localhost:8123")], Some("x=1&token=abc123")),
+            Ok(true)
+        );
+        assert_eq!(
+            check(
+                &[
+                    ("host", "127.0.0.1:8123"),
+                    ("cookie", "a=b; orchestrator_token=abc123")
+                ],
+                None
+            ),
             Ok(false)
         );
         assert_eq!(
-            check(&[("host", "[::1]:8123"), ("authorization", "Bearer abc123")], None),
+            check(
+                &[("host", "[::1]:8123"), ("authorization", "Bearer abc123")],
+                None
+            ),
             Ok(false)
         );
-        assert_eq!(check(&[("host", "127.0.0.1:8123")], None), Err(Refusal::Token));
-        assert_eq!(check(&[("host", "127.0.0.1:8123")], Some("token=abc124")), Err(Refusal::Token));
-        assert_eq!(check(&[("host", "127.0.0.1:8123")], Some("token=abc12")), Err(Refusal::Token));
-        assert_eq!(check(&[("host", "evil.example:8123")], Some("token=abc123")), Err(Refusal::Host));
-        assert_eq!(check(&[("host", "127.0.0.1:9999")], Some("token=abc123")), Err(Refusal::Host));
+        assert_eq!(
+            check(&[("host", "127.0.0.1:8123")], None),
+            Err(Refusal::Token)
+        );
+        assert_eq!(
+            check(&[("host", "127.0.0.1:8123")], Some("token=abc124")),
+            Err(Refusal::Token)
+        );
+        assert_eq!(
+            check(&[("host", "127.0.0.1:8123")], Some("token=abc12")),
+            Err(Refusal::Token)
+        );
+        assert_eq!(
+            check(&[("host", "evil.example:8123")], Some("token=abc123")),
+            Err(Refusal::Host)
+        );
+        assert_eq!(
+            check(&[("host", "127.0.0.1:9999")], Some("token=abc123")),
+            Err(Refusal::Host)
+        );
         assert_eq!(check(&[], Some("token=abc123")), Err(Refusal::Host));
         assert_eq!(
-            check(&[("host", "127.0.0.1:8123"), ("origin", "http://evil.example")], Some("token=abc123")),
+            check(
+                &[
+                    ("host", "127.0.0.1:8123"),
+                    ("origin", "http://evil.example")
+                ],
+                Some("token=abc123")
+            ),
             Err(Refusal::Origin)
         );
         assert_eq!(
-            check(&[("host", "127.0.0.1:8123"), ("origin", "http://127.0.0.1:8123")], Some("token=abc123")),
+            check(
+                &[
+                    ("host", "127.0.0.1:8123"),
+                    ("origin", "http://127.0.0.1:8123")
+                ],
+                Some("token=abc123")
+            ),
             Ok(true)
         );
     }

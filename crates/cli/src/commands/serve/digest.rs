@@ -131,7 +131,11 @@ impl Digest {
                 origin,
                 action,
                 detail,
-            } => self.note(line.at_ms, "action", format!("{action} from {origin}: {detail}")),
+            } => self.note(
+                line.at_ms,
+                "action",
+                format!("{action} from {origin}: {detail}"),
+            ),
             _ => {}
         }
     }
@@ -161,7 +165,8 @@ impl Digest {
                 error,
             } => {
                 let job = self.jobs.entry(id.clone()).or_default();
-                job.failures.push((format!("{round}.{attempt}"), error.clone()));
+                job.failures
+                    .push((format!("{round}.{attempt}"), error.clone()));
             }
             Event::TestsRan {
                 id,

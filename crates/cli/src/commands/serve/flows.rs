@@ -142,7 +142,10 @@ fn planex(dir: &Path) -> FlowView {
     } else {
         None
     };
-    let open = !matches!(meta.status, SessionStatus::Finished | SessionStatus::Cancelled);
+    let open = !matches!(
+        meta.status,
+        SessionStatus::Finished | SessionStatus::Cancelled
+    );
     let approvable = gate
         .filter(|g| open && meta.approvals.get(*g).is_none())
         .map(|g| g.plan_name().to_owned());
@@ -222,7 +225,10 @@ fn review_fix(dir: &Path) -> FlowView {
                 group: Some(group.group_id.clone()),
                 status,
                 attempts: f.attempts,
-                error: f.error_message.clone().or_else(|| last_error(&f.finding_id)),
+                error: f
+                    .error_message
+                    .clone()
+                    .or_else(|| last_error(&f.finding_id)),
                 commits: f.commit_hash.clone().into_iter().collect(),
                 location: Some(match f.line {
                     Some(line) => format!("{}:{line}", f.file),
@@ -245,9 +251,10 @@ fn review_fix(dir: &Path) -> FlowView {
         .and_then(|ms| ms.parse().ok())
         .unwrap_or(0);
     let state = match (&active, last) {
-        (Some(a), _) if a.phase == SessionPhase::AwaitingApproval => {
-            Some((RunState::Waiting, Some("the plan waits for approval".to_owned())))
-        }
+        (Some(a), _) if a.phase == SessionPhase::AwaitingApproval => Some((
+            RunState::Waiting,
+            Some("the plan waits for approval".to_owned()),
+        )),
         (Some(_), _) => Some((RunState::Interrupted, None)),
         (None, Some(entry)) => Some(match entry.outcome.as_str() {
             "all_fixed" | "dry_run" => (RunState::Done, None),
@@ -347,12 +354,19 @@ pub fn extras(found: &Found) -> Value {
             let plan: Vec<Value> = state
                 .task_rows()
                 .iter()
-                .map(|t| json!({"id": t.id, "title": t.title, "wave": t.wave, "deps": t.deps, "scope": t.scope}))
+                .map(|t| {
+                    json!({"id": t.id, "title": t.title, "wave": t.wave, "deps": t.deps,
+                           "scope": t.scope, "tests_passed": t.tests_passed,
+                           "files_modified": t.files_modified, "acceptance_met": t.acceptance_met,
+                           "check": t.execution_directives})
+                })
                 .collect();
             json!({"plan": plan, "verified": state.verified, "journal_warning": warning})
         }
         Flow::ReviewFix => {
-            let plan: Option<FixPlan> = read_json_if_exists(found.dir.join(PLAN_FILE)).ok().flatten();
+            let plan: Option<FixPlan> = read_json_if_exists(found.dir.join(PLAN_FILE))
+                .ok()
+                .flatten();
             let stages: Vec<Value> = plan
                 .iter()
                 .flat_map(|p| p.timeline.iter())
@@ -372,7 +386,11 @@ fn ci_audit(found: &Found) -> Vec<Value> {
         Some(_) => format!("{key}-"),
         None => format!("PR-{key}-"),
     };
-    let folder = found.repo_dir.join(".moai").join("reports").join("ci-autofix");
+    let folder = found
+        .repo_dir
+        .join(".moai")
+        .join("reports")
+        .join("ci-autofix");
     let mut logs: Vec<(String, String)> = std::fs::read_dir(&folder)
         .into_iter()
         .flatten()

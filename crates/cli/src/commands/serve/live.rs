@@ -59,7 +59,11 @@ fn fingerprint_dir(dir: &Path, hasher: &mut DefaultHasher) {
                     .duration_since(std::time::UNIX_EPOCH)
                     .ok()?
                     .as_nanos();
-                Some((e.file_name().to_string_lossy().into_owned(), meta.len(), modified))
+                Some((
+                    e.file_name().to_string_lossy().into_owned(),
+                    meta.len(),
+                    modified,
+                ))
             })
             .collect();
         seen.sort();
@@ -122,7 +126,11 @@ pub fn stream(repos: Arc<Vec<PathBuf>>, digests: Arc<Digests>, key: Option<Strin
             if messages.is_empty() && quiet >= KEEPALIVE {
                 messages.push(": keep-alive\n\n".to_owned());
             }
-            quiet = if messages.is_empty() { quiet + POLL } else { Duration::ZERO };
+            quiet = if messages.is_empty() {
+                quiet + POLL
+            } else {
+                Duration::ZERO
+            };
             for m in messages {
                 if tx.send(Bytes::from(m)).await.is_err() {
                     return;

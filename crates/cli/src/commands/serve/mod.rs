@@ -72,14 +72,19 @@ pub fn check(args: &ServeArgs) -> Result<Vec<PathBuf>, String> {
         ));
     }
     if let Some(token) = &args.token
-        && (token.len() < 16 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        && (token.len() < 16
+            || !token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
     {
-        return Err("--token: expected at least 16 characters of letters, digits, '-' or '_'".to_owned());
+        return Err(
+            "--token: expected at least 16 characters of letters, digits, '-' or '_'".to_owned(),
+        );
     }
     let mut repos = Vec::new();
     for repo in &args.repos {
-        let canonical = std::fs::canonicalize(repo)
-            .map_err(|e| format!("--repo {}: {e}", repo.display()))?;
+        let canonical =
+            std::fs::canonicalize(repo).map_err(|e| format!("--repo {}: {e}", repo.display()))?;
         if !canonical.is_dir() {
             return Err(format!("--repo {}: not a directory", repo.display()));
         }
@@ -163,7 +168,9 @@ async fn serve(repos: Vec<PathBuf>, listen: SocketAddr, token: String) -> Exit {
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let app = Arc::clone(&app);
-                async move { Ok::<_, std::convert::Infallible>(routes::handle(app, peer, request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(routes::handle(app, peer, request).await)
+                }
             });
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

@@ -104,7 +104,11 @@ fn param(query: Option<&str>, name: &str) -> Option<String> {
 }
 
 /// Answers one request.
-pub async fn handle(app: Arc<App>, peer: SocketAddr, request: Request<hyper::body::Incoming>) -> Response<Body> {
+pub async fn handle(
+    app: Arc<App>,
+    peer: SocketAddr,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Body> {
     let query = request.uri().query().map(str::to_owned);
     let query = query.as_deref();
     let from_query = match app.guard.check(request.headers(), query) {
@@ -189,8 +193,12 @@ async fn session_route(
                 None => error(404, "no such transcript in this session"),
             }
         }
-        (Method::POST, "/api/approve") => blocking(move || actions::approve(&found, &origin).map(|d| json!({"done": d}))).await,
-        (Method::POST, "/api/cancel") => blocking(move || actions::cancel(&found, &origin).map(|d| json!({"done": d}))).await,
+        (Method::POST, "/api/approve") => {
+            blocking(move || actions::approve(&found, &origin).map(|d| json!({"done": d}))).await
+        }
+        (Method::POST, "/api/cancel") => {
+            blocking(move || actions::cancel(&found, &origin).map(|d| json!({"done": d}))).await
+        }
         _ => error(404, "no such route"),
     }
 }
@@ -251,7 +259,10 @@ fn timeline(found: &Found, digest: &super::digest::Digest) -> String {
             let outcome = match job.status {
                 None => SpanOutcome::Unfinished,
                 Some(orchestrator_core::event::JobStatus::Completed) => SpanOutcome::Done,
-                Some(orchestrator_core::event::JobStatus::Failed | orchestrator_core::event::JobStatus::TimedOut) => SpanOutcome::Failed,
+                Some(
+                    orchestrator_core::event::JobStatus::Failed
+                    | orchestrator_core::event::JobStatus::TimedOut,
+                ) => SpanOutcome::Failed,
                 Some(_) => SpanOutcome::Skipped,
             };
             Some(Span {

@@ -77,7 +77,11 @@ pub fn discover(repos: &[PathBuf]) -> Vec<Found> {
     let mut found = Vec::new();
     for (index, repo) in repos.iter().enumerate() {
         let roots = [
-            (Flow::Planex, repo.join(orchestrator_planex::session::SESSIONS_DIR), ""),
+            (
+                Flow::Planex,
+                repo.join(orchestrator_planex::session::SESSIONS_DIR),
+                "",
+            ),
             (Flow::ReviewFix, repo.join(".review").join("fixes"), "fix-"),
             (
                 Flow::CiAutofix,
@@ -157,7 +161,10 @@ impl Digests {
     /// The digest of `dir`'s log, brought up to date.
     pub fn of(&self, dir: &Path) -> Digest {
         let path = dir.join(EVENTS_FILE);
-        let mut all = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let digest = all.entry(path.clone()).or_default();
         digest.update(&path);
         digest.clone()
@@ -197,10 +204,9 @@ pub fn summarize(found: &Found, digests: &Digests) -> (Summary, FlowView, Digest
     let view = flows::read(found, &digest);
     let pid = live_holder(&found.dir);
     let (state, reason) = match (pid, &digest.run_end) {
-        (Some(_), _) if !digest.open_gates.is_empty() => (
-            "waiting",
-            digest.open_gates.values().next().cloned(),
-        ),
+        (Some(_), _) if !digest.open_gates.is_empty() => {
+            ("waiting", digest.open_gates.values().next().cloned())
+        }
         (Some(_), _) => ("running", None),
         (None, Some(end)) => (end.state.as_str(), end.reason.clone()),
         (None, None) => match &view.state {
@@ -259,7 +265,11 @@ pub fn list(repos: &[PathBuf], digests: &Digests) -> Vec<Summary> {
         .iter()
         .map(|f| summarize(f, digests).0)
         .collect();
-    all.sort_by(|a, b| b.started_ms.cmp(&a.started_ms).then_with(|| a.key.cmp(&b.key)));
+    all.sort_by(|a, b| {
+        b.started_ms
+            .cmp(&a.started_ms)
+            .then_with(|| a.key.cmp(&b.key))
+    });
     all
 }
 
