@@ -34,6 +34,15 @@ async function planex() {
   await page.screenshot({ path: `${shots}/planex-waiting.png`, fullPage: true });
   const reloads = [];
   page.on("framenavigated", (f) => { if (f === page.mainFrame()) reloads.push(f.url()); });
+  // When each task first shows as done, to compare with the engine's
+  // job_finished times in events.ndjson.
+  await page.evaluate(() => {
+    window.__doneAt = {};
+    const seen = () => document.querySelectorAll('#items .item[data-status="done"]').forEach((r) => {
+      window.__doneAt[r.dataset.item] ??= Date.now();
+    });
+    new MutationObserver(seen).observe(document.querySelector("#items"), { childList: true, subtree: true, attributes: true });
+  });
   await page.locator("#approve").click();
   ok("clicked approve at " + stamp());
   const items = page.locator("#items .item");
@@ -44,6 +53,7 @@ async function planex() {
   const n = await items.count();
   ok(`${n} tasks done on the page without a reload (navigations: ${reloads.length}) at ${stamp()}`);
   if (reloads.length) throw new Error("the page reloaded: " + reloads.join(", "));
+  console.log("shown-done: " + JSON.stringify(await page.evaluate(() => window.__doneAt)));
   const buttons = page.locator("#items button.diff");
   const count = await buttons.count();
   if (count < n) throw new Error(`expected a commit per task, found ${count} diff buttons for ${n} tasks`);

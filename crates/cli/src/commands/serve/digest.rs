@@ -142,7 +142,16 @@ impl Digest {
 
     fn event(&mut self, at: i64, event: &Event) {
         match event {
-            Event::SessionOpened { .. } => self.run_end = None,
+            Event::SessionOpened { .. } => {
+                // A new run: what the last one left running was abandoned.
+                self.run_end = None;
+                for job in self.jobs.values_mut() {
+                    if job.started_ms.is_some() && job.status.is_none() {
+                        job.finished_ms = Some(at);
+                        job.status = Some(JobStatus::Cancelled);
+                    }
+                }
+            }
             Event::JobStarted { id, title } => {
                 let job = self.jobs.entry(id.clone()).or_default();
                 job.started_ms = Some(at);
