@@ -37,7 +37,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -80,7 +84,11 @@ impl Server {
 
     /// `127.0.0.1:PORT`.
     fn authority(&self) -> &str {
-        self.url.trim_start_matches("http://").split('/').next().unwrap()
+        self.url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
     }
 
     fn token(&self) -> &str {
@@ -98,8 +106,11 @@ impl Drop for Server {
 /// One raw HTTP/1.1 request; the status code and the body.
 fn request(addr: &str, method: &str, target: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut text = format!("{method} {target} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut text =
+        format!("{method} {target} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
     for (name, value) in headers {
         text.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -109,7 +120,10 @@ fn request(addr: &str, method: &str, target: &str, headers: &[(&str, &str)]) -> 
     stream.read_to_end(&mut response).unwrap();
     let response = String::from_utf8_lossy(&response).into_owned();
     let status = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     (status, body)
 }
 
@@ -142,7 +156,12 @@ fn planex_stopped_at_its_gate(repo: &Path, tasks: &Path) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// The folder holding `node_modules/playwright-core`.
@@ -152,7 +171,8 @@ fn playwright_dir() -> PathBuf {
         PathBuf::from,
     );
     assert!(
-        dir.join("node_modules/playwright-core/package.json").is_file(),
+        dir.join("node_modules/playwright-core/package.json")
+            .is_file(),
         "playwright-core is missing from {}: run `bash scripts/install-test-deps.sh` \
          (npm install --prefix target/dashboard-e2e playwright-core)",
         dir.display()
@@ -168,11 +188,14 @@ fn chromium() -> PathBuf {
             }
         }
     }
-    panic!("headless Chromium is missing: install it with `apt-get install chromium-headless-shell`");
+    panic!(
+        "headless Chromium is missing: install it with `apt-get install chromium-headless-shell`"
+    );
 }
 
 fn shots(tmp: &Path) -> PathBuf {
-    let dir = std::env::var_os("ORCH_DASHBOARD_SHOTS").map_or_else(|| tmp.join("shots"), PathBuf::from);
+    let dir =
+        std::env::var_os("ORCH_DASHBOARD_SHOTS").map_or_else(|| tmp.join("shots"), PathBuf::from);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -212,7 +235,12 @@ fn finished_at(session: &Path) -> Vec<(String, i64)> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|v| v["event"]["event"] == "job_finished")
-        .map(|v| (v["event"]["id"].as_str().unwrap().to_owned(), v["at_ms"].as_i64().unwrap()))
+        .map(|v| {
+            (
+                v["event"]["id"].as_str().unwrap().to_owned(),
+                v["at_ms"].as_i64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -237,7 +265,10 @@ fn a_planex_run_waiting_at_its_gate_is_approved_from_the_page_and_its_diffs_open
         .unwrap()
         .path();
     let text = std::fs::read_to_string(session.join("events.ndjson")).unwrap();
-    assert!(text.contains(r#""kind":"action","origin":"dashboard http://127.0.0.1:"#), "{text}");
+    assert!(
+        text.contains(r#""kind":"action","origin":"dashboard http://127.0.0.1:"#),
+        "{text}"
+    );
     assert!(text.contains(r#""action":"approve""#) && text.contains(r#""action":"continue""#));
     // How long the page took to show each task done after the engine said so.
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -248,11 +279,17 @@ fn a_planex_run_waiting_at_its_gate_is_approved_from_the_page_and_its_diffs_open
         .unwrap();
     for (id, at) in finished_at(&session) {
         if let Some(seen) = shown[&id].as_i64() {
-            println!("{id}: shown {} ms after the engine's job_finished", seen - at);
+            println!(
+                "{id}: shown {} ms after the engine's job_finished",
+                seen - at
+            );
         }
     }
     for png in ["planex-waiting.png", "planex-done.png"] {
-        assert!(std::fs::metadata(shots.join(png)).unwrap().len() > 10_000, "{png}");
+        assert!(
+            std::fs::metadata(shots.join(png)).unwrap().len() > 10_000,
+            "{png}"
+        );
     }
 }
 
@@ -262,7 +299,14 @@ fn review_fix_repo(tmp: &Path) -> (PathBuf, PathBuf) {
     let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart");
     let repo = tmp.join("repo");
     init_repo(&repo);
-    for rel in ["Cargo.toml", "Cargo.lock", ".gitignore", "README.md", "src/lib.rs", "src/ring.rs"] {
+    for rel in [
+        "Cargo.toml",
+        "Cargo.lock",
+        ".gitignore",
+        "README.md",
+        "src/lib.rs",
+        "src/ring.rs",
+    ] {
         let to = repo.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(quickstart.join(rel), &to).unwrap();
@@ -315,7 +359,12 @@ fn a_review_fix_run_cancelled_from_the_page_resumes_and_its_failed_fix_shows_the
     assert_eq!(status.code(), Some(3), "a cancel stops resumably (exit 3)");
     // `--resume` finishes the session; one fix breaks a test.
     let o = review_fix("builtin", &["--resume"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(git(&repo, &["log", "--format=%s"]).contains("needless_return"));
     browser("review-fix-failed", &server.url, &shots, &["ring_labels"]);
 }
@@ -340,7 +389,12 @@ fn requests_without_the_token_from_another_host_or_site_or_for_other_files_are_r
     assert_eq!(sessions[0]["state"], "waiting");
 
     // No token, a wrong one: no session data.
-    for target in ["/", "/api/sessions", &format!("/api/session?key={key}"), "/api/live"] {
+    for target in [
+        "/",
+        "/api/sessions",
+        &format!("/api/session?key={key}"),
+        "/api/live",
+    ] {
         let (status, body) = get(target, &[("Host", &host)]);
         assert_eq!(status, 401, "{target}: {body}");
         assert!(!body.contains("wpp-"), "{body}");
@@ -351,20 +405,37 @@ fn requests_without_the_token_from_another_host_or_site_or_for_other_files_are_r
     let (status, _) = get(&format!("/?token={token}"), &[("Host", &host)]);
     assert_eq!(status, 303);
     let cookie = format!("orchestrator_token={token}");
-    assert_eq!(get("/api/sessions", &[("Host", &host), ("Cookie", &cookie)]).0, 200);
+    assert_eq!(
+        get("/api/sessions", &[("Host", &host), ("Cookie", &cookie)]).0,
+        200
+    );
 
     // A foreign Host (DNS rebinding) or Origin (another site's page).
     let port = host.rsplit(':').next().unwrap();
     for foreign in [format!("evil.example:{port}"), "127.0.0.1:1".to_owned()] {
-        let (status, body) = get("/api/sessions", &[("Host", &foreign), ("Authorization", &auth)]);
+        let (status, body) = get(
+            "/api/sessions",
+            &[("Host", &foreign), ("Authorization", &auth)],
+        );
         assert_eq!(status, 421, "{foreign}: {body}");
     }
     assert_eq!(get("/api/sessions", &[("Authorization", &auth)]).0, 421);
-    let evil = [("Host", host.as_str()), ("Authorization", auth.as_str()), ("Origin", "http://evil.example")];
+    let evil = [
+        ("Host", host.as_str()),
+        ("Authorization", auth.as_str()),
+        ("Origin", "http://evil.example"),
+    ];
     assert_eq!(get("/api/sessions", &evil).0, 403);
-    assert_eq!(request(&host, "POST", &format!("/api/cancel?key={key}"), &evil).0, 403);
+    assert_eq!(
+        request(&host, "POST", &format!("/api/cancel?key={key}"), &evil).0,
+        403
+    );
     let own = format!("http://{host}");
-    let same_site = [("Host", host.as_str()), ("Authorization", auth.as_str()), ("Origin", own.as_str())];
+    let same_site = [
+        ("Host", host.as_str()),
+        ("Authorization", auth.as_str()),
+        ("Origin", own.as_str()),
+    ];
     assert_eq!(get("/api/sessions", &same_site).0, 200);
 
     // Nothing outside the session folders and the session's own commits.
@@ -380,7 +451,10 @@ fn requests_without_the_token_from_another_host_or_site_or_for_other_files_are_r
     ] {
         let (status, body) = get(&target, &ok);
         assert!([400, 404].contains(&status), "{target}: {status} {body}");
-        assert!(!body.contains("root:") && !body.contains("diff --git"), "{body}");
+        assert!(
+            !body.contains("root:") && !body.contains("diff --git"),
+            "{body}"
+        );
     }
     let (status, body) = get(&format!("/api/session?key={key}"), &ok);
     assert_eq!(status, 200, "{body}");
@@ -388,10 +462,16 @@ fn requests_without_the_token_from_another_host_or_site_or_for_other_files_are_r
 
 #[test]
 fn a_non_loopback_address_needs_a_token() {
-    let o = bin().args(["serve", "--listen", "0.0.0.0:0"]).output().unwrap();
+    let o = bin()
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("only a loopback address is served without --token"), "{err}");
+    assert!(
+        err.contains("only a loopback address is served without --token"),
+        "{err}"
+    );
     let o = bin()
         .args(["serve", "--listen", "127.0.0.1:0", "--token", "short"])
         .output()

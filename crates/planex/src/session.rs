@@ -15,6 +15,10 @@
 //! - `.lock` ([`SessionLock`]): held for the whole run; a second engine on the
 //!   same session is refused with the holder's pid.
 //!
+//! The CLI adds `events.ndjson`, the run's events as they happened
+//! (`orchestrator_core::state::event_log`), for watchers; the flow itself
+//! never reads it. [`read_state`] reads a session without its lock.
+//!
 //! ## Session ids
 //!
 //! `wpp-{YYYYMMDD}-{slug}`, exactly as the seed builds them: the date is

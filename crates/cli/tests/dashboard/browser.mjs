@@ -67,6 +67,10 @@ async function planex() {
   }
   await page.locator("#items .item").first().click();
   await page.screenshot({ path: `${shots}/planex-done.png`, fullPage: true });
+  // The README's picture: the top of the page, small.
+  await page.setViewportSize({ width: 1000, height: 640 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: `${shots}/dashboard.png` });
 }
 
 async function reviewFix() {

@@ -72,12 +72,13 @@ impl Planex {
     }
 
     /// Says which session folder the run works in (for per-session logs).
-    pub(super) fn session_opened(&self, session: &Session) {
+    pub(super) fn opened(&self, session: Session) -> Session {
         self.sink.emit(&Event::SessionOpened {
             flow: FLOW.to_owned(),
             session: session.id().to_owned(),
             dir: session.dir().to_path_buf(),
         });
+        session
     }
 
     pub(super) fn phase_started(&self, phase: &str) {

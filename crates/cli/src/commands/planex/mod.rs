@@ -52,6 +52,7 @@ use serde_json::json;
 use super::{Exit, out};
 
 mod agents;
+mod ending;
 mod verify;
 use crate::setup::{self, ConfigFiles};
 use agents::{Picked, agents_for, session_needs};
@@ -287,7 +288,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             }
             match &result {
                 Ok(Ok(outcome)) => {
-                    let (state, reason) = run_state(outcome);
+                    let (state, reason) = ending::run_state(outcome);
                     reporter.finish(i32::from(outcome.exit_code()), state, reason);
                 }
                 Ok(Err(e)) => reporter.finish(2, RunState::Error, Some(e.to_string())),
@@ -483,24 +484,6 @@ fn action(args: &PlanexArgs) -> Result<Action, Failure> {
         _ => Err(Failure::new(
             "a requirement, --continue and --retry-failed cannot be combined",
         )),
-    }
-}
-
-/// How an outcome reads in the session's log.
-fn run_state(outcome: &Outcome) -> (RunState, Option<String>) {
-    match &outcome.status {
-        OutcomeStatus::Completed => (RunState::Done, None),
-        OutcomeStatus::Incomplete => (RunState::Failed, None),
-        OutcomeStatus::Stopped(stop) => {
-            let state = match stop {
-                Stop::Interrupted => RunState::Interrupted,
-                Stop::LimitReached { .. } => RunState::Limit,
-                Stop::Cancelled { .. } => RunState::Failed,
-                _ => RunState::Waiting,
-            };
-            let first = |hint: String| hint.lines().next().unwrap_or_default().to_owned();
-            (state, outcome.resume_hint().map(first))
-        }
     }
 }
 

@@ -18,32 +18,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::digest::Digest;
-use super::sessions::{Flow, FlowView, Found};
-
-/// One item (task, finding, iteration) of a session.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Item {
-    /// Its id (`T1`, `F2`, `iter-1`).
-    pub id: String,
-    /// Its title.
-    pub title: String,
-    /// Its group, wave or stage, for people.
-    pub group: Option<String>,
-    /// `done`, `failed`, `skipped`, `not_fixable`, `running`, `pending`.
-    pub status: &'static str,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The last error (test output included).
-    pub error: Option<String>,
-    /// Landed commits.
-    pub commits: Vec<String>,
-    /// Where it is (review-fix).
-    pub location: Option<String>,
-    /// What the agent spent on it.
-    pub cost_usd: Option<f64>,
-    /// Tokens.
-    pub tokens: Option<u64>,
-}
+use super::model::{Flow, FlowView, Found, Item};
 
 /// Reads what `found`'s flow files say, with its log's digest filling in
 /// commits and spend the files do not hold.

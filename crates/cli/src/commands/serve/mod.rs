@@ -18,6 +18,7 @@ pub mod auth;
 pub mod digest;
 pub mod flows;
 pub mod live;
+pub mod model;
 pub mod routes;
 pub mod sessions;
 

@@ -18,59 +18,8 @@ use orchestrator_core::state::event_log::{EVENTS_FILE, RunState};
 use serde::Serialize;
 
 use super::digest::Digest;
-use super::flows::{self, Item};
-
-/// The flows a session can belong to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Flow {
-    /// `.workflow/.lite-plan/<id>/`.
-    Planex,
-    /// `.review/fixes/fix-<ms>/`.
-    ReviewFix,
-    /// `.moai/state/.locks/ci-autofix-<key>/`.
-    CiAutofix,
-}
-
-impl Flow {
-    /// The name used in URLs and events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Flow::Planex => "planex",
-            Flow::ReviewFix => "review-fix",
-            Flow::CiAutofix => "ci-autofix",
-        }
-    }
-
-    /// The flow named `name`.
-    pub fn parse(name: &str) -> Option<Flow> {
-        [Flow::Planex, Flow::ReviewFix, Flow::CiAutofix]
-            .into_iter()
-            .find(|f| f.as_str() == name)
-    }
-}
-
-/// A session folder found on disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    /// Index of its repository in the served list.
-    pub repo: usize,
-    /// The repository.
-    pub repo_dir: PathBuf,
-    /// Its flow.
-    pub flow: Flow,
-    /// Its id (the folder's name).
-    pub id: String,
-    /// Its folder.
-    pub dir: PathBuf,
-}
-
-impl Found {
-    /// The key the page names it by: `<repo>/<flow>/<id>`.
-    pub fn key(&self) -> String {
-        format!("{}/{}/{}", self.repo, self.flow.as_str(), self.id)
-    }
-}
+use super::flows;
+pub use super::model::{Flow, FlowView, Found, Item};
 
 /// Every session folder of `repos`.
 pub fn discover(repos: &[PathBuf]) -> Vec<Found> {
@@ -169,23 +118,6 @@ impl Digests {
         digest.update(&path);
         digest.clone()
     }
-}
-
-/// What a flow's files say about a session.
-#[derive(Debug, Clone, Default)]
-pub struct FlowView {
-    /// Title.
-    pub title: String,
-    /// Start, Unix ms.
-    pub started_ms: i64,
-    /// The state the files give when no process runs and no log says.
-    pub state: Option<(RunState, Option<String>)>,
-    /// The items.
-    pub items: Vec<Item>,
-    /// Test runs the files count.
-    pub test_runs: Option<u64>,
-    /// A gate the page can answer.
-    pub approvable: Option<String>,
 }
 
 /// The pid holding `dir`'s lock, when that process is alive.
