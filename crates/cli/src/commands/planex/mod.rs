@@ -45,7 +45,7 @@ use orchestrator_planex::session::{
 };
 use orchestrator_planex::{
     Agents, CancelHandle, ExecutionPolicy, Mode, Outcome, OutcomeStatus, Planex, PlanexError,
-    PlanexOptions, ShellTaskAgent, Stop,
+    PlanexOptions, ShellTaskAgent,
 };
 use serde_json::json;
 

@@ -14,7 +14,6 @@ use orchestrator_review_fix::session::{ACTIVE_FILE, HISTORY_FILE, PLAN_FILE};
 use orchestrator_review_fix::{
     ActiveSession, FixHistory, FixPlan, FixProgress, FixResult, ProgressStatus, SessionPhase,
 };
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::digest::Digest;
