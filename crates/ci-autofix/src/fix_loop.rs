@@ -147,6 +147,11 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
     // The target is locked before the tree is looked at: while another run
     // is mid-fix its uncommitted patch must not be reported as the user's.
     let lock = StateFile::lock(&root, &cfg.target)?;
+    ctx.sink.emit(&Event::SessionOpened {
+        flow: FLOW.into(),
+        session: format!("ci-autofix-{}", cfg.target.key()),
+        dir: lock.dir().to_path_buf(),
+    });
     let status = ctx.vcs.status().await?;
     if !status.is_clean() && !cfg.allow_dirty {
         return Err(AutofixError::DirtyTree {

@@ -277,6 +277,12 @@ impl StateFile {
 pub struct TargetLock(SessionLock);
 
 impl TargetLock {
+    /// The locked folder (`.moai/state/.locks/ci-autofix-<key>/`): the
+    /// target's session folder, where its `events.ndjson` goes.
+    pub fn dir(&self) -> &Path {
+        self.0.dir()
+    }
+
     /// Loads (or creates) the target's state under this lock; see the module
     /// docs.
     pub fn load(

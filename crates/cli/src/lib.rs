@@ -97,6 +97,9 @@ pub enum Command {
     /// Serve the flows as MCP tools on stdio (or HTTP with --listen), for
     /// agent hosts (Claude Code, Codex, Gemini CLI, any MCP client).
     Mcp(commands::mcp::McpArgs),
+    /// A live dashboard of the sessions in the browser: watch runs, read
+    /// their diffs and failures, approve a waiting plan, cancel a run.
+    Serve(commands::serve::ServeArgs),
     /// Show the effective settings and where each comes from.
     #[command(subcommand)]
     Config(ConfigCommand),

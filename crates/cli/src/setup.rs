@@ -9,9 +9,10 @@ use orchestrator_adapters::config::{
     AgentSpec, Config, EffectiveConfig, MainFile, user_config_path,
 };
 use orchestrator_adapters::terminal_gate::TerminalGate;
-use orchestrator_core::event::EventSink;
+use orchestrator_core::event::{EventSink, FanOut};
 use orchestrator_core::gate::{AlwaysDefer, AutoYes, Gate};
 use orchestrator_core::scheduler::CancelHandle;
+use orchestrator_core::state::event_log::{EventLog, RunState};
 
 use crate::render::{Human, JsonLines};
 
@@ -56,15 +57,48 @@ pub fn gate(auto_yes: bool) -> Arc<dyn Gate> {
     }
 }
 
+/// Where a run's events go: the terminal (or `--json`), and the session's
+/// own `events.ndjson` ([`EventLog`]), which `orchestrator serve` watches.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    /// The terminal's share: JSON lines, or the human reporter.
+    pub terminal: Arc<dyn EventSink>,
+    /// The human reporter, to clear its live line before the summary.
+    pub human: Option<Arc<Human>>,
+    /// The session's log; [`Reporter::finish`] records the run's end.
+    pub log: Arc<EventLog>,
+}
+
+impl Reporter {
+    /// The sink a flow is given: every event to the terminal and the log.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        Arc::new(FanOut(vec![Arc::clone(&self.terminal), self.log.clone()]))
+    }
+
+    /// Records how the run ended in the session's log; a log that could
+    /// not be written is said once on stderr (the run itself is not
+    /// affected).
+    pub fn finish(&self, exit_code: i32, state: RunState, reason: Option<String>) {
+        self.log.finish(exit_code, state, reason);
+        if let Some(e) = self.log.error() {
+            eprintln!("warning: the session's event log could not be written: {e}");
+        }
+    }
+}
+
 /// The reporter: JSON lines on stdout with `--json`, else human lines on
-/// stderr. The second value is set for the human reporter, to clear its live
-/// line before the summary.
-pub fn reporter(json: bool) -> (Arc<dyn EventSink>, Option<Arc<Human>>) {
-    if json {
+/// stderr; and the session's event log in both cases.
+pub fn reporter(json: bool) -> Reporter {
+    let (terminal, human): (Arc<dyn EventSink>, _) = if json {
         (Arc::new(JsonLines), None)
     } else {
         let human = Arc::new(Human::new());
         (human.clone(), Some(human))
+    };
+    Reporter {
+        terminal,
+        human,
+        log: Arc::new(EventLog::new()),
     }
 }
 

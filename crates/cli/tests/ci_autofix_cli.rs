@@ -458,6 +458,7 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
     assert_eq!(
         kinds,
         [
+            "session_opened",
             "phase_started",
             "warning",
             "agent_call iter-1",
@@ -474,20 +475,20 @@ fn local_lint_is_confirmed_in_iteration_1_and_format_applied_silently_in_iterati
     // The fixture's branch has no upstream and no --base was given: the
     // agent goes without the working change, and the user is told why.
     assert!(
-        ev[1]["message"]
+        ev[2]["message"]
             .as_str()
             .unwrap()
             .ends_with("the branch has no upstream (fatal: no upstream configured for branch 'main'); pass --base <REF>"),
         "{}",
-        ev[1]
+        ev[2]
     );
     assert!(
-        ev[3]["prompt"]
+        ev[4]["prompt"]
             .as_str()
             .unwrap()
             .starts_with("Iteration 1: apply the mechanical/non-trivial fix"),
         "{}",
-        ev[3]
+        ev[4]
     );
     let outcome = ev.last().unwrap();
     assert_eq!(outcome["outcome"], "green");

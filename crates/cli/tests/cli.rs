@@ -35,6 +35,13 @@ fn help_lists_every_command_and_the_exit_codes() {
 }
 
 #[test]
+fn serve_help_documents_its_flags() {
+    let o = orchestrator(&["serve", "--help"]);
+    assert!(o.status.success());
+    insta::assert_snapshot!("serve_help", stdout(&o));
+}
+
+#[test]
 fn batch_prints_the_batches_of_the_example_export() {
     let o = orchestrator(&["batch", "examples/data/review-findings.json"]);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));

@@ -148,6 +148,17 @@ pub enum Event {
         /// The message.
         message: String,
     },
+    /// The flow opened (created, or resumed) its session folder: from here
+    /// on the run's state lives in `dir`. Reporters that keep a per-session
+    /// log ([`crate::state::event_log::EventLog`]) start writing there.
+    SessionOpened {
+        /// The flow (`planex`, `review-fix`, `ci-autofix`).
+        flow: String,
+        /// The session id (its folder's name).
+        session: String,
+        /// The session folder.
+        dir: std::path::PathBuf,
+    },
     /// An agent call made for a job (a finding, a row, an iteration)
     /// ended: what it spent, and what the job has spent so far.
     AgentCall {

@@ -44,7 +44,7 @@
 //! - Worktrees: [`worktree`] (a pool of worktrees per run, provisioned
 //!   once per slot with what the project needs).
 //! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
-//!   worktree folders), [`limits`], [`text`].
+//!   worktree folders, a session's `events.ndjson`), [`limits`], [`text`].
 //! - Behind `test-support`: `fakes` and `conformance`.
 //!
 //! ## Invariants

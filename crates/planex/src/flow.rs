@@ -209,12 +209,12 @@ impl Planex {
             ));
         }
         self.check_clean(None).await?;
-        let session = Session::create(
+        let session = self.opened(Session::create(
             &self.repo,
             requirement,
             SessionSource::Plan,
             Timestamp::now(),
-        )?;
+        )?);
         let mut run = Run {
             session,
             state: SessionState::default(),
@@ -326,14 +326,14 @@ impl Planex {
         let file_name = tasks_csv
             .file_name()
             .map_or_else(|| name.clone(), |n| n.to_string_lossy().into_owned());
-        let session = Session::create(
+        let session = self.opened(Session::create(
             &self.repo,
             &format!("run {file_name}"),
             SessionSource::Run {
                 tasks_csv: name.clone(),
             },
             Timestamp::now(),
-        )?;
+        )?);
         let mut run = Run {
             session,
             state: SessionState {
@@ -371,7 +371,7 @@ impl Planex {
     /// Opens and locks a session, replays its journal, cleans leftovers of
     /// an interrupted run and checkpoints.
     fn reopen(&self, session_id: Option<&str>) -> Result<Run, PlanexError> {
-        let mut session = Session::open(&self.repo, session_id)?;
+        let mut session = self.opened(Session::open(&self.repo, session_id)?);
         let (state, warning) = session.load()?;
         let mut warnings = Vec::new();
         if let Some(w) = warning {

@@ -15,6 +15,10 @@
 //! - `.lock` ([`SessionLock`]): held for the whole run; a second engine on the
 //!   same session is refused with the holder's pid.
 //!
+//! The CLI adds `events.ndjson`, the run's events as they happened
+//! (`orchestrator_core::state::event_log`), for watchers; the flow itself
+//! never reads it. [`read_state`] reads a session without its lock.
+//!
 //! ## Session ids
 //!
 //! `wpp-{YYYYMMDD}-{slug}`, exactly as the seed builds them: the date is
@@ -483,18 +487,7 @@ impl Session {
     /// Reads both CSVs (those that exist) and replays the journal over them.
     /// Returns the state and a warning about skipped journal lines, if any.
     pub fn load(&self) -> Result<(SessionState, Option<String>), PlanexError> {
-        let explore = read_if_exists(&self.explore_csv(), |p| read_explore_csv(p))?;
-        let tasks = read_if_exists(&self.tasks_csv(), |p| read_tasks_csv(p))?;
-        let mut state = SessionState {
-            explore,
-            tasks,
-            ..SessionState::default()
-        };
-        let journal = read_journal(self.journal.path())?;
-        for entry in &journal.entries {
-            state.apply(entry);
-        }
-        Ok((state, journal.warning))
+        read_state(&self.dir)
     }
 
     /// Appends a finished row (or pause, or reset) to the journal, fsynced.
@@ -530,6 +523,26 @@ impl Session {
             Err(e) => Err(PlanexError::io("remove", path, e)),
         }
     }
+}
+
+/// What the session in `dir` holds (both CSVs with the journal replayed
+/// over them, and a warning about skipped journal lines), read without
+/// taking its lock: for watchers (`orchestrator serve`, the MCP status
+/// tool) while a run may be writing. Each file is replaced atomically and
+/// the journal only appended to, so a read sees a consistent step of each.
+pub fn read_state(dir: &Path) -> Result<(SessionState, Option<String>), PlanexError> {
+    let explore = read_if_exists(&dir.join(EXPLORE_CSV), |p| read_explore_csv(p))?;
+    let tasks = read_if_exists(&dir.join(TASKS_CSV), |p| read_tasks_csv(p))?;
+    let mut state = SessionState {
+        explore,
+        tasks,
+        ..SessionState::default()
+    };
+    let journal = read_journal(&dir.join(crate::journal::JOURNAL_FILE))?;
+    for entry in &journal.entries {
+        state.apply(entry);
+    }
+    Ok((state, journal.warning))
 }
 
 fn read_if_exists<T>(

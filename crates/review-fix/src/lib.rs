@@ -212,6 +212,11 @@ pub(crate) async fn run_locked(
         findings_file,
         mut notes,
     } = opened;
+    sink.emit(&Event::SessionOpened {
+        flow: FLOW.to_owned(),
+        session: paths.id(),
+        dir: paths.dir.clone(),
+    });
     // A resumed session keeps what its plan was made for: where groups run
     // and how many run at once.
     let config = if config.resume {

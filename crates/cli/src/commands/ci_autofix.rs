@@ -43,6 +43,7 @@ use orchestrator_core::Agent;
 use orchestrator_core::agent::ItemLimits;
 use orchestrator_core::command::CommandRunner;
 use orchestrator_core::state::StateError;
+use orchestrator_core::state::event_log::RunState;
 use orchestrator_core::vcs::Vcs;
 use serde_json::json;
 
@@ -469,7 +470,8 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         None,
     );
     cfg.provisioner = setup::provisioner(config);
-    let (sink, human) = setup::reporter(args.json);
+    let reporter = setup::reporter(args.json);
+    let (sink, human) = (reporter.sink(), reporter.human.clone());
     if let Some(h) = &human {
         h.watch_spend(Arc::clone(&agent));
     }
@@ -494,11 +496,34 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         root: &root,
         target: &target,
     };
+    let (code, state, reason) = match &result {
+        None => (3, RunState::Interrupted, None),
+        Some(Ok(outcome)) => run_end(outcome),
+        Some(Err(e)) => (2, RunState::Error, Some(e.to_string())),
+    };
+    reporter.finish(code, state, reason);
     match result {
         None => summary.interrupted(),
         Some(Ok(outcome)) => summary.outcome(&outcome),
         Some(Err(e)) => summary.error(&e),
     }
+}
+
+/// How an outcome reads in the session's log: exit code, state, reason.
+fn run_end(outcome: &AutofixOutcome) -> (i32, RunState, Option<String>) {
+    let state = match outcome {
+        AutofixOutcome::Green { .. } => RunState::Done,
+        AutofixOutcome::StillFailing { .. } => RunState::Failed,
+        AutofixOutcome::LimitReached { .. } => RunState::Limit,
+        _ => RunState::Waiting,
+    };
+    let reason = match outcome {
+        AutofixOutcome::Green { .. } => None,
+        AutofixOutcome::StillFailing { reason }
+        | AutofixOutcome::LimitReached { reason }
+        | AutofixOutcome::Escalated { reason, .. } => Some(reason.clone()),
+    };
+    (outcome.exit_code(), state, reason)
 }
 
 #[cfg(test)]

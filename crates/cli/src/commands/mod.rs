@@ -7,6 +7,7 @@ mod config;
 pub mod mcp;
 pub mod planex;
 pub mod review_fix;
+pub mod serve;
 mod waves;
 
 use std::path::Path;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
         Command::Mcp(args) => mcp::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),
         Command::Completions(args) => {
             let mut script = Vec::new();

@@ -13,7 +13,10 @@
 //! - [`lock`]: one session, one engine — an OS file lock released by the
 //!   kernel when its holder dies;
 //! - [`csv_table`]: CSV files read into a header + rows table with every
-//!   error naming the file and line, and written with every cell quoted.
+//!   error naming the file and line, and written with every cell quoted;
+//! - [`event_log`]: a session's `events.ndjson`, the run's events with
+//!   their times, its end and what people did to it, for watchers in other
+//!   processes.
 //!
 //! All of them report failures as a [`StateError`] that names the path (and the
 //! line and column where there is one), so a message printed to the user says
@@ -22,6 +25,7 @@
 pub mod atomic;
 pub mod cache;
 pub mod csv_table;
+pub mod event_log;
 pub mod lock;
 pub mod ndjson;
 #[cfg(test)]

@@ -189,6 +189,7 @@ async fn land_kept(env: &VerifyEnv, row: &TaskRow, sink: &Arc<dyn EventSink>) ->
     let commit = record.landing?;
     match land(env, &orchestrator_core::vcs::CommitId(commit.clone())).await {
         Ok(landed) => {
+            said_landed(sink.as_ref(), &row.id, &landed, row);
             forget(&path, sink);
             Some(Start::Landed(Box::new(landed_result(
                 row,
@@ -210,6 +211,20 @@ async fn land_kept(env: &VerifyEnv, row: &TaskRow, sink: &Arc<dyn EventSink>) ->
             None
         }
     }
+}
+
+/// Says a landed task commit like the other flows' commits, for the log
+/// and watchers (the dashboard's diffs).
+fn said_landed(sink: &dyn EventSink, id: &str, commit: &str, row: &TaskRow) {
+    sink.emit(&Event::CommitMade {
+        id: id.to_owned(),
+        commit: commit.to_owned(),
+        summary: commit_message(row)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    });
 }
 
 /// Writes the in-flight record.
@@ -331,7 +346,10 @@ async fn settle(
                     }
                 };
                 match land(env, &commit).await {
-                    Ok(commit) => verified.commit = Some(commit),
+                    Ok(commit) => {
+                        said_landed(agent.sink.as_ref(), &id, &commit, row);
+                        verified.commit = Some(commit);
+                    }
                     Err(LandError::Failed(error)) => {
                         return TaskOutput::Done(failed_task(&id, None, error));
                     }

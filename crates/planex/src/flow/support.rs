@@ -71,6 +71,16 @@ impl Planex {
         warnings.push(message);
     }
 
+    /// Says which session folder the run works in (for per-session logs).
+    pub(super) fn opened(&self, session: Session) -> Session {
+        self.sink.emit(&Event::SessionOpened {
+            flow: FLOW.to_owned(),
+            session: session.id().to_owned(),
+            dir: session.dir().to_path_buf(),
+        });
+        session
+    }
+
     pub(super) fn phase_started(&self, phase: &str) {
         self.sink.emit(&Event::PhaseStarted {
             flow: FLOW.to_owned(),

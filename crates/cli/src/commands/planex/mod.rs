@@ -39,6 +39,7 @@ use std::sync::Arc;
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_core::agent::Agent;
+use orchestrator_core::state::event_log::RunState;
 use orchestrator_planex::session::{
     ResumePhase, SessionInfo, SessionSource, SessionStatus, list_sessions, sessions_dir,
 };
@@ -51,6 +52,7 @@ use serde_json::json;
 use super::{Exit, out};
 
 mod agents;
+mod ending;
 mod verify;
 use crate::setup::{self, ConfigFiles};
 use agents::{Picked, agents_for, session_needs};
@@ -253,7 +255,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
         Ok(Prepared {
             planex,
             action,
-            human,
+            reporter,
             verify,
             provisioner,
         }) => {
@@ -281,8 +283,19 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
             drop(runtime);
-            if let Some(human) = human {
+            if let Some(human) = &reporter.human {
                 human.finish();
+            }
+            match &result {
+                Ok(Ok(outcome)) => {
+                    let (state, reason) = ending::run_state(outcome);
+                    reporter.finish(i32::from(outcome.exit_code()), state, reason);
+                }
+                Ok(Err(e)) => reporter.finish(2, RunState::Error, Some(e.to_string())),
+                Err(failure) => {
+                    let failure: &Failure = failure;
+                    reporter.finish(2, RunState::Error, Some(failure.message.clone()));
+                }
             }
             match result {
                 Ok(Ok(outcome)) => report(json, &outcome),
@@ -351,7 +364,7 @@ fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
 struct Prepared {
     planex: Planex,
     action: Action,
-    human: Option<Arc<crate::render::Human>>,
+    reporter: setup::Reporter,
     /// Whether tasks are verified (see [`verify::wanted`]).
     verify: bool,
     /// What each task worktree is given (`[worktree]`, or detection).
@@ -426,15 +439,15 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         .with_schedule(flags.schedule.into())
         .with_execution(execution)
         .with_item_limits(item_limits);
-    let (sink, human) = setup::reporter(flags.json);
-    if let Some(h) = &human {
+    let reporter = setup::reporter(flags.json);
+    if let Some(h) = &reporter.human {
         h.watch_spend(Arc::clone(&agents.executor));
     }
-    let planex = Planex::new(repo, agents, gate, sink, options);
+    let planex = Planex::new(repo, agents, gate, reporter.sink(), options);
     Ok(Prepared {
         planex,
         action,
-        human,
+        reporter,
         verify,
         provisioner,
     })

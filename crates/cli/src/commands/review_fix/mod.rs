@@ -31,6 +31,7 @@ use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
+use orchestrator_core::state::event_log::RunState;
 use orchestrator_core::test_runner::{TestReport, TestRequest, TestRunner, TestRunnerError};
 use orchestrator_core::text::counted;
 use orchestrator_review_fix::relint::{PassesReport, Relint, StopReason, run_with_relint};
@@ -402,14 +403,14 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     let yes = args.yes;
     let test_display = tests.as_ref().map(ResolvedTests::display);
     let test_source = tests.as_ref().map(|t| t.source.clone());
-    let (sink, human) = setup::reporter(json_mode);
+    let mut reporter = setup::reporter(json_mode);
     // Failure details carry the tail of the test output: the terminal gets
-    // their first line (fix-summary.md and --json keep them whole).
-    let sink: Arc<dyn EventSink> = if json_mode {
-        sink
-    } else {
-        Arc::new(FirstLines(sink))
-    };
+    // their first line (fix-summary.md, --json and the session's log keep
+    // them whole).
+    if !json_mode {
+        reporter.terminal = Arc::new(FirstLines(Arc::clone(&reporter.terminal)));
+    }
+    let (sink, human) = (reporter.sink(), reporter.human.clone());
     let exit = runtime.block_on(async move {
         let vcs = match GitVcs::open(&repo).await {
             Ok(v) => v,
@@ -466,6 +467,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                          run the same command again to re-lint and go on"
                     );
                 }
+                reporter.finish(3, RunState::Interrupted, None);
                 return Exit::NeedsHuman;
             }
         };
@@ -485,10 +487,13 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                 } else {
                     out(&render_passes(&passes, &context));
                 }
+                let (state, reason) = run_state(&passes.outcome());
+                reporter.finish(i32::from(passes.outcome().exit_code()), state, reason);
                 exit_of(passes.outcome().exit_code())
             }
             Err(e) => {
                 eprintln!("error: {e}");
+                reporter.finish(i32::from(e.exit_code()), RunState::Error, Some(e.to_string()));
                 exit_of(e.exit_code())
             }
         }
@@ -506,6 +511,17 @@ pub fn resume_hint(root: &Path) -> String {
         "orchestrator review-fix --resume --repo {}",
         shell_quote(&root.display().to_string())
     )
+}
+
+/// How a run's outcome reads in the session's log.
+fn run_state(outcome: &Outcome) -> (RunState, Option<String>) {
+    match outcome {
+        Outcome::AllFixed | Outcome::DryRun => (RunState::Done, None),
+        Outcome::SomeFailed => (RunState::Failed, None),
+        Outcome::Stopped => (RunState::Waiting, Some("the plan was declined".to_owned())),
+        Outcome::NeedsHuman { reason } => (RunState::Waiting, Some(reason.clone())),
+        Outcome::LimitReached { reason } => (RunState::Limit, Some(reason.clone())),
+    }
 }
 
 /// Forwards events with multi-line messages cut to their first line.
