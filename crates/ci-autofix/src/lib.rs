@@ -58,6 +58,7 @@ mod fix_tree;
 pub mod handoff;
 pub mod patch;
 pub mod plan;
+mod pr_head;
 pub mod provider;
 pub mod report;
 pub mod state;
@@ -66,10 +67,10 @@ pub use classify::{ClassificationReport, Evidence, classify, classify_many};
 pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
 pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
-pub use plan::{PlanError, RunPlan, RunSource, plan_run};
+pub use plan::{PlanError, Polling, RunPlan, RunSource, plan_run};
 pub use provider::{
     CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
-    LocalProvider, ProviderError, WatchOutcome, watch,
+    LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
 };
 pub use state::Target;
 
