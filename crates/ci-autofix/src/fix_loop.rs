@@ -727,10 +727,7 @@ mod tests {
         let log =
             "Diff in /w/src/lib.rs:1:\n-pub fn f()->u32{1}\n+pub fn f() -> u32 {\n+    1\n+}\n";
         let report = classify(log);
-        let logs = [crate::provider::CheckLog {
-            name: "Lint".into(),
-            log: log.into(),
-        }];
+        let logs = [crate::provider::CheckLog::new("Lint", log.into())];
         let target = Target::Pr {
             number: 785,
             branch: "feat/x".into(),

@@ -170,6 +170,9 @@ impl CiProvider for LocalProvider {
     /// (committed and uncommitted changes to tracked files) changed since
     /// the branch left its base, the `--base` ref or else the upstream.
     async fn diff(&self) -> Result<String, ProviderError> {
+        if let Some(base) = self.config.base.as_ref().filter(|b| b.starts_with('-')) {
+            return Err(ProviderError::BadBase { base: base.clone() });
+        }
         let Some(vcs) = &self.vcs else {
             return Err(ProviderError::NoBase {
                 stderr: "no version control to read the working change with".into(),

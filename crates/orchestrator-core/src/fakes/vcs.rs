@@ -35,6 +35,10 @@ struct Store {
     excluded: BTreeSet<String>,
     worktrees: BTreeMap<PathBuf, String>,
     counter: u64,
+    /// Scripted by [`FakeVcs::script_base`]: the upstream, and the working
+    /// change against each base.
+    upstream: Option<String>,
+    base_diffs: BTreeMap<String, String>,
 }
 
 impl Store {
@@ -122,6 +126,18 @@ impl FakeVcs {
         lock(&self.store)
             .remotes
             .insert((remote.to_owned(), branch.to_owned()), commit);
+    }
+
+    /// Scripts [`Vcs::upstream`] and [`Vcs::diff_from`]: the branch's
+    /// upstream, and the working change against each base (a base not
+    /// listed is an error, as an unknown ref is for git).
+    pub fn script_base(&self, upstream: Option<&str>, diffs: &[(&str, &str)]) {
+        let mut store = lock(&self.store);
+        store.upstream = upstream.map(str::to_owned);
+        store.base_diffs = diffs
+            .iter()
+            .map(|(b, d)| ((*b).to_owned(), (*d).to_owned()))
+            .collect();
     }
 
     /// The commit a remote branch points at, if it was ever pushed.
@@ -586,5 +602,17 @@ impl Vcs for FakeVcs {
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
         lock(&self.store).excluded.insert(pattern.to_owned());
         Ok(())
+    }
+
+    async fn upstream(&self) -> Result<Option<String>, VcsError> {
+        Ok(lock(&self.store).upstream.clone())
+    }
+
+    async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
+        lock(&self.store)
+            .base_diffs
+            .get(base)
+            .cloned()
+            .ok_or_else(|| VcsError::Other(format!("unknown base `{base}`")))
     }
 }
