@@ -473,6 +473,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
 mod tests {
     use super::*;
     use crate::Cli;
+    use clap::Parser as _;
 
     fn parse(args: &[&str]) -> Result<CiAutofixArgs, clap::Error> {
         let argv = ["orchestrator", "ci-autofix"].iter().chain(args);
