@@ -68,6 +68,12 @@ use ending::*;
 mod rerun;
 use rerun::*;
 
+mod outcome;
+pub use outcome::*;
+
+mod steps;
+use steps::*;
+
 const FLOW: &str = "ci-autofix";
 
 /// How much of the PR diff goes into the agent's instruction: the first
@@ -90,84 +96,6 @@ struct Earlier {
     patch: String,
     /// `still failing: a, b`.
     checks_after: String,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AutofixOutcome {
-    /// The checks pass (exit 0).
-    Green {
-        /// Fix commits made.
-        commits: Vec<String>,
-    },
-    /// The checks still fail or are still pending and the loop cannot go on
-    /// without a person (exit 1).
-    StillFailing {
-        /// Why.
-        reason: String,
-    },
-    /// The agent's call was refused at a run limit (`[budget]`): no patch
-    /// was made, the iteration is not used up, and running again (with a
-    /// higher limit) goes on from the state file (exit 3).
-    LimitReached {
-        /// Which limit, and what was spent.
-        reason: String,
-    },
-    /// The failed checks all passed when re-run at the same commit: a
-    /// flaky test, or an infrastructure failure that cleared. Nothing was
-    /// committed (exit 0).
-    PassedOnRerun {
-        /// `flaky` or `infrastructure`.
-        class: Classification,
-        /// The checks that passed on their re-run.
-        checks: Vec<String>,
-        /// The failing tests their logs named, if any.
-        tests: Vec<String>,
-        /// Check runs started again.
-        runs: u32,
-        /// Wall time of the re-runs.
-        wall: std::time::Duration,
-    },
-    /// No check was reported on the head commit within the grace period:
-    /// nothing ran, so there is nothing to fix (exit 3: a person must see
-    /// why no CI runs).
-    NoChecks {
-        /// The head commit.
-        head: String,
-    },
-    /// A person must decide (exit 3).
-    Escalated {
-        /// The cadence action that escalated.
-        action: Action,
-        /// Why.
-        reason: String,
-        /// The escalation report (markdown).
-        report: String,
-        /// The option the person chose, if the gate answered.
-        choice: Option<String>,
-    },
-}
-
-impl AutofixOutcome {
-    /// Exit code: 0 green (or passed on a re-run), 1 still failing, 3
-    /// escalated, stopped at a run limit, or no checks at all.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            AutofixOutcome::Green { .. } | AutofixOutcome::PassedOnRerun { .. } => 0,
-            AutofixOutcome::StillFailing { .. } => 1,
-            AutofixOutcome::Escalated { .. }
-            | AutofixOutcome::LimitReached { .. }
-            | AutofixOutcome::NoChecks { .. } => 3,
-        }
-    }
-}
-
-/// The commit message of a fix: `fix(ci): auto-fix <class> failure (iter <N>)`.
-pub fn commit_message(class: Classification, iteration: u32) -> String {
-    format!(
-        "fix(ci): auto-fix {} failure (iter {iteration})",
-        class.as_str()
-    )
 }
 
 /// Runs the loop (see the module docs).
@@ -303,8 +231,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                         Classification::Flaky,
                         record,
                         &report,
-                        (&audit_path, &header),
-                        now(),
+                        (&audit_path, &header, now()),
                     );
                 }
                 // Failed again: the fix goes on, with the re-run's logs too.
@@ -351,8 +278,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                         class,
                         record,
                         &report,
-                        (&audit_path, &header),
-                        now(),
+                        (&audit_path, &header, now()),
                     );
                 }
                 entry.action = "re-ran (infrastructure); failed again".into();
@@ -636,59 +562,6 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         w.close().await;
     }
     result
-}
-
-/// The notices the provider has for the run, each once (e.g. "the base
-/// branch requires no checks: every check counts").
-fn notices(ctx: &AutofixContext) {
-    for message in ctx.provider.take_notices() {
-        ctx.sink.emit(&Event::Notice { message });
-    }
-}
-
-/// The logs of `failures` that can be fixed, and the reasons the others
-/// cannot (a commit status of another CI has no log): said as warnings and
-/// kept in the iteration's `warnings`.
-async fn fixable_logs(
-    ctx: &AutofixContext,
-    failures: &[crate::handoff::FailedCheck],
-    warnings: &mut Vec<String>,
-) -> Result<(Vec<CheckLog>, Vec<String>), AutofixError> {
-    let (fixable, foreign): (Vec<CheckLog>, Vec<CheckLog>) = ctx
-        .provider
-        .failed_logs(failures)
-        .await?
-        .into_iter()
-        .partition(|l| l.not_fixable.is_none());
-    let reasons: Vec<String> = foreign.into_iter().filter_map(|l| l.not_fixable).collect();
-    for reason in &reasons {
-        ctx.sink.emit(&Event::Warning {
-            message: reason.clone(),
-        });
-        warnings.push(reason.clone());
-    }
-    Ok((fixable, reasons))
-}
-
-/// A fresh history entry for `iteration` on `failures`.
-fn history_entry(
-    iteration: u32,
-    failures: &[crate::handoff::FailedCheck],
-    warnings: Vec<String>,
-) -> HistoryEntry {
-    HistoryEntry {
-        iteration,
-        classification: String::new(),
-        sub_class: String::new(),
-        action: String::new(),
-        patch_sha: None,
-        escalation_reason: None,
-        checks: failures.iter().map(|f| f.name.clone()).collect(),
-        warnings,
-        finished_at: String::new(),
-        agent_spend: None,
-        rerun: None,
-    }
 }
 
 #[cfg(test)]

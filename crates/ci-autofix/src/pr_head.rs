@@ -34,7 +34,7 @@ use crate::provider::PrHead;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Place {
     /// In the user's checkout (it is the PR's branch at the PR head).
-    InPlace,
+    Checkout,
     /// In a worktree at the PR head.
     Worktree,
     /// Nowhere; why.
@@ -81,7 +81,7 @@ pub(crate) fn decide(
         ));
     }
     if pr_branch && local_head.as_str().eq_ignore_ascii_case(&head.oid) {
-        Place::InPlace
+        Place::Checkout
     } else {
         Place::Worktree
     }
@@ -164,7 +164,7 @@ pub(crate) async fn locate(ctx: &AutofixContext, head: &PrHead) -> Result<Locate
     let local_commits = vcs.log_since(&fetched).await?;
     let in_place = match decide(head, branch.as_deref(), &local_head, &local_commits) {
         Place::Refused(reason) => return Err(AutofixError::PrHead { reason }),
-        Place::InPlace => true,
+        Place::Checkout => true,
         Place::Worktree => false,
     };
     let push_to = if head.cross_repository {
@@ -259,7 +259,7 @@ mod tests {
         let same = head(false, false);
         assert_eq!(
             decide(&same, Some("feature"), &at_head, &[]),
-            Place::InPlace
+            Place::Checkout
         );
         assert_eq!(
             decide(&same, Some("main"), &elsewhere, &[]),
@@ -297,7 +297,7 @@ mod tests {
         let fork = head(true, true);
         assert_eq!(
             decide(&fork, Some("forker/feature"), &at_head, &[]),
-            Place::InPlace
+            Place::Checkout
         );
         let Place::Refused(why) = decide(&head(true, false), Some("feature"), &at_head, &[]) else {
             panic!("a fork without maintainer edits must be refused")

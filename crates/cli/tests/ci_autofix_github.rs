@@ -737,7 +737,6 @@ fn watch_exit_codes_follow_the_table_every_command_uses() {
         assert_eq!(o.status.code(), Some(0));
         assert!(w.calls().is_empty(), "no gh call for bad usage");
         let head = w.head.clone();
-        w.scenario.as_ref().map(|_| ());
         w.server().with(|s| {
             s.check(
                 &head,

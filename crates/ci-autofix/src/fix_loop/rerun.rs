@@ -119,8 +119,7 @@ pub(super) fn passed_on_rerun(
     class: Classification,
     record: RerunRecord,
     report: &ClassificationReport,
-    audit: (&std::path::Path, &str),
-    now: Timestamp,
+    audit: (&std::path::Path, &str, Timestamp),
 ) -> Result<AutofixOutcome, AutofixError> {
     entry.classification = class.as_str().into();
     entry.sub_class = class.sub_class_str().into();
@@ -129,7 +128,15 @@ pub(super) fn passed_on_rerun(
         class.as_str()
     );
     entry.rerun = Some(record.clone());
-    finish(file, state, entry, Some(report), audit, now, None)?;
+    finish(
+        file,
+        state,
+        entry,
+        Some(report),
+        (audit.0, audit.1),
+        audit.2,
+        None,
+    )?;
     file.remove()?;
     Ok(AutofixOutcome::PassedOnRerun {
         class,

@@ -91,7 +91,7 @@ enum Required {
     /// These checks are required.
     Names(BTreeSet<String>),
     /// The base branch requires none.
-    NoneRequired,
+    Nothing,
     /// gh saw no checks yet (a race with the poll): pending.
     NotYet,
 }
@@ -168,7 +168,7 @@ impl GithubProvider {
             .await?;
         if out.stdout.trim().is_empty() && !out.success() {
             if out.stderr.contains("no required checks reported") {
-                return Ok(Required::NoneRequired);
+                return Ok(Required::Nothing);
             }
             if out.stderr.contains("no checks reported") {
                 return Ok(Required::NotYet);
@@ -249,7 +249,7 @@ impl GithubProvider {
         }
         let required = match self.required().await? {
             Required::NotYet => return Ok(Poll::Pending),
-            Required::NoneRequired => None,
+            Required::Nothing => None,
             Required::Names(names) => Some(names),
         };
         let protected = self.protected(&pr_head.base_branch).await?;

@@ -96,6 +96,8 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> VcsError {
     VcsError::Other(format!("failed to {what} {}: {e}", path.display()))
 }
 
+mod remote;
+
 /// A fake [`Vcs`]: real working-tree files, in-memory history.
 #[derive(Debug, Clone)]
 pub struct FakeVcs {
@@ -118,34 +120,6 @@ impl FakeVcs {
             store: Arc::new(Mutex::new(store)),
             head: Arc::new(Mutex::new((id, Some("main".into())))),
         })
-    }
-
-    /// Sets a remote branch's commit, as if someone else had pushed (to test
-    /// rejected pushes).
-    pub fn set_remote_branch(&self, remote: &str, branch: &str, commit: CommitId) {
-        lock(&self.store)
-            .remotes
-            .insert((remote.to_owned(), branch.to_owned()), commit);
-    }
-
-    /// Scripts [`Vcs::upstream`] and [`Vcs::diff_from`]: the branch's
-    /// upstream, and the working change against each base (a base not
-    /// listed is an error, as an unknown ref is for git).
-    pub fn script_base(&self, upstream: Option<&str>, diffs: &[(&str, &str)]) {
-        let mut store = lock(&self.store);
-        store.upstream = upstream.map(str::to_owned);
-        store.base_diffs = diffs
-            .iter()
-            .map(|(b, d)| ((*b).to_owned(), (*d).to_owned()))
-            .collect();
-    }
-
-    /// The commit a remote branch points at, if it was ever pushed.
-    pub fn remote_branch(&self, remote: &str, branch: &str) -> Option<CommitId> {
-        lock(&self.store)
-            .remotes
-            .get(&(remote.to_owned(), branch.to_owned()))
-            .cloned()
     }
 
     fn head_tree(&self) -> Result<(CommitId, Tree), VcsError> {
