@@ -16,7 +16,8 @@ impl FakeVcs {
             .insert((remote.to_owned(), branch.to_owned()), commit);
     }
 
-    /// Scripts [`Vcs::upstream`] and [`Vcs::diff_from`]: the branch's
+    /// Scripts [`Vcs::upstream`](crate::vcs::Vcs::upstream) and
+    /// [`Vcs::diff_from`](crate::vcs::Vcs::diff_from): the branch's
     /// upstream, and the working change against each base (a base not
     /// listed is an error, as an unknown ref is for git).
     pub fn script_base(&self, upstream: Option<&str>, diffs: &[(&str, &str)]) {
