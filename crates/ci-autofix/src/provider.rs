@@ -279,3 +279,104 @@ pub async fn watch(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orchestrator_core::fakes::ScriptedCommands;
+
+    #[tokio::test]
+    async fn local_counts_every_check_as_required() {
+        let local = LocalProvider::new(
+            Arc::new(ScriptedCommands::new()),
+            "/repo",
+            LocalConfig {
+                checks: vec!["a".into(), "b".into(), "c".into()],
+                base: None,
+                push: false,
+                time_limit: None,
+            },
+        );
+        assert_eq!(
+            local.check_counts().await.unwrap(),
+            Some(CheckCounts {
+                total_required: 3,
+                auxiliary_failed: 0
+            })
+        );
+    }
+
+    #[test]
+    fn the_tail_of_a_long_log_is_kept() {
+        let big = format!("{}END", "é".repeat(LOG_CAP));
+        let kept = keep_tail(big, LOG_CAP);
+        assert!(kept.len() <= LOG_CAP && kept.ends_with("END"));
+    }
+
+    #[tokio::test]
+    async fn local_checks_run_through_the_shell_and_keep_failing_output() {
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on("cargo fmt --check", 1, "Diff in /r/src/lib.rs:1:\n")
+                .on("cargo test", 0, "ok"),
+        );
+        let p = LocalProvider::new(
+            runner.clone(),
+            "/repo",
+            LocalConfig {
+                checks: vec!["cargo fmt --check".into(), "cargo test".into()],
+                base: None,
+                push: false,
+                time_limit: None,
+            },
+        );
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
+            panic!("expected a failure")
+        };
+        assert_eq!(failed.len(), 1);
+        let logs = p.failed_logs(&failed).await.unwrap();
+        assert_eq!(logs[0].log, "Diff in /r/src/lib.rs:1:\n");
+        assert_eq!(runner.calls()[0].program, "sh");
+        assert!(!p.pushes());
+    }
+
+    /// `--local --rerun-before-fix`: a failed check runs again as it is; a
+    /// pass is reported, a failure keeps its new log.
+    #[tokio::test]
+    async fn a_local_check_is_rerun_by_running_it_again() {
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on("cargo test", 101, "test a ... FAILED\n")
+                .on("cargo test", 0, "ok")
+                .on("cargo test", 101, "test a ... FAILED\n")
+                .on("cargo test", 101, "test b ... FAILED\n"),
+        );
+        let p = LocalProvider::new(
+            runner,
+            "/repo",
+            LocalConfig {
+                checks: vec!["cargo test".into()],
+                ..LocalConfig::default()
+            },
+        );
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
+            panic!("expected a failure")
+        };
+        assert_eq!(p.rerun(&failed[0]).await.unwrap(), RerunOutcome::Passed);
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
+            panic!("expected a failure")
+        };
+        let RerunOutcome::Failed(again) = p.rerun(&failed[0]).await.unwrap() else {
+            panic!("expected a second failure")
+        };
+        let logs = p.failed_logs(&[again]).await.unwrap();
+        assert_eq!(logs[0].log, "test b ... FAILED\n", "the re-run's own log");
+        let unknown = FailedCheck {
+            name: "lint".into(),
+            run_id: None,
+            log_url: None,
+            conclusion_detail: None,
+        };
+        assert_eq!(p.rerun(&unknown).await.unwrap(), RerunOutcome::Unsupported);
+    }
+}
