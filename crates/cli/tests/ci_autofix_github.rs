@@ -422,6 +422,8 @@ fn no_checks_at_all_is_said_after_the_grace_period_not_at_the_time_limit() {
 fn a_pr_is_fixed_on_its_head_whatever_is_checked_out() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["rustfmt"]);
         let head = w.head.clone();
         w.scenario().check(
             &head,
@@ -470,6 +472,8 @@ fn a_pr_is_fixed_on_its_head_whatever_is_checked_out() {
 fn a_fork_pr_is_pushed_to_the_fork_when_maintainers_may_edit() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["rustfmt"]);
         w.scenario().repo("forker/tiny", "main");
         let fork = w.scenario().repos["forker/tiny"].bare.clone();
         git(
@@ -526,6 +530,8 @@ fn a_fork_pr_is_pushed_to_the_fork_when_maintainers_may_edit() {
 fn a_fork_pr_without_maintainer_edits_is_refused_before_any_agent_call() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["rustfmt"]);
         w.scenario().repo("forker/tiny", "main");
         let fork = w.scenario().repos["forker/tiny"].bare.clone();
         git(
@@ -572,6 +578,8 @@ fn a_fork_pr_without_maintainer_edits_is_refused_before_any_agent_call() {
 fn unpushed_local_commits_are_refused_naming_them() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["rustfmt"]);
         let head = w.head.clone();
         w.scenario().check(
             &head,
@@ -634,6 +642,9 @@ fn a_rerun_that_passed_counts_not_the_attempt_before_it() {
 fn another_cis_failure_is_not_fixable_from_a_log_and_actions_failures_are_still_fixed() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario()
+            .protect("octo/tiny", "main", &["rustfmt", "ci/jenkins"]);
         let head = w.head.clone();
         w.scenario().check(
             &head,
@@ -773,6 +784,8 @@ fn watch_exit_codes_follow_the_table_every_command_uses() {
 fn a_test_that_passes_on_a_rerun_is_flaky_and_nothing_is_committed() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["test"]);
         let head = w.head.clone();
         let job = w.scenario().check(
             &head,
@@ -837,6 +850,8 @@ fn a_test_that_passes_on_a_rerun_is_flaky_and_nothing_is_committed() {
 fn a_job_killed_with_exit_137_is_infrastructure_rerun_once_and_never_patched() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["test"]);
         let head = w.head.clone();
         w.scenario().check(
             &head,
@@ -867,6 +882,8 @@ fn a_job_killed_with_exit_137_is_infrastructure_rerun_once_and_never_patched() {
 fn an_infrastructure_failure_that_clears_on_its_rerun_needs_no_commit() {
     each_gh(|bin| {
         let mut w = World::new(bin);
+        // Protected, so that only this test's own defect is in play.
+        w.scenario().protect("octo/tiny", "main", &["test"]);
         let head = w.head.clone();
         let job = w.scenario().check(
             &head,
