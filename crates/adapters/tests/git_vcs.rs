@@ -950,3 +950,65 @@ async fn a_lock_held_for_a_moment_by_another_git_is_waited_for() {
     assert!(err.to_string().contains("index.lock"), "{err}");
     std::fs::remove_file(&lock).unwrap();
 }
+
+/// The remote and base helpers: `fetch_ref` updates no local ref,
+/// `push_commit` pushes one commit to a branch as a fast-forward (and is
+/// refused otherwise), `remote_url` and `upstream` read, `diff_from` shows
+/// the tracked change since the merge base.
+#[tokio::test]
+async fn remote_and_base_helpers_on_real_git() {
+    let r = Repo::new(&[("a.txt", "one\n")]).await;
+    let bare = r._tmp.path().join("origin.git");
+    git(
+        r._tmp.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(&r.dir, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    git(&r.dir, &["push", "-q", "-u", "origin", "main"]);
+    assert_eq!(
+        r.vcs.remote_url("origin").await.unwrap(),
+        bare.to_str().unwrap()
+    );
+    assert!(r.vcs.remote_url("--help").await.is_err());
+    assert_eq!(
+        r.vcs.upstream().await.unwrap().as_deref(),
+        Some("origin/main")
+    );
+    let base = r.vcs.head().await.unwrap();
+    write(&r.dir, "a.txt", "two\n");
+    let next = r.vcs.commit(&["a.txt".into()], "two").await.unwrap();
+    write(&r.dir, "a.txt", "three\n");
+    let diff = r.vcs.diff_from("origin/main").await.unwrap();
+    assert!(
+        diff.contains("-one\n+three\n"),
+        "committed and uncommitted: {diff}"
+    );
+    // Push the commit to another branch; then a non-fast-forward is refused.
+    assert_eq!(
+        r.vcs.push_commit("origin", &next, "feature").await.unwrap(),
+        PushOutcome::Pushed
+    );
+    assert_eq!(git(&bare, &["rev-parse", "feature"]).trim(), next.as_str());
+    assert!(matches!(
+        r.vcs.push_commit("origin", &base, "feature").await.unwrap(),
+        PushOutcome::Rejected { .. }
+    ));
+    // Fetch one ref: FETCH_HEAD only, no local branch moves.
+    git(&bare, &["update-ref", "refs/pull/7/head", next.as_str()]);
+    let branches_before = git(&r.dir, &["for-each-ref"]);
+    assert_eq!(
+        r.vcs.fetch_ref("origin", "refs/pull/7/head").await.unwrap(),
+        next
+    );
+    assert_eq!(git(&r.dir, &["for-each-ref"]), branches_before);
+    assert!(
+        r.vcs
+            .fetch_ref("origin", "refs/pull/7/head:refs/heads/x")
+            .await
+            .is_err()
+    );
+    assert!(
+        r.vcs.fetch_ref("origin", "main").await.is_err(),
+        "a full ref name only"
+    );
+}

@@ -47,6 +47,10 @@ pub struct AutofixConfig {
     /// needs (ignored dependency folders, setup commands) before the agent
     /// runs in it.
     pub provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    /// Re-run a failed test (a semantic or unknown failure) once at the
+    /// same commit before the first fix, to tell a flaky test from broken
+    /// code (`--rerun-before-fix`; the CLI's default is on for GitHub).
+    pub rerun_before_fix: bool,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -70,6 +74,12 @@ impl AutofixConfig {
         provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
     ) -> Self {
         self.provisioner = provisioner;
+        self
+    }
+
+    /// Sets [`AutofixConfig::rerun_before_fix`].
+    pub fn with_rerun_before_fix(mut self, rerun: bool) -> Self {
+        self.rerun_before_fix = rerun;
         self
     }
 
@@ -123,6 +133,7 @@ impl AutofixConfig {
             now: None,
             iteration_limits: ItemLimits::default(),
             provisioner: None,
+            rerun_before_fix: false,
         }
     }
 }
@@ -148,6 +159,15 @@ pub struct AutofixContext {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AutofixError {
+    /// The pull request's head rules the fix out before any agent call (a
+    /// fork that does not allow maintainer edits, local commits the PR
+    /// head does not have, a head that moved), or the handoff names
+    /// another branch than the PR's head.
+    #[error("{reason}")]
+    PrHead {
+        /// Why, in words.
+        reason: String,
+    },
     /// The tree has uncommitted changes and `allow_dirty` is off.
     #[error("working tree is dirty ({}); commit or stash them, or pass --allow-dirty", paths.join(", "))]
     DirtyTree {

@@ -14,8 +14,9 @@
 //!
 //! **Where the agent runs.** A dirty tree is refused unless `allow_dirty`.
 //! Either way the agent never runs in the user's tree: it runs in a
-//! temporary git worktree at HEAD, outside the repository, where a usable
-//! patch is committed; landing cherry-picks that commit, which git refuses
+//! temporary git worktree at HEAD (of the user's tree, or of the PR-head
+//! worktree `pr_head` opened), outside the repository, where a usable patch
+//! is committed; landing cherry-picks that commit, which git refuses
 //! (nothing written) when a file it changes is dirty or changes are staged
 //! — the escalation names the files. The fix commit is made from git's
 //! index, so an edit the user makes to a fixed file while it lands stays
@@ -37,6 +38,8 @@
 //! (`fix(ci): auto-fix <class> failure (iter <N>)`); pushes never force —
 //! the [`Vcs`] API has no way to.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use orchestrator_core::agent::{Agent, AgentRequest, AgentSpend, AgentSpent, Role};
 use orchestrator_core::cadence::{Action, Cadence, Classification};
@@ -46,7 +49,8 @@ use orchestrator_core::vcs::{PushOutcome, Vcs};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
 use crate::fix_tree::{self, Made};
-use crate::provider::CheckRun;
+use crate::pr_head;
+use crate::provider::{CheckLog, CheckRun};
 use crate::report::{
     EscalationInput, append_audit, audit_header, audit_log_path, audit_section, escalation_report,
 };
@@ -59,6 +63,15 @@ pub use prompt::*;
 
 mod ending;
 use ending::*;
+
+mod rerun;
+use rerun::*;
+
+mod outcome;
+pub use outcome::*;
+
+mod steps;
+use steps::*;
 
 const FLOW: &str = "ci-autofix";
 
@@ -84,60 +97,6 @@ struct Earlier {
     checks_after: String,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AutofixOutcome {
-    /// The checks pass (exit 0).
-    Green {
-        /// Fix commits made.
-        commits: Vec<String>,
-    },
-    /// The checks still fail or are still pending and the loop cannot go on
-    /// without a person (exit 1).
-    StillFailing {
-        /// Why.
-        reason: String,
-    },
-    /// The agent's call was refused at a run limit (`[budget]`): no patch
-    /// was made, the iteration is not used up, and running again (with a
-    /// higher limit) goes on from the state file (exit 3).
-    LimitReached {
-        /// Which limit, and what was spent.
-        reason: String,
-    },
-    /// A person must decide (exit 3).
-    Escalated {
-        /// The cadence action that escalated.
-        action: Action,
-        /// Why.
-        reason: String,
-        /// The escalation report (markdown).
-        report: String,
-        /// The option the person chose, if the gate answered.
-        choice: Option<String>,
-    },
-}
-
-impl AutofixOutcome {
-    /// Exit code: 0 green, 1 still failing, 3 escalated or stopped at a
-    /// run limit.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            AutofixOutcome::Green { .. } => 0,
-            AutofixOutcome::StillFailing { .. } => 1,
-            AutofixOutcome::Escalated { .. } | AutofixOutcome::LimitReached { .. } => 3,
-        }
-    }
-}
-
-/// The commit message of a fix: `fix(ci): auto-fix <class> failure (iter <N>)`.
-pub fn commit_message(class: Classification, iteration: u32) -> String {
-    format!(
-        "fix(ci): auto-fix {} failure (iter {iteration})",
-        class.as_str()
-    )
-}
-
 /// Runs the loop (see the module docs).
 pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixError> {
     let cfg = &ctx.config;
@@ -152,8 +111,27 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         session: format!("ci-autofix-{}", cfg.target.key()),
         dir: lock.dir().to_path_buf(),
     });
+    // The PR's head decides where the fix is made and pushed, before any
+    // agent call (see `pr_head`).
+    let located = match ctx.provider.pr_head().await? {
+        Some(head) => {
+            if cfg.initial_failures.is_some() && cfg.target.branch() != head.branch {
+                return Err(AutofixError::PrHead {
+                    reason: format!(
+                        "the handoff is for branch `{}` but PR #{}'s head is `{}`",
+                        cfg.target.branch(),
+                        head.number,
+                        head.branch
+                    ),
+                });
+            }
+            Some(pr_head::locate(&ctx, &head).await?)
+        }
+        None => None,
+    };
     let status = ctx.vcs.status().await?;
-    if !status.is_clean() && !cfg.allow_dirty {
+    // A fix made in a worktree never touches the user's tree.
+    if !status.is_clean() && !cfg.allow_dirty && located.as_ref().is_none_or(|l| l.in_place()) {
         return Err(AutofixError::DirtyTree {
             paths: status.dirty_paths(),
         });
@@ -166,182 +144,149 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         phase: "fix-loop".into(),
     });
 
-    let mut failures = match &cfg.initial_failures {
-        Some(f) => f.clone(),
-        None => match ctx.provider.wait_for_checks(None).await? {
-            CheckRun::Green => {
-                file.remove()?;
-                return Ok(AutofixOutcome::Green { commits: vec![] });
-            }
-            CheckRun::TimedOut => {
-                return Ok(AutofixOutcome::StillFailing {
-                    reason: "checks still pending at the time limit".into(),
-                });
-            }
-            CheckRun::Failed(f) => f,
-        },
+    let first = match &cfg.initial_failures {
+        Some(f) => CheckRun::Failed(f.clone()),
+        None => ctx.provider.wait_for_checks(None).await?,
     };
-    let mut commits = Vec::new();
-    // Every instruction carries the earlier iterations' patches and the
-    // checks after them, so the agent does not try the same fix again.
-    let mut earlier: Vec<Earlier> = Vec::new();
-    let mut last_diff_warning: Option<String> = None;
-    let cadence = Cadence {
-        max_iterations: cfg.max_iterations,
-    };
-
-    loop {
-        let iteration = state.iteration;
-        // What the agent spent in this iteration is the difference (for
-        // the audit log; agents that keep no count report nothing).
-        let spent_before = ctx.agent.spent();
-        let logs = ctx.provider.failed_logs(&failures).await?;
-        let mut warnings = Vec::new();
-        let pr_diff = match ctx.provider.diff().await {
-            Ok(d) => d,
-            Err(e) => {
-                let what = match cfg.target {
-                    Target::Local { .. } => "the working change",
-                    _ => "the PR diff",
-                };
-                let message = format!("could not fetch {what} (going on without it): {e}");
-                // Said once per run on the terminal; every iteration's audit
-                // entry keeps it.
-                if last_diff_warning.as_ref() != Some(&message) {
-                    ctx.sink.emit(&Event::Warning {
-                        message: message.clone(),
-                    });
-                    last_diff_warning = Some(message.clone());
-                }
-                warnings.push(message);
-                String::new()
-            }
-        };
-        let report = classify_many(logs.iter().map(|l| l.log.as_str()));
-        let per_check: Vec<(String, String)> = logs
-            .iter()
-            .map(|l| (l.name.clone(), classify(&l.log).classification.to_string()))
-            .collect();
-        let class = report.classification;
-        let previous = Classification::parse(&state.last_classification, &state.last_subclass).ok();
-        let decision = cadence.decide(iteration, class, previous);
-        state.last_classification = class.as_str().into();
-        state.last_subclass = class.sub_class_str().into();
-        state.last_action = decision.action.as_str().into();
-        file.save(&state)?;
-        let check_names: Vec<String> = failures.iter().map(|f| f.name.clone()).collect();
-
-        let mut entry = HistoryEntry {
-            iteration,
-            classification: class.as_str().into(),
-            sub_class: class.sub_class_str().into(),
-            action: String::new(),
-            patch_sha: None,
-            escalation_reason: None,
-            checks: check_names.clone(),
-            warnings,
-            finished_at: String::new(),
-            agent_spend: None,
-        };
-
-        // The arguments of every "escalate, no patch applied" exit below.
-        let no_patch = |reason: String| EscalateArgs {
-            action: Action::EscalateNoPatch,
-            reason,
-            report: &report,
-            per_check: &per_check,
-            diagnosis: None,
-            blocking: false,
-            audit: (&audit_path, &header),
-            now: now(),
-            spent_before,
-        };
-
-        if !decision.action.applies_patch() {
-            let diagnosis = if decision.action == Action::EscalateNoPatch {
-                let req = AgentRequest::new(
-                    format!("ci-autofix.diagnose.iter-{iteration}"),
-                    Role::Diagnose,
-                    instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, false),
-                    root.clone(),
-                );
-                let req = match audit_path.parent() {
-                    Some(dir) => req.with_artifacts_dir(dir),
-                    None => req,
-                };
-                match ctx.agent.run(req).await {
-                    Ok(r) => Some(r.text),
-                    Err(e) => {
-                        ctx.sink.emit(&Event::Warning {
-                            message: format!("diagnosis failed: {e}"),
-                        });
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            return escalate(
-                &ctx,
-                &file,
-                &mut state,
-                entry,
-                EscalateArgs {
-                    action: decision.action,
-                    reason: decision.reason.clone(),
-                    report: &report,
-                    per_check: &per_check,
-                    diagnosis: diagnosis.as_deref(),
-                    blocking: decision.blocking,
-                    audit: (&audit_path, &header),
-                    now: now(),
-                    spent_before,
-                },
-            )
-            .await;
+    notices(&ctx);
+    let mut failures = match first {
+        CheckRun::Green => {
+            file.remove()?;
+            return Ok(AutofixOutcome::Green { commits: vec![] });
         }
-
-        // Ask the agent for a patch: in place in a clean tree, in a
-        // temporary worktree when the tree is dirty (see `fix_tree`).
-        let req = AgentRequest::new(
-            format!("ci-autofix.fix.iter-{iteration}"),
-            Role::Fix,
-            instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, true),
-            root.clone(),
-        )
-        .with_context(fix_context(&report, &logs))
-        .with_spend_limits(cfg.iteration_limits);
-        // Agent records (transcripts) go beside the audit log that names them.
-        let req = match audit_path.parent() {
-            Some(dir) => req.with_artifacts_dir(dir),
-            None => req,
+        CheckRun::TimedOut => {
+            return Ok(AutofixOutcome::StillFailing {
+                reason: "checks still pending at the time limit".into(),
+            });
+        }
+        CheckRun::NoChecks { head } => return Ok(AutofixOutcome::NoChecks { head }),
+        CheckRun::Failed(f) => f,
+    };
+    // The tree the fix is made in: the user's, or a worktree at the PR head.
+    let workplace = match &located {
+        Some(l) => Some(l.open(&ctx).await?),
+        None => None,
+    };
+    let tree = AutofixContext {
+        vcs: workplace
+            .as_ref()
+            .map_or_else(|| Arc::clone(&ctx.vcs), |w| Arc::clone(&w.tree)),
+        ..ctx.clone()
+    };
+    let push_to = workplace.as_ref().map(|w| w.push_to.clone());
+    let tree_root = tree.vcs.root().to_path_buf();
+    let result: Result<AutofixOutcome, AutofixError> = async {
+        let mut commits = Vec::new();
+        // Every instruction carries the earlier iterations' patches and the
+        // checks after them, so the agent does not try the same fix again.
+        let mut earlier: Vec<Earlier> = Vec::new();
+        let mut last_diff_warning: Option<String> = None;
+        let cadence = Cadence {
+            max_iterations: cfg.max_iterations,
         };
-        // The agent may run the checks that will judge its patch, and
-        // nothing else by default (see `AgentRequest::allowed_commands`).
-        let req = ctx
-            .provider
-            .check_commands()
-            .iter()
-            .fold(req, |req, line| req.allow_command_line(line));
-        let message = commit_message(class, iteration);
-        let staged = match fix_tree::make_patch(&ctx, req, iteration, &message, &mut entry.warnings)
-            .await?
-        {
-            Made::Patch(staged) => staged,
-            Made::Problem(reason) => {
-                return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
-            }
-            Made::Limit(reason) => {
-                // Nothing to decide: the iteration did not happen. It is
-                // recorded, and the state keeps its number for the next run.
-                ctx.sink.emit(&Event::Warning {
-                    message: format!(
-                        "the run's limit is reached ({reason}): no patch was made; \
-                         run ci-autofix again (with a higher limit) to go on"
-                    ),
+        let mut reran_first = false;
+
+        loop {
+            let iteration = state.iteration;
+            // What the agent spent in this iteration is the difference (for
+            // the audit log; agents that keep no count report nothing).
+            let spent_before = ctx.agent.spent();
+            let mut warnings = Vec::new();
+            let (mut logs, foreign) = fixable_logs(&ctx, &failures, &mut warnings).await?;
+            if logs.is_empty() {
+                return Ok(AutofixOutcome::StillFailing {
+                    reason: foreign.join("; "),
                 });
-                entry.action = "stopped at the run's limit".into();
-                entry.escalation_reason = Some(format!("the run's limit is reached ({reason})"));
+            }
+            failures.retain(|f| logs.iter().any(|l| l.name == f.name));
+            let pr_diff = match ctx.provider.diff().await {
+                Ok(d) => d,
+                Err(e) => {
+                    let what = match cfg.target {
+                        Target::Local { .. } => "the working change",
+                        _ => "the PR diff",
+                    };
+                    let message = format!("could not fetch {what} (going on without it): {e}");
+                    // Said once per run on the terminal; every iteration's audit
+                    // entry keeps it.
+                    if last_diff_warning.as_ref() != Some(&message) {
+                        ctx.sink.emit(&Event::Warning {
+                            message: message.clone(),
+                        });
+                        last_diff_warning = Some(message.clone());
+                    }
+                    warnings.push(message);
+                    String::new()
+                }
+            };
+            let mut report = classify_many(logs.iter().map(|l| l.log.as_str()));
+            let mut rerun_record = None;
+            if rerun_first(cfg, iteration, report.classification, reran_first) {
+                // Before the first fix of a test failure: the same commit again.
+                reran_first = true;
+                let reran = rerun_failed(&ctx, &failures).await?;
+                let record = reran.record("flaky?", &logs);
+                if reran.all_passed() {
+                    let entry = history_entry(iteration, &failures, warnings);
+                    return passed_on_rerun(
+                        &file,
+                        &mut state,
+                        entry,
+                        Classification::Flaky,
+                        record,
+                        &report,
+                        (&audit_path, &header, now()),
+                    );
+                }
+                // Failed again: the fix goes on, with the re-run's logs too.
+                let again = ctx.provider.failed_logs(&reran.failed).await?;
+                logs.extend(
+                    again
+                        .into_iter()
+                        .filter(|l| l.not_fixable.is_none())
+                        .map(|l| CheckLog {
+                            name: format!("{} (re-run at the same commit)", l.name),
+                            ..l
+                        }),
+                );
+                failures = reran.failed;
+                report = classify_many(logs.iter().map(|l| l.log.as_str()));
+                rerun_record = Some(record);
+            }
+            let per_check: Vec<(String, String)> = logs
+                .iter()
+                .map(|l| (l.name.clone(), classify(&l.log).classification.to_string()))
+                .collect();
+            let class = report.classification;
+            let previous =
+                Classification::parse(&state.last_classification, &state.last_subclass).ok();
+            let decision = cadence.decide(iteration, class, previous);
+            state.last_classification = class.as_str().into();
+            state.last_subclass = class.sub_class_str().into();
+            state.last_action = decision.action.as_str().into();
+            file.save(&state)?;
+            let mut entry = history_entry(iteration, &failures, warnings);
+            entry.classification = class.as_str().into();
+            entry.sub_class = class.sub_class_str().into();
+            entry.rerun = rerun_record;
+
+            if decision.action == Action::RerunOnce {
+                // Not the code's fault: never patched; the same commit again.
+                let reran = rerun_failed(&ctx, &failures).await?;
+                let record = reran.record("infrastructure", &logs);
+                if reran.all_passed() {
+                    return passed_on_rerun(
+                        &file,
+                        &mut state,
+                        entry,
+                        class,
+                        record,
+                        &report,
+                        (&audit_path, &header, now()),
+                    );
+                }
+                entry.action = "re-ran (infrastructure); failed again".into();
+                entry.rerun = Some(record);
                 finish(
                     &file,
                     &mut state,
@@ -349,148 +294,281 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                     Some(&report),
                     (&audit_path, &header),
                     now(),
+                    None,
+                )?;
+                // The next round sees `infrastructure` as the previous class:
+                // escalated with the evidence if it is infrastructure again.
+                failures = reran.failed;
+                continue;
+            }
+
+            // The arguments of every "escalate, no patch applied" exit below.
+            let no_patch = |reason: String| EscalateArgs {
+                action: Action::EscalateNoPatch,
+                reason,
+                report: &report,
+                per_check: &per_check,
+                diagnosis: None,
+                blocking: false,
+                audit: (&audit_path, &header),
+                now: now(),
+                spent_before,
+            };
+
+            if !decision.action.applies_patch() {
+                let diagnosis = if decision.action == Action::EscalateNoPatch {
+                    let req = AgentRequest::new(
+                        format!("ci-autofix.diagnose.iter-{iteration}"),
+                        Role::Diagnose,
+                        instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, false),
+                        tree_root.clone(),
+                    );
+                    let req = match audit_path.parent() {
+                        Some(dir) => req.with_artifacts_dir(dir),
+                        None => req,
+                    };
+                    match ctx.agent.run(req).await {
+                        Ok(r) => Some(r.text),
+                        Err(e) => {
+                            ctx.sink.emit(&Event::Warning {
+                                message: format!("diagnosis failed: {e}"),
+                            });
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                return escalate(
+                    &ctx,
+                    &file,
+                    &mut state,
+                    entry,
+                    EscalateArgs {
+                        action: decision.action,
+                        reason: decision.reason.clone(),
+                        report: &report,
+                        per_check: &per_check,
+                        diagnosis: diagnosis.as_deref(),
+                        blocking: decision.blocking,
+                        audit: (&audit_path, &header),
+                        now: now(),
+                        spent_before,
+                    },
+                )
+                .await;
+            }
+
+            // Ask the agent for a patch: in place in a clean tree, in a
+            // temporary worktree when the tree is dirty (see `fix_tree`).
+            let req = AgentRequest::new(
+                format!("ci-autofix.fix.iter-{iteration}"),
+                Role::Fix,
+                instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, true),
+                tree_root.clone(),
+            )
+            .with_context(fix_context(&report, &logs))
+            .with_spend_limits(cfg.iteration_limits);
+            // Agent records (transcripts) go beside the audit log that names them.
+            let req = match audit_path.parent() {
+                Some(dir) => req.with_artifacts_dir(dir),
+                None => req,
+            };
+            // The agent may run the checks that will judge its patch, and
+            // nothing else by default (see `AgentRequest::allowed_commands`).
+            let req = ctx
+                .provider
+                .check_commands()
+                .iter()
+                .fold(req, |req, line| req.allow_command_line(line));
+            let message = commit_message(class, iteration);
+            let staged =
+                match fix_tree::make_patch(&tree, req, iteration, &message, &mut entry.warnings)
+                    .await?
+                {
+                    Made::Patch(staged) => staged,
+                    Made::Problem(reason) => {
+                        return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
+                    }
+                    Made::Limit(reason) => {
+                        // Nothing to decide: the iteration did not happen. It is
+                        // recorded, and the state keeps its number for the next run.
+                        ctx.sink.emit(&Event::Warning {
+                            message: format!(
+                                "the run's limit is reached ({reason}): no patch was made; \
+                         run ci-autofix again (with a higher limit) to go on"
+                            ),
+                        });
+                        entry.action = "stopped at the run's limit".into();
+                        entry.escalation_reason =
+                            Some(format!("the run's limit is reached ({reason})"));
+                        finish(
+                            &file,
+                            &mut state,
+                            entry,
+                            Some(&report),
+                            (&audit_path, &header),
+                            now(),
+                            spend_since(ctx.agent.as_ref(), spent_before),
+                        )?;
+                        return Ok(AutofixOutcome::LimitReached { reason });
+                    }
+                };
+            let write_set = staged.write_set.clone();
+
+            if decision.action == Action::ConfirmAndApply {
+                let q = Question::new(
+                    "ci-autofix.apply-patch",
+                    format!(
+                        "Iteration {iteration}: apply the {class} fix to {} file(s) on {}?",
+                        write_set.len(),
+                        cfg.target.label()
+                    ),
+                    vec![
+                        GateOption::new(
+                            "Apply patch (recommended)",
+                            "commit the fix and re-run the checks",
+                        ),
+                        GateOption::new("Reject", "discard the patch and stop (escalate)"),
+                    ],
+                )
+                .with_details(format!(
+                    "Files changed:\n{}\n\nReason: {}",
+                    write_set
+                        .iter()
+                        .map(|p| format!("- {p}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    decision.reason
+                ));
+                ctx.sink.emit(&Event::GateAsked {
+                    question: q.id.clone(),
+                    prompt: q.prompt.clone(),
+                });
+                let answer = ctx.gate.ask(&q).await?;
+                ctx.sink.emit(&Event::GateAnswered {
+                    question: q.id.clone(),
+                    choice: answer.index().and_then(|i| q.label(i)).map(str::to_owned),
+                });
+                if answer.index() != Some(0) {
+                    // Never written into the user's tree: nothing to undo.
+                    drop(staged);
+                    let reason = match answer {
+                        Answer::Deferred => {
+                            "the patch confirmation was deferred; the patch was discarded"
+                        }
+                        _ => "the user rejected the patch",
+                    };
+                    return escalate(&ctx, &file, &mut state, entry, no_patch(reason.into())).await;
+                }
+            }
+
+            let parent = tree.vcs.head().await?;
+            let commit = match staged.land(&tree).await? {
+                Ok(commit) => commit,
+                Err(reason) => {
+                    return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
+                }
+            };
+            let patch = match tree.vcs.diff(&parent, &commit).await {
+                Ok(diff) => diff,
+                Err(e) => {
+                    let message = format!("could not read the patch of {}: {e}", commit.short());
+                    ctx.sink.emit(&Event::Warning {
+                        message: message.clone(),
+                    });
+                    format!("({message})")
+                }
+            };
+            ctx.sink.emit(&Event::CommitMade {
+                id: format!("iter-{iteration}"),
+                commit: commit.to_string(),
+                summary: message.clone(),
+            });
+            commits.push(commit.to_string());
+            let pushed = match (&push_to, ctx.provider.pushes()) {
+                (_, false) => PushOutcome::Pushed,
+                (Some((remote, branch)), true) => {
+                    tree.vcs.push_commit(remote, &commit, branch).await?
+                }
+                (None, true) => tree.vcs.push(&cfg.remote, cfg.target.branch()).await?,
+            };
+            if let PushOutcome::Rejected { reason } = pushed {
+                entry.action = "applied (push rejected)".into();
+                entry.patch_sha = Some(commit.short().to_owned());
+                finish(
+                    &file,
+                    &mut state,
+                    entry,
+                    None,
+                    (&audit_path, &header),
+                    now(),
                     spend_since(ctx.agent.as_ref(), spent_before),
                 )?;
-                return Ok(AutofixOutcome::LimitReached { reason });
-            }
-        };
-        let write_set = staged.write_set.clone();
-
-        if decision.action == Action::ConfirmAndApply {
-            let q = Question::new(
-                "ci-autofix.apply-patch",
-                format!(
-                    "Iteration {iteration}: apply the {class} fix to {} file(s) on {}?",
-                    write_set.len(),
-                    cfg.target.label()
-                ),
-                vec![
-                    GateOption::new(
-                        "Apply patch (recommended)",
-                        "commit the fix and re-run the checks",
+                return Ok(AutofixOutcome::StillFailing {
+                    reason: format!(
+                        "push to {} was rejected: {reason}",
+                        push_to
+                            .as_ref()
+                            .map_or(cfg.remote.as_str(), |p| p.0.as_str())
                     ),
-                    GateOption::new("Reject", "discard the patch and stop (escalate)"),
-                ],
-            )
-            .with_details(format!(
-                "Files changed:\n{}\n\nReason: {}",
-                write_set
-                    .iter()
-                    .map(|p| format!("- {p}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                decision.reason
-            ));
-            ctx.sink.emit(&Event::GateAsked {
-                question: q.id.clone(),
-                prompt: q.prompt.clone(),
-            });
-            let answer = ctx.gate.ask(&q).await?;
-            ctx.sink.emit(&Event::GateAnswered {
-                question: q.id.clone(),
-                choice: answer.index().and_then(|i| q.label(i)).map(str::to_owned),
-            });
-            if answer.index() != Some(0) {
-                // Never written into the user's tree: nothing to undo.
-                drop(staged);
-                let reason = match answer {
-                    Answer::Deferred => {
-                        "the patch confirmation was deferred; the patch was discarded"
-                    }
-                    _ => "the user rejected the patch",
-                };
-                return escalate(&ctx, &file, &mut state, entry, no_patch(reason.into())).await;
-            }
-        }
-
-        let parent = ctx.vcs.head().await?;
-        let commit = match staged.land(&ctx).await? {
-            Ok(commit) => commit,
-            Err(reason) => {
-                return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
-            }
-        };
-        let patch = match ctx.vcs.diff(&parent, &commit).await {
-            Ok(diff) => diff,
-            Err(e) => {
-                let message = format!("could not read the patch of {}: {e}", commit.short());
-                ctx.sink.emit(&Event::Warning {
-                    message: message.clone(),
                 });
-                format!("({message})")
             }
-        };
-        ctx.sink.emit(&Event::CommitMade {
-            id: format!("iter-{iteration}"),
-            commit: commit.to_string(),
-            summary: message.clone(),
-        });
-        commits.push(commit.to_string());
-        if ctx.provider.pushes()
-            && let PushOutcome::Rejected { reason } =
-                ctx.vcs.push(&cfg.remote, cfg.target.branch()).await?
-        {
-            entry.action = "applied (push rejected)".into();
+            entry.action = if decision.action == Action::SilentApplyAndLog {
+                "applied (silent)".into()
+            } else {
+                "applied".into()
+            };
             entry.patch_sha = Some(commit.short().to_owned());
             finish(
                 &file,
                 &mut state,
                 entry,
-                None,
+                Some(&report),
                 (&audit_path, &header),
                 now(),
                 spend_since(ctx.agent.as_ref(), spent_before),
             )?;
-            return Ok(AutofixOutcome::StillFailing {
-                reason: format!("push to {} was rejected: {reason}", cfg.remote),
-            });
-        }
-        entry.action = if decision.action == Action::SilentApplyAndLog {
-            "applied (silent)".into()
-        } else {
-            "applied".into()
-        };
-        entry.patch_sha = Some(commit.short().to_owned());
-        finish(
-            &file,
-            &mut state,
-            entry,
-            Some(&report),
-            (&audit_path, &header),
-            now(),
-            spend_since(ctx.agent.as_ref(), spent_before),
-        )?;
-        state.iteration = iteration + 1;
-        file.save(&state)?;
+            state.iteration = iteration + 1;
+            file.save(&state)?;
 
-        // The results must be the pushed commit's, not the old head's.
-        match ctx.provider.wait_for_checks(Some(commit.as_str())).await? {
-            CheckRun::Green => {
-                file.remove()?;
-                ctx.sink.emit(&Event::PhaseFinished {
-                    flow: FLOW.into(),
-                    phase: "fix-loop".into(),
-                });
-                return Ok(AutofixOutcome::Green { commits });
-            }
-            CheckRun::TimedOut => {
-                return Ok(AutofixOutcome::StillFailing {
-                    reason: "checks still pending at the time limit after the fix".into(),
-                });
-            }
-            CheckRun::Failed(f) => {
-                let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
-                earlier.push(Earlier {
-                    iteration,
-                    classification: format!("{}/{}", class.as_str(), class.sub_class_str()),
-                    commit: commit.short().to_owned(),
-                    patch,
-                    checks_after: format!("still failing: {}", names.join(", ")),
-                });
-                failures = f;
+            // The results must be the pushed commit's, not the old head's.
+            let after = ctx.provider.wait_for_checks(Some(commit.as_str())).await?;
+            notices(&ctx);
+            match after {
+                CheckRun::Green => {
+                    file.remove()?;
+                    ctx.sink.emit(&Event::PhaseFinished {
+                        flow: FLOW.into(),
+                        phase: "fix-loop".into(),
+                    });
+                    return Ok(AutofixOutcome::Green { commits });
+                }
+                CheckRun::TimedOut => {
+                    return Ok(AutofixOutcome::StillFailing {
+                        reason: "checks still pending at the time limit after the fix".into(),
+                    });
+                }
+                CheckRun::NoChecks { head } => return Ok(AutofixOutcome::NoChecks { head }),
+                CheckRun::Failed(f) => {
+                    let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
+                    earlier.push(Earlier {
+                        iteration,
+                        classification: format!("{}/{}", class.as_str(), class.sub_class_str()),
+                        commit: commit.short().to_owned(),
+                        patch,
+                        checks_after: format!("still failing: {}", names.join(", ")),
+                    });
+                    failures = f;
+                }
             }
         }
     }
+    .await;
+    if let Some(w) = workplace {
+        w.close().await;
+    }
+    result
 }
 
 #[cfg(test)]
@@ -529,10 +607,7 @@ mod tests {
         let log =
             "Diff in /w/src/lib.rs:1:\n-pub fn f()->u32{1}\n+pub fn f() -> u32 {\n+    1\n+}\n";
         let report = classify(log);
-        let logs = [crate::provider::CheckLog {
-            name: "Lint".into(),
-            log: log.into(),
-        }];
+        let logs = [crate::provider::CheckLog::new("Lint", log.into())];
         let target = Target::Pr {
             number: 785,
             branch: "feat/x".into(),

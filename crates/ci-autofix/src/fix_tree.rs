@@ -269,7 +269,7 @@ impl Problem {
             Problem::Limit(limit) => format!("the run's limit is reached ({limit})"),
             Problem::NoPatch => {
                 let mut s = "the agent proposed no patch (no file changed, and no unified diff in its answer changed one)".to_owned();
-                if let Some(dirty) = dirty {
+                if let Some(dirty) = dirty.filter(|d| !d.is_empty()) {
                     s.push_str(&format!(
                         "; it ran on a clean checkout of HEAD, without your uncommitted changes \
                          ({}) — if the failure comes from them, fix it by hand",

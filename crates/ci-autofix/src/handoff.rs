@@ -130,6 +130,18 @@ pub fn run_id_from_url(url: &str) -> Option<String> {
         .map(|m| m.as_str().to_owned())
 }
 
+/// The Actions job id in a check's link
+/// (`…/actions/runs/<run>/job/<job>`), if it names one.
+pub fn job_id_from_url(url: &str) -> Option<String> {
+    let rest = &url[url.find("/actions/runs/")? + "/actions/runs/".len()..];
+    let job = rest
+        .split('/')
+        .nth(2)
+        .filter(|_| rest.split('/').nth(1) == Some("job"))?;
+    let job: String = job.chars().take_while(char::is_ascii_digit).collect();
+    (!job.is_empty()).then_some(job)
+}
+
 fn field(field: impl Into<String>, problem: impl Into<String>) -> HandoffError {
     HandoffError::Field {
         field: field.into(),

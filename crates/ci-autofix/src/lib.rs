@@ -11,7 +11,11 @@
 //! ```text
 //! watcher handoff (handoff::Handoff) ─┐       CiProvider (gh CLI / local checks,
 //!                                     ├──────  over a core CommandRunner)
-//! provider::watch ────────────────────┘           │ failed logs
+//! provider::watch ────────────────────┘           │ PR head, latest attempt per
+//!                                                 │ check, failed jobs' logs
+//!   pr_head: where the fix goes (in place, a worktree at the PR head, or
+//!   refused before any agent call); fix_loop::rerun: re-run once at the
+//!   same commit (flaky / infrastructure)
 //!                                                 ▼
 //!            classify::classify_many ── most severe class wins, with evidence
 //!                                                 ▼
@@ -50,7 +54,11 @@
 //! - Semantic and unknown failures are never patched; iteration 1 always asks.
 //! - With `allow_dirty`, the agent never runs in the user's tree, and a file
 //!   that was dirty or untracked there is never written or committed.
-//! - No code path can force-push or amend (a test scans the sources).
+//! - No code path can force-push or amend (a test scans the sources);
+//!   pushes are fast-forwards of the PR's own branch, and never carry
+//!   local commits the PR head does not have.
+//! - Infrastructure and flaky failures are never patched; logs are quoted
+//!   to the agent as untrusted data and change none of its grants.
 pub mod classify;
 mod context;
 pub mod fix_loop;
@@ -58,6 +66,7 @@ mod fix_tree;
 pub mod handoff;
 pub mod patch;
 pub mod plan;
+mod pr_head;
 pub mod provider;
 pub mod report;
 pub mod state;
@@ -66,10 +75,10 @@ pub use classify::{ClassificationReport, Evidence, classify, classify_many};
 pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
 pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
-pub use plan::{PlanError, RunPlan, RunSource, plan_run};
+pub use plan::{PlanError, Polling, RunPlan, RunSource, plan_run};
 pub use provider::{
     CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
-    LocalProvider, ProviderError, WatchOutcome, watch,
+    LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
 };
 pub use state::Target;
 

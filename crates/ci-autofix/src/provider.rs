@@ -1,25 +1,19 @@
 //! Where failed checks and their logs come from: [`CiProvider`].
 //!
-//! - [`GithubProvider`] drives the `gh` CLI through a [`CommandRunner`]:
-//!   `gh run view <id> --log-failed` (capped at [`LOG_CAP`], the tail kept),
-//!   `gh pr diff <N>`, and a poll of the PR's head and checks until none is
-//!   pending: `gh pr view <N> --json headRefOid,statusCheckRollup` (one
-//!   answer for both, so the checks read are the head's). After a push the
-//!   poll waits for the head to be the pushed commit — until GitHub moves
-//!   the PR head it still shows the old head's (failed) checks — and a head
-//!   with no checks yet is pending, not green; both within the time limit.
-//!   Which checks are required comes from `gh pr checks <N> --required`
-//!   (its tab-separated lines, name first: Debian's gh 2.23 has no `--json`
-//!   there) once the head's checks are done (its "no checks reported" is
-//!   pending too); the failed checks that are not required are counted
-//!   for a watcher handoff (`auxiliaryFailCount`).
+//! - [`GithubProvider`] drives the `gh` CLI through a [`CommandRunner`]: a
+//!   pull request's head ([`PrHead`]) and checks, the latest attempt of
+//!   each, which of them are required, each failed job's log, re-runs of a
+//!   job (details in the `github` module).
 //! - [`LocalProvider`] runs configured check commands (`sh -c <cmd>`) in the
-//!   repository and keeps the output of the failing ones as their logs.
+//!   repository and keeps the output of the failing ones as their logs; its
+//!   git calls (the working change) go through the guarded [`Vcs`].
 //!
-//! Neither spawns a process itself: the runner does (the real one lives in
-//! `orchestrator-adapters`, tests use `fakes::ScriptedCommands`).
+//! Neither spawns a process itself: the runner and the `Vcs` do (the real
+//! ones live in `orchestrator-adapters`).
+//!
+//! [`Vcs`]: orchestrator_core::vcs::Vcs
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,12 +21,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use orchestrator_core::command::{CommandRunner, CommandSpec};
-use serde::Deserialize;
 
-use crate::handoff::{FailedCheck, Handoff, run_id_from_url};
+use crate::handoff::{FailedCheck, Handoff};
 
+mod github;
 mod local;
+mod rollup;
+pub use github::{GithubConfig, GithubProvider};
 pub use local::*;
+pub use rollup::{PR_VIEW_FIELDS, PrHead};
 
 /// `gh run view --log-failed` output is capped at 200 KB (the tail is kept).
 pub const LOG_CAP: usize = 200 * 1024;
@@ -88,8 +85,31 @@ pub enum ProviderError {
 pub struct CheckLog {
     /// The check's name.
     pub name: String,
-    /// Its log.
+    /// Its log (empty when it has none).
     pub log: String,
+    /// Why the check cannot be fixed from a log (a commit status of another
+    /// CI has none); `None` for a log to classify and fix.
+    pub not_fixable: Option<String>,
+}
+
+impl CheckLog {
+    /// The log of check `name`.
+    pub fn new(name: &str, log: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            log,
+            not_fixable: None,
+        }
+    }
+
+    /// Check `name`, which has no log to fix it from, and why.
+    pub fn not_fixable(name: &str, reason: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            log: String::new(),
+            not_fixable: Some(reason),
+        }
+    }
 }
 
 /// The state of the required checks after waiting.
@@ -101,6 +121,25 @@ pub enum CheckRun {
     Failed(Vec<FailedCheck>),
     /// Checks were still pending when the time limit ran out.
     TimedOut,
+    /// No check was reported on this head commit within the grace period:
+    /// nothing to wait for, nothing to fix.
+    NoChecks {
+        /// The head commit.
+        head: String,
+    },
+}
+
+/// How a re-run of one failed check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RerunOutcome {
+    /// It passed at the same commit.
+    Passed,
+    /// It failed again; the new attempt (its log is read from it).
+    Failed(FailedCheck),
+    /// Still running at the time limit.
+    TimedOut,
+    /// The provider cannot re-run this check.
+    Unsupported,
 }
 
 /// The counts a watcher handoff carries besides the failed checks.
@@ -143,6 +182,31 @@ pub trait CiProvider: Send + Sync + fmt::Debug {
     fn check_commands(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The pull request's head, read now; `None` for a provider without
+    /// one (local checks, the default).
+    async fn pr_head(&self) -> Result<Option<PrHead>, ProviderError> {
+        Ok(None)
+    }
+
+    /// The pull request's head as the last poll saw it, without asking.
+    fn seen_head(&self) -> Option<PrHead> {
+        None
+    }
+
+    /// Re-runs one failed check at the same commit and waits for it. The
+    /// default cannot.
+    async fn rerun(&self, check: &FailedCheck) -> Result<RerunOutcome, ProviderError> {
+        let _ = check;
+        Ok(RerunOutcome::Unsupported)
+    }
+
+    /// What the provider has to tell the run once (e.g. "the base branch
+    /// requires no checks: every check counts"), each said once; taken
+    /// out by the call.
+    fn take_notices(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn keep_tail(mut text: String, cap: usize) -> String {
@@ -157,355 +221,40 @@ fn keep_tail(mut text: String, cap: usize) -> String {
     text
 }
 
-/// Settings of the GitHub mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GithubConfig {
-    /// The pull request.
-    pub pr: u64,
-    /// Time between two polls of the PR's checks.
-    pub poll_interval: Duration,
-    /// How long to wait for pending checks (and for the PR head to be the
-    /// pushed commit).
-    pub timeout: Duration,
-}
-
-/// The fields of `gh pr view --json` the poll reads.
-pub const PR_VIEW_FIELDS: [&str; 2] = ["headRefOid", "statusCheckRollup"];
-
-/// [`CiProvider`] over the `gh` CLI.
-#[derive(Debug, Clone)]
-pub struct GithubProvider {
-    runner: Arc<dyn CommandRunner>,
-    repo_dir: PathBuf,
-    config: GithubConfig,
-    /// The required check names and every check of the head at the last
-    /// poll that found none pending.
-    last: Arc<Mutex<Option<Finished>>>,
-}
-
-/// What the last finished poll saw.
-#[derive(Debug, Clone)]
-struct Finished {
-    required: BTreeSet<String>,
-    checks: Vec<Check>,
-}
-
-/// One check of the head, as `gh pr checks` would show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Check {
-    name: String,
-    /// `pass`, `fail`, `pending`, `skipping` or `cancel` (gh's buckets).
-    bucket: &'static str,
-    link: String,
-}
-
-/// `gh pr view <N> --json headRefOid,statusCheckRollup`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PrView {
-    head_ref_oid: String,
-    #[serde(default)]
-    status_check_rollup: Option<Vec<RollupEntry>>,
-}
-
-/// One entry of `statusCheckRollup`: a check run (`name`, `status`,
-/// `conclusion`, `detailsUrl`) or a commit status (`context`, `state`,
-/// `targetUrl`).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RollupEntry {
-    #[serde(rename = "__typename", default)]
-    typename: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    conclusion: String,
-    #[serde(default)]
-    details_url: String,
-    #[serde(default)]
-    context: String,
-    #[serde(default)]
-    state: String,
-    #[serde(default)]
-    target_url: String,
-}
-
-impl RollupEntry {
-    /// The check as `gh pr checks` buckets it.
-    fn check(&self) -> Check {
-        let (name, link, state) = if self.typename == "StatusContext" {
-            (&self.context, &self.target_url, self.state.as_str())
-        } else if self.status.eq_ignore_ascii_case("COMPLETED") {
-            (&self.name, &self.details_url, self.conclusion.as_str())
-        } else {
-            (&self.name, &self.details_url, self.status.as_str())
-        };
-        let bucket = match state.to_ascii_uppercase().as_str() {
-            "SUCCESS" => "pass",
-            "SKIPPED" | "NEUTRAL" => "skipping",
-            "CANCELLED" => "cancel",
-            "ERROR" | "FAILURE" | "TIMED_OUT" | "ACTION_REQUIRED" | "STARTUP_FAILURE" => "fail",
-            // EXPECTED, REQUESTED, WAITING, QUEUED, PENDING, IN_PROGRESS, STALE, …
-            _ => "pending",
-        };
-        Check {
-            name: name.clone(),
-            bucket,
-            link: link.clone(),
-        }
-    }
-}
-
-impl GithubProvider {
-    /// A provider for `config.pr`, running `gh` in `repo_dir`.
-    pub fn new(
-        runner: Arc<dyn CommandRunner>,
-        repo_dir: impl Into<PathBuf>,
-        config: GithubConfig,
-    ) -> Self {
-        Self {
-            runner,
-            repo_dir: repo_dir.into(),
-            config,
-            last: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// Runs `gh args…`; `Err` when it cannot run, else its output whatever
-    /// the exit status, with the command line for messages.
-    async fn gh_output(
-        &self,
-        args: Vec<String>,
-    ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
-        run_spec(
-            self.runner.as_ref(),
-            CommandSpec::new("gh", args, self.repo_dir.clone()),
-        )
-        .await
-    }
-
-    async fn gh(&self, args: Vec<String>) -> Result<String, ProviderError> {
-        let (command, out) = self.gh_output(args).await?;
-        stdout_of_success(command, out)
-    }
-
-    /// The PR's head commit and its checks.
-    async fn pr_view(&self) -> Result<(String, Vec<Check>), ProviderError> {
-        let args = vec![
-            "pr".into(),
-            "view".into(),
-            self.config.pr.to_string(),
-            "--json".into(),
-            PR_VIEW_FIELDS.join(","),
-        ];
-        let (command, out) = self.gh_output(args).await?;
-        if !out.success() {
-            return Err(ProviderError::Command {
-                command,
-                status: out.exit_code,
-                stderr: out.stderr.trim().to_owned(),
-            });
-        }
-        let view: PrView = serde_json::from_str(&out.stdout).map_err(|e| ProviderError::Parse {
-            command,
-            message: e.to_string(),
-        })?;
-        let checks = view
-            .status_check_rollup
-            .unwrap_or_default()
-            .iter()
-            .map(RollupEntry::check)
-            .collect();
-        Ok((view.head_ref_oid, checks))
-    }
-
-    /// The names of the required checks: `gh pr checks <N> --required`,
-    /// whose output off a terminal is one tab-separated line per check, the
-    /// name first — the same in Debian's gh 2.23 (which has no `--json` for
-    /// `pr checks`) and in later releases (which add columns after it).
-    /// `gh` exits 8 while checks are pending and 1 when some failed, the
-    /// lines on stdout are what counts; `None` when it reports no checks yet
-    /// ("no checks reported", "no required checks reported").
-    async fn required_names(&self) -> Result<Option<BTreeSet<String>>, ProviderError> {
-        let args = vec![
-            "pr".into(),
-            "checks".into(),
-            self.config.pr.to_string(),
-            "--required".into(),
-        ];
-        let (command, out) = self.gh_output(args).await?;
-        if out.stdout.trim().is_empty() && !out.success() {
-            if out.exit_code == Some(1) && out.stderr.contains("checks reported") {
-                return Ok(None);
-            }
-            return Err(ProviderError::Command {
-                command,
-                status: out.exit_code,
-                stderr: out.stderr.trim().to_owned(),
-            });
-        }
-        let mut names = BTreeSet::new();
-        for (i, line) in out.stdout.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let Some((name, _)) = line.split_once('\t') else {
-                return Err(ProviderError::Parse {
-                    command,
-                    message: format!(
-                        "line {} is not `name<TAB>status<TAB>…`: {:?}",
-                        i + 1,
-                        orchestrator_core::limits::excerpt(line)
-                    ),
-                });
-            };
-            names.insert(name.trim().to_owned());
-        }
-        Ok(Some(names))
-    }
-
-    /// One poll: `None` while the PR head is not `head` (when given), it has
-    /// no checks yet, or a check — or a required one not yet reported — is
-    /// pending.
-    async fn poll(&self, head: Option<&str>) -> Result<Option<CheckRun>, ProviderError> {
-        let (pr_head, checks) = self.pr_view().await?;
-        if head.is_some_and(|h| !h.eq_ignore_ascii_case(&pr_head)) {
-            return Ok(None);
-        }
-        if checks.is_empty() || checks.iter().any(|c| c.bucket == "pending") {
-            return Ok(None);
-        }
-        let Some(required) = self.required_names().await? else {
-            return Ok(None);
-        };
-        if required
-            .iter()
-            .any(|r| !checks.iter().any(|c| &c.name == r))
-        {
-            return Ok(None);
-        }
-        let failed: Vec<FailedCheck> = checks
-            .iter()
-            .filter(|c| required.contains(&c.name) && is_failure(c.bucket))
-            .map(|c| FailedCheck {
-                name: c.name.clone(),
-                run_id: run_id_from_url(&c.link),
-                log_url: (!c.link.is_empty()).then(|| c.link.clone()),
-                conclusion_detail: None,
-            })
-            .collect();
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Finished { required, checks });
-        Ok(Some(if failed.is_empty() {
-            CheckRun::Green
-        } else {
-            CheckRun::Failed(failed)
-        }))
-    }
-}
-
-#[async_trait]
-impl CiProvider for GithubProvider {
-    fn pushes(&self) -> bool {
-        true
-    }
-
-    async fn wait_for_checks(&self, head: Option<&str>) -> Result<CheckRun, ProviderError> {
-        let start = tokio::time::Instant::now();
-        loop {
-            if let Some(run) = self.poll(head).await? {
-                return Ok(run);
-            }
-            if start.elapsed() + self.config.poll_interval > self.config.timeout {
-                return Ok(CheckRun::TimedOut);
-            }
-            tokio::time::sleep(self.config.poll_interval).await;
-        }
-    }
-
-    async fn failed_logs(&self, checks: &[FailedCheck]) -> Result<Vec<CheckLog>, ProviderError> {
-        let mut logs = Vec::with_capacity(checks.len());
-        let mut fetched: BTreeMap<String, String> = BTreeMap::new();
-        for c in checks {
-            let id = c.run_id.clone().ok_or_else(|| ProviderError::NoRunId {
-                check: c.name.clone(),
-            })?;
-            let log = match fetched.get(&id) {
-                Some(log) => log.clone(),
-                None => {
-                    let log = self
-                        .gh(vec![
-                            "run".into(),
-                            "view".into(),
-                            id.clone(),
-                            "--log-failed".into(),
-                        ])
-                        .await?;
-                    let log = keep_tail(log, LOG_CAP);
-                    fetched.insert(id, log.clone());
-                    log
-                }
-            };
-            logs.push(CheckLog {
-                name: c.name.clone(),
-                log,
-            });
-        }
-        Ok(logs)
-    }
-
-    async fn diff(&self) -> Result<String, ProviderError> {
-        self.gh(vec!["pr".into(), "diff".into(), self.config.pr.to_string()])
-            .await
-    }
-
-    /// From the last finished poll: `totalRequired`, and as
-    /// `auxiliaryFailCount` the head's failed (or cancelled) checks whose
-    /// name is not a required check's.
-    async fn check_counts(&self) -> Result<Option<CheckCounts>, ProviderError> {
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(last.as_ref().map(|f| CheckCounts {
-            total_required: f.required.len() as u64,
-            auxiliary_failed: f
-                .checks
-                .iter()
-                .filter(|c| is_failure(c.bucket) && !f.required.contains(&c.name))
-                .count() as u64,
-        }))
-    }
-}
-
-/// Whether a `gh pr checks` bucket is a failure (`fail`, `cancel`).
-fn is_failure(bucket: &str) -> bool {
-    bucket == "fail" || bucket == "cancel"
-}
-
 /// What [`watch`] saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchOutcome {
     /// All required checks passed (exit 0).
     Green,
-    /// Some failed: the handoff for the fix loop (exit 2).
+    /// Some failed: the handoff for the fix loop (exit 1).
     Failed(Handoff),
     /// Still pending at the time limit (exit 3).
     TimedOut,
+    /// No check at all on the head after the grace period (exit 3).
+    NoChecks {
+        /// The head commit.
+        head: String,
+    },
 }
 
 impl WatchOutcome {
-    /// The watcher's exit code: 0 green, 2 failed, 3 timeout (1 is an error).
+    /// The exit code, from the table every command shares: 0 green, 1 a
+    /// required check failed (the job ran and something failed), 3 a person
+    /// must look (still pending at the time limit, or no CI ran at all);
+    /// 2 is bad usage.
     pub fn exit_code(&self) -> i32 {
         match self {
             WatchOutcome::Green => 0,
-            WatchOutcome::Failed(_) => 2,
-            WatchOutcome::TimedOut => 3,
+            WatchOutcome::Failed(_) => 1,
+            WatchOutcome::TimedOut | WatchOutcome::NoChecks { .. } => 3,
         }
     }
 }
 
-/// The CI watcher: waits for the required checks of `pr` on `branch`. A
-/// failure's handoff carries the provider's [`CiProvider::check_counts`]
-/// (an error fetching them is an error of the watch).
+/// The CI watcher: waits for the required checks of `pr`. A failure's
+/// handoff names the PR's head branch as the provider saw it (else
+/// `branch`) and carries the provider's [`CiProvider::check_counts`] (an
+/// error fetching them is an error of the watch).
 pub async fn watch(
     provider: &dyn CiProvider,
     pr: u64,
@@ -514,11 +263,15 @@ pub async fn watch(
     Ok(match provider.wait_for_checks(None).await? {
         CheckRun::Green => WatchOutcome::Green,
         CheckRun::TimedOut => WatchOutcome::TimedOut,
+        CheckRun::NoChecks { head } => WatchOutcome::NoChecks { head },
         CheckRun::Failed(failed_checks) => {
             let counts = provider.check_counts().await?.unwrap_or_default();
+            let branch = provider
+                .seen_head()
+                .map_or_else(|| branch.to_owned(), |h| h.branch);
             WatchOutcome::Failed(Handoff {
                 pr_number: pr,
-                branch: branch.to_owned(),
+                branch,
                 total_required: counts.total_required,
                 auxiliary_fail_count: counts.auxiliary_failed,
                 failed_checks,
@@ -530,225 +283,10 @@ pub async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use orchestrator_core::command::CommandOutput;
     use orchestrator_core::fakes::ScriptedCommands;
 
-    fn gh_provider(runner: Arc<ScriptedCommands>) -> GithubProvider {
-        GithubProvider::new(
-            runner,
-            "/repo",
-            GithubConfig {
-                pr: 785,
-                poll_interval: Duration::from_secs(10),
-                timeout: Duration::from_secs(60),
-            },
-        )
-    }
-
-    /// `gh pr view --json headRefOid,statusCheckRollup` for `head` with
-    /// check runs `(name, status, conclusion)` and one commit status.
-    fn view(head: &str, runs: &[(&str, &str, &str)]) -> String {
-        let mut rollup: Vec<serde_json::Value> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, (name, status, conclusion))| {
-                serde_json::json!({
-                    "__typename": "CheckRun",
-                    "name": name,
-                    "status": status,
-                    "conclusion": conclusion,
-                    "detailsUrl": format!("https://github.com/o/r/actions/runs/{}/job/9", 100 + i),
-                    "workflowName": "ci",
-                })
-            })
-            .collect();
-        if !runs.is_empty() {
-            rollup.push(serde_json::json!({
-                "__typename": "StatusContext",
-                "context": "ci/legacy",
-                "state": "SUCCESS",
-                "targetUrl": "https://ci.example/1",
-            }));
-        }
-        serde_json::json!({"headRefOid": head, "statusCheckRollup": rollup}).to_string()
-    }
-
-    const VIEW: &str = "gh pr view 785 --json headRefOid,statusCheckRollup";
-    const REQUIRED: &str = "gh pr checks 785 --required";
-
-    fn no_checks() -> Result<CommandOutput, orchestrator_core::command::CommandError> {
-        Ok(CommandOutput {
-            exit_code: Some(1),
-            stderr: "no checks reported on the 'feat/x' branch\n".into(),
-            ..CommandOutput::default()
-        })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn watch_polls_until_no_check_is_pending() {
-        let pending = view(
-            "abc",
-            &[("Build", "IN_PROGRESS", ""), ("Lint", "QUEUED", "")],
-        );
-        // The two required checks, a failed and a cancelled optional one, a
-        // passing and a skipped optional one.
-        let done = view(
-            "abc",
-            &[
-                ("Build", "COMPLETED", "SUCCESS"),
-                ("Lint", "COMPLETED", "FAILURE"),
-                ("Coverage", "COMPLETED", "FAILURE"),
-                ("Bench", "COMPLETED", "CANCELLED"),
-                ("Docs", "COMPLETED", "SUCCESS"),
-                ("Deploy", "COMPLETED", "SKIPPED"),
-            ],
-        );
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, pending)
-                .on(VIEW, 0, done)
-                .on(
-                    REQUIRED,
-                    1,
-                    "Build\tfail\t1m2s\thttps://ci/1\nLint\tpass\t9s\thttps://ci/2\n",
-                ),
-        );
-        let out = watch(&gh_provider(runner.clone()), 785, "feat/x")
-            .await
-            .unwrap();
-        let WatchOutcome::Failed(h) = &out else {
-            panic!("{out:?}")
-        };
-        assert_eq!(out.exit_code(), 2);
-        assert_eq!(h.failed_checks.len(), 1);
-        assert_eq!(h.failed_checks[0].name, "Lint");
-        assert_eq!(h.failed_checks[0].run_id.as_deref(), Some("101"));
-        assert_eq!((h.total_required, h.auxiliary_fail_count), (2, 2));
-        let calls: Vec<String> = runner.calls().iter().map(CommandSpec::display).collect();
-        assert_eq!(calls, [VIEW, VIEW, REQUIRED]);
-    }
-
-    /// Right after a push the PR still shows the old head and its failed
-    /// checks, then the new head without checks, then checks that `gh pr
-    /// checks` does not report yet: all pending, until the new head's
-    /// checks are done.
-    #[tokio::test(start_paused = true)]
-    async fn after_a_push_the_old_heads_checks_and_no_checks_yet_are_pending() {
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
-                .on(VIEW, 0, view("NEW", &[]))
-                .on(VIEW, 0, view("NEW", &[("Lint", "COMPLETED", "SUCCESS")]))
-                .on_output(REQUIRED, no_checks())
-                .on(REQUIRED, 0, "Lint\tpass\t9s\thttps://ci/2\n"),
-        );
-        let p = gh_provider(runner.clone());
-        assert_eq!(
-            p.wait_for_checks(Some("new")).await.unwrap(),
-            CheckRun::Green
-        );
-        let calls: Vec<String> = runner.calls().iter().map(CommandSpec::display).collect();
-        assert_eq!(calls, [VIEW, VIEW, VIEW, REQUIRED, VIEW, REQUIRED]);
-
-        // Without a head to wait for, the first finished poll counts.
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
-                .on(REQUIRED, 1, "Lint\tfail\t9s\thttps://ci/2\n"),
-        );
-        let p = gh_provider(runner);
-        assert!(matches!(
-            p.wait_for_checks(None).await.unwrap(),
-            CheckRun::Failed(f) if f[0].name == "Lint"
-        ));
-
-        // Output that is not gh's tab-separated lines is an error naming the
-        // line, not an empty set of required checks.
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("old", &[("Lint", "COMPLETED", "FAILURE")]))
-                .on(
-                    REQUIRED,
-                    0,
-                    "Lint\tpass\t9s\thttps://ci/2\nsomething else\n",
-                ),
-        );
-        let err = gh_provider(runner).wait_for_checks(None).await.unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("line 2 is not `name<TAB>status<TAB>…`: \"something else\""),
-            "{err}"
-        );
-
-        // A head that never moves, or never gets checks: pending until the
-        // time limit, never an error.
-        for stuck in [
-            view("old", &[("Lint", "COMPLETED", "FAILURE")]),
-            view("new", &[]),
-        ] {
-            let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, stuck));
-            let p = gh_provider(runner.clone());
-            assert_eq!(
-                p.wait_for_checks(Some("new")).await.unwrap(),
-                CheckRun::TimedOut
-            );
-            assert_eq!(
-                runner.calls().len(),
-                7,
-                "a poll every 10 s, from 0 s to 60 s"
-            );
-        }
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("new", &[("Lint", "COMPLETED", "SUCCESS")]))
-                .on_output(REQUIRED, no_checks()),
-        );
-        assert_eq!(
-            gh_provider(runner)
-                .wait_for_checks(Some("new"))
-                .await
-                .unwrap(),
-            CheckRun::TimedOut
-        );
-    }
-
     #[tokio::test]
-    async fn counts_need_a_finished_poll_and_gh_failures_are_errors() {
-        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 4, ""));
-        let p = gh_provider(runner.clone());
-        assert_eq!(p.check_counts().await.unwrap(), None, "no poll yet");
-        assert!(runner.calls().is_empty());
-        let err = watch(&p, 785, "b").await.unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "`gh pr view 785 --json headRefOid,statusCheckRollup` failed with exit status 4: "
-        );
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("a", &[("Lint", "COMPLETED", "SUCCESS")]))
-                .on_output(
-                    REQUIRED,
-                    Ok(CommandOutput {
-                        exit_code: Some(1),
-                        stderr: "HTTP 401: Bad credentials\n".into(),
-                        ..CommandOutput::default()
-                    }),
-                ),
-        );
-        let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "`gh pr checks 785 --required` failed with exit status 1: HTTP 401: Bad credentials"
-        );
-        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, "{\"headRefOid\": 7}"));
-        let err = watch(&gh_provider(runner), 785, "b").await.unwrap_err();
-        assert!(
-            err.to_string().starts_with(
-                "could not parse the output of `gh pr view 785 --json headRefOid,statusCheckRollup`: invalid type"
-            ),
-            "{err}"
-        );
-        // Local checks: every configured check is required.
+    async fn local_counts_every_check_as_required() {
         let local = LocalProvider::new(
             Arc::new(ScriptedCommands::new()),
             "/repo",
@@ -768,57 +306,11 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn watch_times_out_and_reports_green() {
-        let pending = view("a", &[("Lint", "IN_PROGRESS", "")]);
-        let runner = Arc::new(ScriptedCommands::new().on(VIEW, 0, pending));
-        let out = watch(&gh_provider(runner), 785, "b").await.unwrap();
-        assert_eq!((out.clone(), out.exit_code()), (WatchOutcome::TimedOut, 3));
-        let runner = Arc::new(
-            ScriptedCommands::new()
-                .on(VIEW, 0, view("a", &[("Lint", "COMPLETED", "SUCCESS")]))
-                .on(REQUIRED, 0, "Lint\tpass\t9s\thttps://ci/2\n"),
-        );
-        assert_eq!(
-            watch(&gh_provider(runner), 785, "b").await.unwrap(),
-            WatchOutcome::Green
-        );
-    }
-
-    #[tokio::test]
-    async fn logs_are_fetched_once_per_run_and_capped() {
-        let big = format!("{}END", "x".repeat(LOG_CAP + 10));
-        let runner = Arc::new(ScriptedCommands::new().on("gh run view 42 --log-failed", 0, big));
-        let p = gh_provider(runner.clone());
-        let checks = [
-            FailedCheck {
-                name: "a".into(),
-                run_id: Some("42".into()),
-                log_url: None,
-                conclusion_detail: None,
-            },
-            FailedCheck {
-                name: "b".into(),
-                run_id: Some("42".into()),
-                log_url: None,
-                conclusion_detail: None,
-            },
-        ];
-        let logs = p.failed_logs(&checks).await.unwrap();
-        assert_eq!(logs.len(), 2);
-        assert_eq!(logs[0].log.len(), LOG_CAP);
-        assert!(logs[0].log.ends_with("END"));
-        assert_eq!(runner.calls().len(), 1);
-        let missing = [FailedCheck {
-            name: "c".into(),
-            run_id: None,
-            log_url: None,
-            conclusion_detail: None,
-        }];
-        assert_eq!(
-            p.failed_logs(&missing).await.unwrap_err().to_string(),
-            "failed check `c` has no run id (neither `runId` nor a `/actions/runs/<id>/` logUrl)"
-        );
+    #[test]
+    fn the_tail_of_a_long_log_is_kept() {
+        let big = format!("{}END", "é".repeat(LOG_CAP));
+        let kept = keep_tail(big, LOG_CAP);
+        assert!(kept.len() <= LOG_CAP && kept.ends_with("END"));
     }
 
     #[tokio::test]
@@ -846,5 +338,45 @@ mod tests {
         assert_eq!(logs[0].log, "Diff in /r/src/lib.rs:1:\n");
         assert_eq!(runner.calls()[0].program, "sh");
         assert!(!p.pushes());
+    }
+
+    /// `--local --rerun-before-fix`: a failed check runs again as it is; a
+    /// pass is reported, a failure keeps its new log.
+    #[tokio::test]
+    async fn a_local_check_is_rerun_by_running_it_again() {
+        let runner = Arc::new(
+            ScriptedCommands::new()
+                .on("cargo test", 101, "test a ... FAILED\n")
+                .on("cargo test", 0, "ok")
+                .on("cargo test", 101, "test a ... FAILED\n")
+                .on("cargo test", 101, "test b ... FAILED\n"),
+        );
+        let p = LocalProvider::new(
+            runner,
+            "/repo",
+            LocalConfig {
+                checks: vec!["cargo test".into()],
+                ..LocalConfig::default()
+            },
+        );
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
+            panic!("expected a failure")
+        };
+        assert_eq!(p.rerun(&failed[0]).await.unwrap(), RerunOutcome::Passed);
+        let CheckRun::Failed(failed) = p.wait_for_checks(None).await.unwrap() else {
+            panic!("expected a failure")
+        };
+        let RerunOutcome::Failed(again) = p.rerun(&failed[0]).await.unwrap() else {
+            panic!("expected a second failure")
+        };
+        let logs = p.failed_logs(&[again]).await.unwrap();
+        assert_eq!(logs[0].log, "test b ... FAILED\n", "the re-run's own log");
+        let unknown = FailedCheck {
+            name: "lint".into(),
+            run_id: None,
+            log_url: None,
+            conclusion_detail: None,
+        };
+        assert_eq!(p.rerun(&unknown).await.unwrap(), RerunOutcome::Unsupported);
     }
 }

@@ -76,6 +76,28 @@ pub fn audit_section(entry: &HistoryEntry, report: Option<&ClassificationReport>
             spend.cost_usd
         );
     }
+    if let Some(r) = &entry.rerun {
+        let _ = writeln!(
+            s,
+            "- **rerun** ({}): {} at the same commit, {:.1} s; passed: {}; failed again: {}",
+            r.reason,
+            orchestrator_core::text::counted(u64::from(r.runs), "run", "runs"),
+            r.wall_secs,
+            if r.passed.is_empty() {
+                "none".to_owned()
+            } else {
+                r.passed.join(", ")
+            },
+            if r.failed_again.is_empty() {
+                "none".to_owned()
+            } else {
+                r.failed_again.join(", ")
+            },
+        );
+        if !r.tests.is_empty() {
+            let _ = writeln!(s, "- **tests**: {}", r.tests.join(", "));
+        }
+    }
     for w in &entry.warnings {
         let _ = writeln!(s, "- **warning**: {w}");
     }
@@ -240,6 +262,7 @@ mod tests {
             warnings: Vec::new(),
             finished_at: "2026-05-07T10:05:00Z".into(),
             agent_spend: None,
+            rerun: None,
         }
     }
 

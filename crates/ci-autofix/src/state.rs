@@ -102,7 +102,7 @@ pub fn slug(branch: &str) -> String {
 pub struct HistoryEntry {
     /// 1-based iteration.
     pub iteration: u32,
-    /// `mechanical`, `semantic` or `unknown`.
+    /// `mechanical`, `semantic`, `unknown`, `infrastructure` or `flaky`.
     pub classification: String,
     /// `trivial`, `non-trivial` or `none`.
     pub sub_class: String,
@@ -126,6 +126,30 @@ pub struct HistoryEntry {
     /// What the agent spent in the iteration, when it keeps count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_spend: Option<orchestrator_core::agent::AgentSpend>,
+    /// The re-run of the failed checks at the same commit, when one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunRecord>,
+}
+
+/// What re-running the failed checks at the same commit cost and showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RerunRecord {
+    /// Why: `flaky?` (a test failure, before its first fix) or
+    /// `infrastructure`.
+    pub reason: String,
+    /// How many check runs were started again.
+    pub runs: u32,
+    /// Wall time from the first re-run request to the last result, seconds.
+    pub wall_secs: f64,
+    /// The checks that passed on the re-run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed: Vec<String>,
+    /// The checks that failed again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_again: Vec<String>,
+    /// The tests the failed logs named, when they named any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<String>,
 }
 
 /// The state file's content.

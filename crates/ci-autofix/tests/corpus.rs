@@ -22,7 +22,11 @@ fn implied_action(c: Classification) -> &'static str {
     match c {
         Classification::Mechanical(SubClass::Trivial) => "trivial",
         Classification::Mechanical(SubClass::NonTrivial) => "non-trivial",
-        Classification::Semantic | Classification::Unknown => "escalate",
+        // Never patched: escalated (infrastructure after its one re-run).
+        Classification::Semantic
+        | Classification::Unknown
+        | Classification::Infrastructure
+        | Classification::Flaky => "escalate",
     }
 }
 

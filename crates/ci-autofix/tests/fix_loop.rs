@@ -99,10 +99,7 @@ impl CiProvider for ScriptedCi {
         }
         Ok(checks
             .iter()
-            .map(|c| CheckLog {
-                name: c.name.clone(),
-                log: self.logs.get(&c.name).cloned().unwrap_or_default(),
-            })
+            .map(|c| CheckLog::new(&c.name, self.logs.get(&c.name).cloned().unwrap_or_default()))
             .collect())
     }
     async fn diff(&self) -> Result<String, ProviderError> {
@@ -681,30 +678,24 @@ async fn local_mode_gives_the_agent_the_working_change_and_the_earlier_patches()
         ScriptedCommands::new()
             .on("cargo fmt --check", 1, FMT_LOG)
             .on("cargo fmt --check", 1, FMT_LOG)
-            .on("cargo fmt --check", 0, "")
-            .on(
-                "git rev-parse --abbrev-ref --symbolic-full-name @{upstream}",
-                0,
-                "origin/main\n",
-            )
-            .on("git merge-base origin/main HEAD", 0, "0123abc\n")
-            .on("git merge-base release HEAD", 0, "4567def\n")
-            .on(
-                "git diff --no-color --no-ext-diff --no-textconv 0123abc --",
-                0,
-                WORKING,
-            ),
+            .on("cargo fmt --check", 0, ""),
     );
-    let provider = Arc::new(LocalProvider::new(
-        commands.clone(),
-        dir.path(),
-        LocalConfig {
-            checks: vec!["cargo fmt --check".into()],
-            base: None,
-            push: false,
-            time_limit: None,
-        },
-    ));
+    // The working change comes through the (guarded) Vcs, never a git
+    // process of the provider's own.
+    vcs.script_base(Some("origin/main"), &[("origin/main", WORKING)]);
+    let provider = Arc::new(
+        LocalProvider::new(
+            commands.clone(),
+            dir.path(),
+            LocalConfig {
+                checks: vec!["cargo fmt --check".into()],
+                base: None,
+                push: false,
+                time_limit: None,
+            },
+        )
+        .with_vcs(vcs.clone()),
+    );
     let agent = FakeAgent::new("fmt")
         .on(
             "ci-autofix.fix.iter-1",
@@ -772,25 +763,20 @@ async fn local_mode_gives_the_agent_the_working_change_and_the_earlier_patches()
             base: Some("release".into()),
             ..LocalConfig::default()
         },
-    );
+    )
+    .with_vcs(vcs.clone());
     let err = with_base.diff().await.unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("`git diff --no-color --no-ext-diff --no-textconv 4567def --` failed"),
-        "the diff is taken from release's merge base: {err}"
+        err.to_string().contains("git diff against release")
+            && err.to_string().contains("unknown base `release`"),
+        "the diff is taken against release: {err}"
     );
-    let no_upstream = Arc::new(ScriptedCommands::new().on_output(
-        "git rev-parse",
-        Ok(orchestrator_core::command::CommandOutput {
-            exit_code: Some(128),
-            stderr: "fatal: no upstream configured for branch 'main'\n".into(),
-            ..Default::default()
-        }),
-    ));
-    let p = LocalProvider::new(no_upstream, dir.path(), LocalConfig::default());
+    vcs.script_base(None, &[]);
+    let p = LocalProvider::new(commands.clone(), dir.path(), LocalConfig::default())
+        .with_vcs(vcs.clone());
     assert_eq!(
         p.diff().await.unwrap_err().to_string(),
-        "no base to diff the working change against: the branch has no upstream (fatal: no upstream configured for branch 'main'); pass --base <REF>"
+        "no base to diff the working change against: the branch has no upstream (no upstream configured for the branch); pass --base <REF>"
     );
     let bad = LocalProvider::new(
         commands,

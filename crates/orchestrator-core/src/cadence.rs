@@ -9,7 +9,14 @@
 //!    failing gets a *mandatory blocking escalation* — never a silent timeout
 //!    and never a fourth automatic patch;
 //! 2. a second `unknown` classification in a row hands the failure over to
-//!    the user (*manual takeover*: "classifier cannot interpret").
+//!    the user (*manual takeover*: "classifier cannot interpret");
+//! 3. an `infrastructure` failure again after its re-run is escalated with
+//!    its evidence (the re-run is allowed once).
+//!
+//! Beside the seed's classes the table has two that are not the code's
+//! fault and are never patched: `infrastructure` (a runner lost or killed,
+//! a network, registry or disk failure: re-run once) and `flaky` (failed,
+//! then passed on a re-run at the same commit: reported, no commit).
 //!
 //! Everything here is pure: no I/O, no clock.
 //!
@@ -33,8 +40,10 @@ pub const DEFAULT_MAX_ITERATIONS: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CadenceError {
-    /// `classification=` had a value other than mechanical/semantic/unknown.
-    #[error("unknown classification `{value}` (expected mechanical, semantic or unknown)")]
+    /// `classification=` had a value other than the known classes.
+    #[error(
+        "unknown classification `{value}` (expected mechanical, semantic, unknown, infrastructure or flaky)"
+    )]
     UnknownClassification {
         /// The value found.
         value: String,
@@ -90,14 +99,22 @@ pub enum Classification {
     Semantic,
     /// The classifier recognised nothing.
     Unknown,
+    /// Not the code's fault: the runner was lost, killed (out of memory,
+    /// exit 137), cancelled or timed out, or a network, registry, rate
+    /// limit or disk failure. Never patched; re-run once.
+    Infrastructure,
+    /// Failed, then passed on a re-run at the same commit. Never patched.
+    Flaky,
 }
 
 /// Every classification, in table order. Handy for exhaustive loops.
-pub const ALL_CLASSIFICATIONS: [Classification; 4] = [
+pub const ALL_CLASSIFICATIONS: [Classification; 6] = [
     Classification::Mechanical(SubClass::Trivial),
     Classification::Mechanical(SubClass::NonTrivial),
     Classification::Semantic,
     Classification::Unknown,
+    Classification::Infrastructure,
+    Classification::Flaky,
 ];
 
 impl Classification {
@@ -107,6 +124,8 @@ impl Classification {
             Classification::Mechanical(_) => "mechanical",
             Classification::Semantic => "semantic",
             Classification::Unknown => "unknown",
+            Classification::Infrastructure => "infrastructure",
+            Classification::Flaky => "flaky",
         }
     }
 
@@ -114,7 +133,10 @@ impl Classification {
     pub fn sub_class_str(self) -> &'static str {
         match self {
             Classification::Mechanical(sub) => sub.as_str(),
-            Classification::Semantic | Classification::Unknown => "none",
+            Classification::Semantic
+            | Classification::Unknown
+            | Classification::Infrastructure
+            | Classification::Flaky => "none",
         }
     }
 
@@ -142,9 +164,13 @@ impl Classification {
             }),
             ("semantic", None) => Ok(Classification::Semantic),
             ("unknown", None) => Ok(Classification::Unknown),
-            ("semantic" | "unknown", Some(_)) => Err(CadenceError::UnknownSubClass {
-                value: sub_class.trim().to_owned(),
-            }),
+            ("infrastructure", None) => Ok(Classification::Infrastructure),
+            ("flaky", None) => Ok(Classification::Flaky),
+            ("semantic" | "unknown" | "infrastructure" | "flaky", Some(_)) => {
+                Err(CadenceError::UnknownSubClass {
+                    value: sub_class.trim().to_owned(),
+                })
+            }
             _ => Err(CadenceError::UnknownClassification {
                 value: classification.trim().to_owned(),
             }),
@@ -259,6 +285,10 @@ pub enum Action {
     MandatoryBlockingEscalation,
     /// The classifier cannot interpret the log: the user takes over by hand.
     ManualTakeover,
+    /// Not the code's fault: re-run the failed job once, patch nothing.
+    RerunOnce,
+    /// The failure passed on a re-run: report it flaky, commit nothing.
+    ReportFlaky,
 }
 
 impl Action {
@@ -270,6 +300,8 @@ impl Action {
             Action::EscalateNoPatch => "escalate-no-patch",
             Action::MandatoryBlockingEscalation => "mandatory-blocking-escalation",
             Action::ManualTakeover => "manual-takeover",
+            Action::RerunOnce => "rerun-once",
+            Action::ReportFlaky => "report-flaky",
         }
     }
 
@@ -281,6 +313,8 @@ impl Action {
             Action::EscalateNoPatch => "escalate (no patch)",
             Action::MandatoryBlockingEscalation => "mandatory escalation",
             Action::ManualTakeover => "manual takeover",
+            Action::RerunOnce => "re-run once (no patch)",
+            Action::ReportFlaky => "report flaky (no patch)",
         }
     }
 
@@ -299,6 +333,10 @@ pub enum ClassPattern {
     MechanicalNonTrivial,
     /// `semantic` or `unknown` (sub-class n/a).
     SemanticOrUnknown,
+    /// `infrastructure`.
+    Infrastructure,
+    /// `flaky`.
+    Flaky,
     /// Any classification.
     Any,
 }
@@ -316,6 +354,8 @@ impl ClassPattern {
             ClassPattern::SemanticOrUnknown => {
                 matches!(class, Classification::Semantic | Classification::Unknown)
             }
+            ClassPattern::Infrastructure => class == Classification::Infrastructure,
+            ClassPattern::Flaky => class == Classification::Flaky,
             ClassPattern::Any => true,
         }
     }
@@ -325,6 +365,8 @@ impl ClassPattern {
         match self {
             ClassPattern::MechanicalTrivial | ClassPattern::MechanicalNonTrivial => "mechanical",
             ClassPattern::SemanticOrUnknown => "semantic / unknown",
+            ClassPattern::Infrastructure => "infrastructure",
+            ClassPattern::Flaky => "flaky",
             ClassPattern::Any => "any (still failing)",
         }
     }
@@ -334,7 +376,10 @@ impl ClassPattern {
         match self {
             ClassPattern::MechanicalTrivial => "trivial",
             ClassPattern::MechanicalNonTrivial => "non-trivial",
-            ClassPattern::SemanticOrUnknown | ClassPattern::Any => "n/a",
+            ClassPattern::SemanticOrUnknown
+            | ClassPattern::Infrastructure
+            | ClassPattern::Flaky
+            | ClassPattern::Any => "n/a",
         }
     }
 }
@@ -374,25 +419,34 @@ const fn row(
     }
 }
 
-/// The OQ2 cadence matrix, row for row as the seed states it.
+/// The OQ2 cadence matrix, row for row as the seed states it, with the
+/// rows of the two classes that are not the code's fault.
 #[rustfmt::skip]
-pub const MATRIX: [MatrixRow; 10] = {
+pub const MATRIX: [MatrixRow; 16] = {
     use Action::*;
     use ClassPattern::*;
     use Iteration::*;
     const APPLY_FIRST: &str = "first option \"Apply patch (recommended)\"";
     const LOGGED: &str = "automatic, recorded only in report";
+    const RERUN: &str = "never patched; once, then escalated with the evidence";
+    const FLAKY: &str = "passed on a re-run at the same commit; no commit";
     [
         //  iteration class                 action                       asks   blocks note
         row(First,   MechanicalTrivial,    ConfirmAndApply,             true,  false, APPLY_FIRST),
         row(First,   MechanicalNonTrivial, ConfirmAndApply,             true,  false, APPLY_FIRST),
         row(First,   SemanticOrUnknown,    EscalateNoPatch,             true,  false, "includes diagnostic report"),
+        row(First,   Infrastructure,       RerunOnce,                   false, false, RERUN),
+        row(First,   Flaky,                ReportFlaky,                 false, false, FLAKY),
         row(Second,  MechanicalTrivial,    SilentApplyAndLog,           false, false, LOGGED),
         row(Second,  MechanicalNonTrivial, ConfirmAndApply,             true,  false, ""),
         row(Second,  SemanticOrUnknown,    EscalateNoPatch,             true,  false, ""),
+        row(Second,  Infrastructure,       RerunOnce,                   false, false, RERUN),
+        row(Second,  Flaky,                ReportFlaky,                 false, false, FLAKY),
         row(Third,   MechanicalTrivial,    SilentApplyAndLog,           false, false, LOGGED),
         row(Third,   MechanicalNonTrivial, ConfirmAndApply,             true,  false, ""),
         row(Third,   SemanticOrUnknown,    EscalateNoPatch,             true,  false, ""),
+        row(Third,   Infrastructure,       RerunOnce,                   false, false, RERUN),
+        row(Third,   Flaky,                ReportFlaky,                 false, false, FLAKY),
         row(PostCap, Any,                  MandatoryBlockingEscalation, true,  true,  "blocking, no timer"),
     ]
 };
@@ -470,6 +524,18 @@ impl Cadence {
                     .to_owned(),
             };
         }
+        if class == Classification::Infrastructure
+            && previous_class == Some(Classification::Infrastructure)
+        {
+            return Decision {
+                action: Action::EscalateNoPatch,
+                asks_user: true,
+                blocking: false,
+                reason: "an infrastructure failure again after its re-run: not patched, \
+                         escalated with the evidence"
+                    .to_owned(),
+            };
+        }
         let row_iteration = Iteration::from_number(iteration.min(DEFAULT_MAX_ITERATIONS));
         match lookup(row_iteration, class) {
             Some(r) => Decision {
@@ -543,7 +609,14 @@ mod tests {
         if class == Classification::Unknown && previous == Some(Classification::Unknown) {
             return Action::ManualTakeover;
         }
+        if class == Classification::Infrastructure
+            && previous == Some(Classification::Infrastructure)
+        {
+            return Action::EscalateNoPatch;
+        }
         match class {
+            Classification::Infrastructure => Action::RerunOnce,
+            Classification::Flaky => Action::ReportFlaky,
             Classification::Semantic | Classification::Unknown => Action::EscalateNoPatch,
             _ if iteration <= 1 => Action::ConfirmAndApply,
             Classification::Mechanical(SubClass::Trivial) => Action::SilentApplyAndLog,
@@ -566,9 +639,16 @@ mod tests {
                         d.action, expected,
                         "iteration {iteration}, {class}, prev {prev:?}"
                     );
-                    // Only the silent apply goes without asking; only the
-                    // escalations past the table block.
-                    assert_eq!(d.asks_user, expected != Action::SilentApplyAndLog);
+                    // Only the silent apply, the re-run and the flaky report
+                    // go without asking; only the escalations past the
+                    // table block.
+                    assert_eq!(
+                        d.asks_user,
+                        !matches!(
+                            expected,
+                            Action::SilentApplyAndLog | Action::RerunOnce | Action::ReportFlaky
+                        )
+                    );
                     assert_eq!(
                         d.blocking,
                         matches!(
@@ -585,7 +665,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(seen, 5 * 4 * 5);
+        assert_eq!(seen, 5 * 6 * 7);
     }
 
     #[test]
@@ -667,8 +747,8 @@ mod tests {
     fn classification_parse_errors_name_the_value() {
         let cases = [
             (
-                ("flaky", "none"),
-                "unknown classification `flaky` (expected mechanical, semantic or unknown)",
+                ("bogus", "none"),
+                "unknown classification `bogus` (expected mechanical, semantic, unknown, infrastructure or flaky)",
             ),
             (
                 ("mechanical", "none"),
@@ -707,13 +787,27 @@ mod tests {
             if iteration.max(1) > cap.max(1) {
                 proptest::prop_assert_eq!(d.action, Action::MandatoryBlockingEscalation);
             }
-            proptest::prop_assert_eq!(d.blocking, !d.action.applies_patch() && d.action != Action::EscalateNoPatch);
+            proptest::prop_assert_eq!(
+                d.blocking,
+                matches!(d.action, Action::MandatoryBlockingEscalation | Action::ManualTakeover)
+            );
+            // Failures that are not the code's fault are never patched.
+            if matches!(class, Classification::Infrastructure | Classification::Flaky) {
+                proptest::prop_assert!(!d.action.applies_patch());
+            }
             if !matches!(class, Classification::Mechanical(_)) {
                 proptest::prop_assert!(!d.action.applies_patch());
             }
-            if !d.asks_user {
-                proptest::prop_assert_eq!(class, Classification::Mechanical(SubClass::Trivial));
+            if !d.asks_user && class == Classification::Mechanical(SubClass::Trivial) {
                 proptest::prop_assert!(iteration >= 2);
+            }
+            if !d.asks_user {
+                proptest::prop_assert!(matches!(
+                    class,
+                    Classification::Mechanical(SubClass::Trivial)
+                        | Classification::Infrastructure
+                        | Classification::Flaky
+                ));
             }
         }
     }

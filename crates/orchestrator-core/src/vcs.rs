@@ -192,7 +192,9 @@ pub enum VcsError {
 ///
 /// Required: the methods every flow needs (status, checkpoints, commits,
 /// history). Optional, with a default that reports "not supported": `diff`,
-/// `worktree_add`/`worktree_remove`/`worktree_move` and `push`, so a new optional method
+/// `worktree_add`/`worktree_remove`/`worktree_move`, `push` and the remote
+/// and base helpers (`push_commit`, `fetch_ref`, `remote_url`, `upstream`,
+/// `diff_from`), so a new optional method
 /// can be added without breaking an implementation outside this crate.
 #[async_trait]
 pub trait Vcs: Send + Sync + fmt::Debug {
@@ -309,6 +311,56 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Err(unsupported("push"))
     }
 
+    /// Pushes `commit` to `branch` of `remote` (a remote's name or URL) as a
+    /// fast-forward, whatever is checked out here. There is no way to force.
+    ///
+    /// Default: unsupported (an error); ci-autofix pushes a pull request's
+    /// fix to the PR's head branch with it.
+    async fn push_commit(
+        &self,
+        remote: &str,
+        commit: &CommitId,
+        branch: &str,
+    ) -> Result<PushOutcome, VcsError> {
+        let _ = (remote, commit, branch);
+        Err(unsupported("push_commit"))
+    }
+
+    /// Fetches one ref (`refs/pull/7/head`) from `remote` without updating
+    /// any local ref, and returns the commit it names.
+    ///
+    /// Default: unsupported (an error).
+    async fn fetch_ref(&self, remote: &str, refname: &str) -> Result<CommitId, VcsError> {
+        let _ = (remote, refname);
+        Err(unsupported("fetch_ref"))
+    }
+
+    /// The URL of remote `name`.
+    ///
+    /// Default: unsupported (an error).
+    async fn remote_url(&self, name: &str) -> Result<String, VcsError> {
+        let _ = name;
+        Err(unsupported("remote_url"))
+    }
+
+    /// The checked-out branch's upstream (`origin/main`), `None` when it has
+    /// none (or HEAD is detached).
+    ///
+    /// Default: unsupported (an error).
+    async fn upstream(&self) -> Result<Option<String>, VcsError> {
+        Err(unsupported("upstream"))
+    }
+
+    /// The working change since the branch left `base`: the tracked files'
+    /// diff (committed and uncommitted) against the merge base of `base`
+    /// and HEAD, in the format of [`Vcs::diff`].
+    ///
+    /// Default: unsupported (an error).
+    async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
+        let _ = base;
+        Err(unsupported("diff_from"))
+    }
+
     /// Makes sure `pattern` (an engine-owned folder such as `.review/`) is
     /// ignored locally (`.git/info/exclude` for git), so it never counts as
     /// dirty and is never committed.
@@ -380,6 +432,26 @@ macro_rules! forward_vcs {
             }
             async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
                 (**self).push(remote, branch).await
+            }
+            async fn push_commit(
+                &self,
+                remote: &str,
+                commit: &CommitId,
+                branch: &str,
+            ) -> Result<PushOutcome, VcsError> {
+                (**self).push_commit(remote, commit, branch).await
+            }
+            async fn fetch_ref(&self, remote: &str, refname: &str) -> Result<CommitId, VcsError> {
+                (**self).fetch_ref(remote, refname).await
+            }
+            async fn remote_url(&self, name: &str) -> Result<String, VcsError> {
+                (**self).remote_url(name).await
+            }
+            async fn upstream(&self) -> Result<Option<String>, VcsError> {
+                (**self).upstream().await
+            }
+            async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
+                (**self).diff_from(base).await
             }
             async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
                 (**self).exclude(pattern).await

@@ -9,6 +9,10 @@
 //! prefixes are refused too. Arguments after a bare `--` are paths, not
 //! options, and are not inspected.
 //!
+//! `git fetch` updates no local ref (no `+` and no `src:dst` refspec, no
+//! `--prune`): what it fetches lands in `FETCH_HEAD` only. `git remote`
+//! only reads a URL (`remote get-url <name>`).
+//!
 //! Two subcommands move an engine worktree to a new base
 //! (`Vcs::worktree_move`) and take exactly one shape each, nothing else:
 //! `git checkout --detach --quiet <commit id>` (never a path, a branch or
@@ -29,10 +33,13 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "checkout",
     "commit",
     "diff",
+    "fetch",
     "hash-object",
     "ls-files",
     "ls-tree",
+    "merge-base",
     "push",
+    "remote",
     "restore",
     "rev-list",
     "rev-parse",
@@ -75,6 +82,8 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
     match subcommand {
         "checkout" => return check_detach(args),
         "update-ref" => return check_update_ref(args),
+        "remote" => return check_remote_get_url(args),
+        "fetch" => check_fetch(args)?,
         _ => {}
     }
     for arg in args {
@@ -141,6 +150,48 @@ fn check_detach(args: &[OsString]) -> Result<(), VcsError> {
             "checkout",
             &text.join(" "),
             "only `checkout --detach --quiet <commit id>` of an engine worktree is allowed",
+        )),
+    }
+}
+
+/// `fetch`: no refspec that updates a local ref (`+src`, `src:dst`) and no
+/// `--prune`; options are checked by the common rules too.
+fn check_fetch(args: &[OsString]) -> Result<(), VcsError> {
+    for arg in args {
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            break;
+        }
+        if text.starts_with('+')
+            || (!text.starts_with('-') && text.contains(':') && !text.contains("://"))
+        {
+            return Err(refused(
+                "fetch",
+                &text,
+                "a refspec that updates a local ref",
+            ));
+        }
+        if text.starts_with("--p")
+            && "--prune".starts_with(text.split('=').next().unwrap_or_default())
+        {
+            return Err(refused("fetch", &text, "the option deletes refs"));
+        }
+    }
+    Ok(())
+}
+
+/// `remote`: only `get-url <name>`.
+fn check_remote_get_url(args: &[OsString]) -> Result<(), VcsError> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match text.as_slice() {
+        [get, name] if get == "get-url" && !name.starts_with('-') => Ok(()),
+        _ => Err(refused(
+            "remote",
+            &text.join(" "),
+            "only `remote get-url <name>` is allowed",
         )),
     }
 }
@@ -289,6 +340,42 @@ mod tests {
         ];
         for (sub, args) in ok {
             assert!(check(sub, args).is_ok(), "git {sub} {args:?}");
+        }
+    }
+
+    #[test]
+    fn fetch_updates_no_ref_and_remote_only_reads_a_url() {
+        assert!(
+            check(
+                "fetch",
+                &["--no-tags", "--quiet", "origin", "refs/pull/7/head"]
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                "fetch",
+                &["--no-tags", "http://h/o/r.git", "refs/pull/7/head"]
+            )
+            .is_ok()
+        );
+        for args in [
+            &["origin", "+refs/heads/a:refs/heads/a"][..],
+            &["origin", "refs/heads/a:refs/heads/a"],
+            &["--prune", "origin"],
+            &["--pru", "origin"],
+            &["-f", "origin", "refs/pull/7/head"],
+            &["--force", "origin"],
+        ] {
+            assert!(check("fetch", args).is_err(), "fetch {args:?}");
+        }
+        assert!(check("remote", &["get-url", "origin"]).is_ok());
+        for args in [
+            &["remove", "origin"][..],
+            &["set-url", "origin", "x"],
+            &["get-url", "--push"],
+        ] {
+            assert!(check("remote", args).is_err(), "remote {args:?}");
         }
     }
 

@@ -22,13 +22,15 @@
 //! The implementation is split by concern: `run.rs` starts git, `refs.rs`
 //! checks commit ids and branch names, `status.rs` reads status and digests,
 //! `checkpoint.rs` takes and restores checkpoints, `commit.rs` commits and
-//! reads history, `worktree.rs` adds and removes worktrees.
+//! reads history, `worktree.rs` adds and removes worktrees, `remote.rs`
+//! fetches one ref, pushes one commit and reads remotes and bases.
 
 mod checkpoint;
 mod commit;
 mod guard;
 mod parse;
 mod refs;
+mod remote;
 mod run;
 mod status;
 mod worktree;
@@ -219,6 +221,31 @@ impl Vcs for GitVcs {
 
     async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
         self.push_branch(remote, branch).await
+    }
+
+    async fn push_commit(
+        &self,
+        remote: &str,
+        commit: &CommitId,
+        branch: &str,
+    ) -> Result<PushOutcome, VcsError> {
+        self.push_commit_to(remote, commit, branch).await
+    }
+
+    async fn fetch_ref(&self, remote: &str, refname: &str) -> Result<CommitId, VcsError> {
+        self.fetch_one(remote, refname).await
+    }
+
+    async fn remote_url(&self, name: &str) -> Result<String, VcsError> {
+        self.url_of(name).await
+    }
+
+    async fn upstream(&self) -> Result<Option<String>, VcsError> {
+        self.upstream_of_head().await
+    }
+
+    async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
+        self.diff_since_base(base).await
     }
 
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {

@@ -9,11 +9,16 @@
 //! - [`model_server::ModelServer`] is a scripted model endpoint on 127.0.0.1
 //!   that speaks each CLI's wire protocol and records every request.
 //!
+//! - [`github::GithubServer`] is a scripted GitHub API (REST, GraphQL, run
+//!   logs, a git remote) that the real `gh` and git talk to, and
+//!   [`github::gh_binaries`] finds the two gh versions the tests run.
+//!
 //! Data flow in a test: the test scripts [`model_server::Turn`]s, starts the
 //! server, points the CLI at [`model_server::ModelServer::url`] through the
 //! CLI's own settings, runs it through an adapter, and asserts on the files
 //! the CLI's tools changed and on the recorded requests.
 
+pub mod github;
 pub mod model_server;
 
 use std::path::PathBuf;

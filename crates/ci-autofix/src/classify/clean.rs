@@ -32,6 +32,18 @@ pub fn strip_escapes(text: &str) -> String {
                 Some(_) | None => {}
             },
             '\u{9b}' => skip_csi(&mut chars),
+            // gh 2.102 prints a log's control characters in caret notation
+            // (`^[[31m` for ESC [31m): read `^[` before a CSI or a charset
+            // designation as ESC. Other carets are text (`^[a-z]` stays).
+            '^' if caret_escape(&chars) => {
+                chars.next();
+                match chars.next() {
+                    Some('[') => skip_csi(&mut chars),
+                    _ => {
+                        chars.next();
+                    }
+                }
+            }
             '\n' | '\t' | '\r' => out.push(c),
             c if c.is_control() => {}
             c => out.push(c),
@@ -63,6 +75,29 @@ fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
         if ('\u{40}'..='\u{7e}').contains(&c) {
             return;
         }
+    }
+}
+
+/// Whether `^` (already taken) starts a caret-notation escape: `[` then
+/// `[` and a CSI's parameters and final letter (`^[[31m`, `^[[0;1m`,
+/// `^[[K`), or `[` then a charset designation (`^[(B`).
+fn caret_escape(chars: &std::iter::Peekable<std::str::Chars<'_>>) -> bool {
+    let mut ahead = chars.clone();
+    if ahead.next() != Some('[') {
+        return false;
+    }
+    match ahead.next() {
+        Some('[') => {
+            for c in ahead {
+                if c.is_ascii_digit() || c == ';' {
+                    continue;
+                }
+                return c.is_ascii_alphabetic();
+            }
+            false
+        }
+        Some('(' | ')') => ahead.next().is_some_and(|c| c.is_ascii_alphanumeric()),
+        _ => false,
     }
 }
 
@@ -201,6 +236,20 @@ pub fn clean_log(log: &str) -> Vec<CleanLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caret_notation_escapes_of_newer_gh_are_stripped() {
+        // What gh 2.102 prints for a coloured rustfmt diff line.
+        assert_eq!(
+            strip_escapes("^[(B^[[m^[[32m+    left + right"),
+            "+    left + right"
+        );
+        assert_eq!(strip_escapes("^[[31m-    x^[[0m"), "-    x");
+        // Carets that are text stay.
+        for text in ["grep '^[a-z]'", "x ^[[:space:]]", "a^b", "^["] {
+            assert_eq!(strip_escapes(text), text);
+        }
+    }
 
     #[test]
     fn strips_csi_osc_and_charset_switches() {

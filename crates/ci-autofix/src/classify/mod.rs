@@ -1,5 +1,8 @@
 //! Classification of a failed check's log: mechanical (trivial or
-//! non-trivial), semantic, or unknown — with the lines that say so.
+//! non-trivial), semantic, unknown, or infrastructure (not the code's
+//! fault: a lost or killed runner, a network, registry, rate-limit or disk
+//! failure) — with the lines that say so. (`flaky` is never read from a
+//! log: it is what the fix loop calls a failure that passed on a re-run.)
 //!
 //! The log is cleaned first ([`clean`]): terminal escapes and
 //! `gh run view --log-failed` prefixes go, and lines that quote code (a
@@ -7,8 +10,9 @@
 //! formatting rules may match them — a `panic!` inside a rustfmt diff is not a
 //! panic. Then every line is matched against the rule table (the private `rules` module); the
 //! first rule that matches decides the line, and **the most severe level found
-//! anywhere wins** (semantic > unknown > mechanical non-trivial > mechanical
-//! trivial). The seed checked trivial before non-trivial, which would apply
+//! anywhere wins** (infrastructure > semantic > unknown > mechanical
+//! non-trivial > mechanical trivial): when the runner died or the network
+//! failed, the test failures around it are its consequences, not bugs. The seed checked trivial before non-trivial, which would apply
 //! a format fix silently while a lint error remains. A log in which no rule
 //! matches is `unknown`.
 //!
@@ -39,6 +43,9 @@ pub enum Level {
     Unknown,
     /// Failed tests, panics, races, deadlocks, type errors.
     Semantic,
+    /// The runner lost or killed (exit 137), cancelled or timed out; a
+    /// network, registry, rate-limit or disk failure: not the code's fault.
+    Infrastructure,
 }
 
 impl Level {
@@ -49,6 +56,7 @@ impl Level {
             Level::NonTrivial => Classification::Mechanical(SubClass::NonTrivial),
             Level::Unknown => Classification::Unknown,
             Level::Semantic => Classification::Semantic,
+            Level::Infrastructure => Classification::Infrastructure,
         }
     }
 
@@ -59,6 +67,7 @@ impl Level {
             Level::NonTrivial => "non-trivial",
             Level::Unknown => "unknown",
             Level::Semantic => "semantic",
+            Level::Infrastructure => "infrastructure",
         }
     }
 }
@@ -213,6 +222,36 @@ fn match_line(text: &str, quoted: bool) -> Option<(String, Level)> {
         });
     }
     None
+}
+
+/// The tests a failed log names as failing, in log order, each once: Rust
+/// (`test a::b ... FAILED`), pytest (`FAILED tests/t.py::test_x`), Go
+/// (`--- FAIL: TestX`) and TAP/node (`not ok 3 - name`).
+pub fn failing_tests(log: &str) -> Vec<String> {
+    static PATTERNS: std::sync::LazyLock<Vec<regex::Regex>> = std::sync::LazyLock::new(|| {
+        [
+            r"^test (\S+) \.\.\. FAILED$",
+            r"^FAILED (\S+?)(?: - .*)?$",
+            r"^--- FAIL: (\S+)",
+            r"^not ok \d+ - (.+)$",
+        ]
+        .iter()
+        .filter_map(|p| regex::Regex::new(p).ok())
+        .collect()
+    });
+    let mut out: Vec<String> = Vec::new();
+    for line in clean::clean_log(log) {
+        let text = line.text.trim();
+        for p in PATTERNS.iter() {
+            if let Some(name) = p.captures(text).and_then(|c| c.get(1)) {
+                let name = name.as_str().to_owned();
+                if !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn shorten(text: &str) -> String {

@@ -41,7 +41,7 @@ pub(crate) struct Rule {
     pub on_quoted: bool,
 }
 
-use Level::{NonTrivial, Semantic, Trivial, Unknown};
+use Level::{Infrastructure, NonTrivial, Semantic, Trivial, Unknown};
 
 /// `(name, level, on_quoted, pattern)` for fixed-level rules, in order.
 type Spec = (&'static str, Grade, bool, &'static str);
@@ -55,13 +55,13 @@ const SPECS: &[Spec] = &[
     // ── Network, registry and runner failures: nobody's code is at fault.
     (
         "network-dns",
-        fixed(Unknown),
+        fixed(Infrastructure),
         false,
         r"(?i)could not resolve host|temporary failure in name resolution|\bno such host\b|name or service not known|\bENOTFOUND\b|\bEAI_AGAIN\b|failed to lookup address",
     ),
     (
         "network-connection",
-        fixed(Unknown),
+        fixed(Infrastructure),
         false,
         r"(?i)connection refused|\bECONNREFUSED\b|\bECONNRESET\b|\bETIMEDOUT\b|connection (?:timed out|reset by peer)|network is unreachable|failed to establish a new connection|tls handshake timeout|\bi/o timeout\b|ssl certificate problem|\b50[234] (?:bad gateway|service unavailable|gateway time-?out)\b|too many requests|rate limit exceeded|spurious network error",
     ),
@@ -73,9 +73,9 @@ const SPECS: &[Spec] = &[
     ),
     (
         "ci-infrastructure",
-        fixed(Unknown),
+        fixed(Infrastructure),
         false,
-        r"(?i)no space left on device|runner has received a shutdown signal|the operation was canceled|exceeded the maximum execution time|lost communication with the server|\bexit code 137\b",
+        r"(?i)no space left on device|runner has received a shutdown signal|the operation was canceled|exceeded the maximum execution time|lost communication with the server|\bexit code 137\b|\bsignal: 9, SIGKILL\b|\boom-?kill|out of memory: kill|the runner .* did not respond|api rate limit exceeded|secondary rate limit|\bHTTP 429\b|job was cancelled|has been cancelled",
     ),
     (
         "ci-auth",

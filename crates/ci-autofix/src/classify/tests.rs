@@ -52,7 +52,9 @@ fn the_most_severe_class_anywhere_wins() {
         Classification::Semantic,
         &["black", "pytest"],
     );
-    // Unknown beats mechanical, semantic beats unknown.
+    // Unknown beats mechanical, semantic beats unknown, infrastructure
+    // beats all: a test that failed because the network did is not a bug
+    // (re-run once, then escalated with the evidence).
     check(
         "src/a.js\n  1:1  error  Missing semicolon  semi\nnpm error code E404\n",
         Classification::Unknown,
@@ -60,8 +62,36 @@ fn the_most_severe_class_anywhere_wins() {
     );
     check(
         "curl: (6) Could not resolve host: example.invalid\n--- FAIL: TestFetch (0.01s)\n",
-        Classification::Semantic,
+        Classification::Infrastructure,
         &["network-dns", "go-test"],
+    );
+}
+
+#[test]
+fn a_killed_or_lost_runner_is_infrastructure_with_its_evidence() {
+    check(
+        "running 2 tests\nerror: test failed, to rerun pass `--lib`\n  process didn't exit successfully: `target/debug/deps/t-1` (signal: 9, SIGKILL: kill)\n##[error]Process completed with exit code 137.\n",
+        Classification::Infrastructure,
+        &["cargo-test", "ci-infrastructure", "ci-infrastructure"],
+    );
+    check(
+        "##[error]The runner has received a shutdown signal.\n",
+        Classification::Infrastructure,
+        &["ci-infrastructure"],
+    );
+    check(
+        "##[error]No space left on device\n",
+        Classification::Infrastructure,
+        &["ci-infrastructure"],
+    );
+}
+
+#[test]
+fn failing_tests_are_named_from_the_log() {
+    let log = "test a::b ... FAILED\ntest a::c ... ok\nFAILED tests/t.py::test_x - assert 1\n--- FAIL: TestY (0.00s)\nnot ok 3 - adds\ntest a::b ... FAILED\n";
+    assert_eq!(
+        failing_tests(log),
+        ["a::b", "tests/t.py::test_x", "TestY", "adds"]
     );
 }
 
@@ -305,7 +335,7 @@ const POOL: &[(&str, Option<Level>)] = &[
     ("npm error code E404", Some(Level::Unknown)),
     (
         "dial tcp: lookup proxy.golang.org: no such host",
-        Some(Level::Unknown),
+        Some(Level::Infrastructure),
     ),
     ("--- FAIL: TestX (0.00s)", Some(Level::Semantic)),
     ("error[E0308]: mismatched types", Some(Level::Semantic)),

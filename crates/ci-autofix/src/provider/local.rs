@@ -1,5 +1,8 @@
 //! The local mode: the configured check commands run through
-//! `CommandRunner`, each one check, failing by its exit status.
+//! `CommandRunner`, each one check, failing by its exit status. The working
+//! change is read through the guarded [`Vcs`], never by running git here.
+
+use orchestrator_core::vcs::{Vcs, VcsError};
 
 use super::*;
 
@@ -24,6 +27,7 @@ pub struct LocalProvider {
     pub(super) repo_dir: PathBuf,
     pub(super) config: LocalConfig,
     pub(super) last_logs: Mutex<BTreeMap<String, String>>,
+    pub(super) vcs: Option<Arc<dyn Vcs>>,
 }
 
 /// The stdout of a command that exited 0; else an error with its status and
@@ -69,27 +73,48 @@ impl LocalProvider {
             repo_dir: repo_dir.into(),
             config,
             last_logs: Mutex::new(BTreeMap::new()),
+            vcs: None,
         }
+    }
+
+    /// Reads the working change ([`CiProvider::diff`]) through `vcs` (the
+    /// guarded git adapter); without one the change is not shown.
+    pub fn with_vcs(mut self, vcs: Arc<dyn Vcs>) -> Self {
+        self.vcs = Some(vcs);
+        self
+    }
+
+    /// Runs check `check` once: `None` when it passed, else its log.
+    async fn run_check(&self, check: &str) -> Result<Option<(String, Option<i32>)>, ProviderError> {
+        let mut spec = CommandSpec::shell(check.to_owned(), self.repo_dir.clone());
+        if let Some(limit) = self.config.time_limit {
+            spec = spec.with_time_limit(limit);
+        }
+        let out = self
+            .runner
+            .run(spec)
+            .await
+            .map_err(|e| ProviderError::Command {
+                command: check.to_owned(),
+                status: None,
+                stderr: e.to_string(),
+            })?;
+        if out.success() {
+            return Ok(None);
+        }
+        let mut log = out.combined();
+        if out.timed_out {
+            log.push_str("\n[check timed out]\n");
+        }
+        Ok(Some((log, out.exit_code)))
     }
 }
 
-impl LocalProvider {
-    /// Runs `git args…` in the repository; `Err` only when it cannot run.
-    pub(super) async fn git(
-        &self,
-        args: &[&str],
-    ) -> Result<(String, orchestrator_core::command::CommandOutput), ProviderError> {
-        run_spec(
-            self.runner.as_ref(),
-            CommandSpec::new("git", args.iter().copied(), self.repo_dir.clone()),
-        )
-        .await
-    }
-
-    /// [`Self::git`], its stdout; a non-zero exit is an error.
-    pub(super) async fn git_ok(&self, args: &[&str]) -> Result<String, ProviderError> {
-        let (command, out) = self.git(args).await?;
-        stdout_of_success(command, out)
+fn vcs_error(what: &str, e: VcsError) -> ProviderError {
+    ProviderError::Command {
+        command: what.to_owned(),
+        status: None,
+        stderr: e.to_string(),
     }
 }
 
@@ -107,30 +132,13 @@ impl CiProvider for LocalProvider {
         let mut failed = Vec::new();
         let mut logs = BTreeMap::new();
         for check in &self.config.checks {
-            let mut spec = CommandSpec::shell(check.clone(), self.repo_dir.clone());
-            if let Some(limit) = self.config.time_limit {
-                spec = spec.with_time_limit(limit);
-            }
-            let out = self
-                .runner
-                .run(spec)
-                .await
-                .map_err(|e| ProviderError::Command {
-                    command: check.clone(),
-                    status: None,
-                    stderr: e.to_string(),
-                })?;
-            if !out.success() {
-                let mut log = out.combined();
-                if out.timed_out {
-                    log.push_str("\n[check timed out]\n");
-                }
+            if let Some((log, code)) = self.run_check(check).await? {
                 logs.insert(check.clone(), log);
                 failed.push(FailedCheck {
                     name: check.clone(),
                     run_id: None,
                     log_url: None,
-                    conclusion_detail: out.exit_code.map(|c| format!("exit status {c}")),
+                    conclusion_detail: code.map(|c| format!("exit status {c}")),
                 });
             }
         }
@@ -148,10 +156,7 @@ impl CiProvider for LocalProvider {
             .iter()
             .map(|c| {
                 logs.get(&c.name)
-                    .map(|log| CheckLog {
-                        name: c.name.clone(),
-                        log: log.clone(),
-                    })
+                    .map(|log| CheckLog::new(&c.name, log.clone()))
                     .ok_or_else(|| ProviderError::Command {
                         command: c.name.clone(),
                         status: None,
@@ -165,38 +170,56 @@ impl CiProvider for LocalProvider {
     /// (committed and uncommitted changes to tracked files) changed since
     /// the branch left its base, the `--base` ref or else the upstream.
     async fn diff(&self) -> Result<String, ProviderError> {
+        if let Some(base) = self.config.base.as_ref().filter(|b| b.starts_with('-')) {
+            return Err(ProviderError::BadBase { base: base.clone() });
+        }
+        let Some(vcs) = &self.vcs else {
+            return Err(ProviderError::NoBase {
+                stderr: "no version control to read the working change with".into(),
+            });
+        };
         let base = match &self.config.base {
             Some(base) if base.starts_with('-') => {
                 return Err(ProviderError::BadBase { base: base.clone() });
             }
             Some(base) => base.clone(),
-            None => {
-                let (_, out) = self
-                    .git(&[
-                        "rev-parse",
-                        "--abbrev-ref",
-                        "--symbolic-full-name",
-                        "@{upstream}",
-                    ])
-                    .await?;
-                if !out.success() {
+            None => match vcs.upstream().await {
+                Ok(Some(upstream)) => upstream,
+                Ok(None) => {
                     return Err(ProviderError::NoBase {
-                        stderr: out.stderr.trim().to_owned(),
+                        stderr: "no upstream configured for the branch".into(),
                     });
                 }
-                out.stdout.trim().to_owned()
-            }
+                Err(e) => {
+                    return Err(ProviderError::NoBase {
+                        stderr: e.to_string(),
+                    });
+                }
+            },
         };
-        let merge_base = self.git_ok(&["merge-base", &base, "HEAD"]).await?;
-        self.git_ok(&[
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            merge_base.trim(),
-            "--",
-        ])
-        .await
+        vcs.diff_from(&base)
+            .await
+            .map_err(|e| vcs_error(&format!("git diff against {base}"), e))
+    }
+
+    /// Runs the check command again on the same tree.
+    async fn rerun(&self, check: &FailedCheck) -> Result<RerunOutcome, ProviderError> {
+        if !self.config.checks.contains(&check.name) {
+            return Ok(RerunOutcome::Unsupported);
+        }
+        Ok(match self.run_check(&check.name).await? {
+            None => RerunOutcome::Passed,
+            Some((log, code)) => {
+                self.last_logs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(check.name.clone(), log);
+                RerunOutcome::Failed(FailedCheck {
+                    conclusion_detail: code.map(|c| format!("exit status {c}")),
+                    ..check.clone()
+                })
+            }
+        })
     }
 
     /// Every configured check is required; there are no others.

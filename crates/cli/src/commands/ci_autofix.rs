@@ -4,29 +4,25 @@
 //! - `ci-autofix classify [FILE|-] [--json]` — the seed's `classification=…` /
 //!   `sub_class=…` lines, or JSON with the evidence. Exit 0 whenever the input
 //!   could be read, 2 otherwise.
-//! - `ci-autofix watch --pr N [--timeout S]` — the CI watcher, with the seed's
-//!   watcher codes: 0 green, 1 error (bad usage included), 2 a required check
-//!   failed (the handoff JSON on stdout), 3 timeout.
+//! - `ci-autofix watch --pr N [--timeout S]` — the CI watcher.
 //! - `ci-autofix --handoff FILE|-`, `ci-autofix --pr N`,
 //!   `ci-autofix --local --check CMD…` — the fix loop
-//!   ([`orchestrator_ci_autofix::run_autofix`]). Exit 0 green, 1 still failing
-//!   (or the CI could not be reached), 2 bad input, 3 escalated to a human or
-//!   interrupted.
+//!   ([`orchestrator_ci_autofix::run_autofix`]).
 //!
-//! Why `watch` parses its own arguments: the top-level parser (`Cli::parse`
-//! in `main.rs`) exits 2 on a usage error, but the watcher's contract reserves
-//! 2 for "a required check failed" — a script that treats 2 as "start the fix
-//! loop" must never start it on a typo. So the `watch` subcommand only
-//! collects its raw arguments ([`WatchRaw`]) and [`run`] parses them with
-//! [`WatchArgs`]' own parser (`try_parse_from`), mapping a usage error to 1
-//! and `--help` to 0. Every other subcommand keeps clap's usual exit code 2.
+//! One exit-code table for every subcommand, as for every command: 0
+//! success (green, or passed on a re-run), 1 the job ran and something
+//! failed (a required check failed — `watch` prints the handoff JSON on
+//! stdout —, still failing, or the CI could not be reached), 2 bad input or
+//! usage (clap's usage errors, a refused PR head), 3 a person is needed
+//! (escalated, interrupted, still pending at the time limit, no checks at
+//! all on the head).
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{ArgGroup, Parser};
+use clap::ArgGroup;
 use jiff::Timestamp;
 use orchestrator_adapters::builtin::CiFixAgent;
 use orchestrator_adapters::config::Config;
@@ -36,8 +32,9 @@ use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_ci_autofix::report::audit_log_path;
 use orchestrator_ci_autofix::state::{StateFile, StateFileError};
 use orchestrator_ci_autofix::{
-    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, GithubConfig, GithubProvider,
-    Handoff, LocalConfig, RunSource, Target, WatchOutcome, classify, plan_run, watch,
+    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, CiProvider as _, GithubConfig,
+    GithubProvider, Handoff, LocalConfig, Polling, RunSource, Target, WatchOutcome, classify,
+    plan_run, watch,
 };
 use orchestrator_core::Agent;
 use orchestrator_core::agent::ItemLimits;
@@ -72,14 +69,13 @@ pub enum CiAutofixCommand {
     /// Classify a failed check's log: mechanical (trivial / non-trivial),
     /// semantic or unknown. Exit 0 whenever the input could be read.
     Classify(ClassifyArgs),
-    /// Wait for a PR's required checks (the CI watcher). Exit 0 green, 1 error
-    /// (bad usage included), 2 a required check failed (the handoff JSON on
-    /// stdout), 3 timeout.
+    /// Wait for a PR's required checks (the CI watcher). Exit 0 green, 1 a
+    /// required check failed (the handoff JSON on stdout) or an error, 2 bad
+    /// usage, 3 still pending at the time limit or no checks at all.
     #[command(
-        disable_help_flag = true,
-        override_usage = "orchestrator ci-autofix watch --pr <N> [--timeout <S>] [--poll-interval <S>] [--repo <DIR>]"
+        after_help = "Exit codes:\n  0  all required checks passed\n  1  a required check failed (the handoff JSON on stdout), or gh failed\n  2  bad usage\n  3  still pending at the time limit, or no checks at all on the PR head"
     )]
-    Watch(WatchRaw),
+    Watch(WatchArgs),
 }
 
 /// Arguments of `orchestrator ci-autofix classify`.
@@ -94,27 +90,8 @@ pub struct ClassifyArgs {
     pub json: bool,
 }
 
-/// The raw arguments of `orchestrator ci-autofix watch`, parsed by
-/// [`WatchArgs`] in [`run`] so that a usage error exits 1 (see the module docs).
-#[derive(Debug, clap::Args)]
-pub struct WatchRaw {
-    /// `--pr <N> [--timeout <S>] [--poll-interval <S>] [--repo <DIR>]` (`--help` for details).
-    #[arg(
-        value_name = "ARGS",
-        num_args = 0..,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    pub args: Vec<String>,
-}
-
 /// Arguments of `orchestrator ci-autofix watch`.
-#[derive(Debug, Parser)]
-#[command(
-    name = "orchestrator ci-autofix watch",
-    about = "Wait for a pull request's required checks (polls `gh pr view` for the head's checks).",
-    after_help = "Exit codes:\n  0  all required checks passed\n  1  error, including bad usage\n  2  a required check failed (the handoff JSON on stdout)\n  3  checks still pending at the time limit"
-)]
+#[derive(Debug, clap::Args)]
 pub struct WatchArgs {
     /// The pull request.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -125,7 +102,11 @@ pub struct WatchArgs {
     /// Time between two polls, in seconds.
     #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
     pub poll_interval: Duration,
-    /// The repository (its checked-out branch names the handoff's branch).
+    /// How long the PR head may show no check at all before the watch ends
+    /// with "no checks", in seconds.
+    #[arg(long, value_name = "S", default_value = "120", value_parser = parse_seconds)]
+    pub checks_grace: Duration,
+    /// The repository (its `origin` remote names the GitHub repository).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
 }
@@ -194,6 +175,15 @@ pub struct FixArgs {
     /// GitHub modes: time between two polls of the checks, in seconds.
     #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
     pub poll_interval: Duration,
+    /// GitHub modes: how long the PR head may show no check at all before
+    /// the run ends with "no checks", in seconds.
+    #[arg(long, value_name = "S", default_value = "120", value_parser = parse_seconds)]
+    pub checks_grace: Duration,
+    /// Re-run a failed test once at the same commit before its first fix
+    /// (flaky if it passes: reported, nothing committed). Default: on for
+    /// GitHub (`gh run rerun --job`), off locally (re-runs the check).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rerun_before_fix: Option<bool>,
 }
 
 /// Parses a non-negative number of seconds (`30`, `0.5`).
@@ -210,7 +200,7 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 pub fn run(args: &CiAutofixArgs, files: &ConfigFiles) -> Exit {
     match &args.command {
         Some(CiAutofixCommand::Classify(a)) => run_classify(a),
-        Some(CiAutofixCommand::Watch(raw)) => run_watch_raw(&raw.args),
+        Some(CiAutofixCommand::Watch(w)) => run_watch_sync(w),
         None => run_fix(&args.fix, files),
     }
 }
@@ -233,42 +223,15 @@ fn run_classify(args: &ClassifyArgs) -> Exit {
     Exit::Success
 }
 
-/// The watcher's exit codes, in terms of [`Exit`]'s numbers.
-mod watch_exit {
-    use super::Exit;
-    /// All required checks passed.
-    pub const GREEN: Exit = Exit::Success;
-    /// An error (bad usage, `gh` failed).
-    pub const ERROR: Exit = Exit::SomeFailed;
-    /// A required check failed; the handoff is on stdout.
-    pub const FAILED: Exit = Exit::BadInput;
-    /// Still pending at the time limit.
-    pub const TIMEOUT: Exit = Exit::NeedsHuman;
-}
-
-fn run_watch_raw(raw: &[String]) -> Exit {
-    let argv =
-        std::iter::once("orchestrator ci-autofix watch".to_owned()).chain(raw.iter().cloned());
-    let args = match WatchArgs::try_parse_from(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                watch_exit::ERROR
-            } else {
-                // --help
-                watch_exit::GREEN
-            };
-        }
-    };
+fn run_watch_sync(args: &WatchArgs) -> Exit {
     let rt = match setup::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
-            return watch_exit::ERROR;
+            return Exit::SomeFailed;
         }
     };
-    rt.block_on(run_watch(&args))
+    rt.block_on(run_watch(args))
 }
 
 async fn run_watch(args: &WatchArgs) -> Exit {
@@ -276,15 +239,7 @@ async fn run_watch(args: &WatchArgs) -> Exit {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {e}");
-            return watch_exit::ERROR;
-        }
-    };
-    let branch = match vcs.current_branch().await {
-        Ok(Some(b)) => b,
-        Ok(None) => "HEAD".to_owned(),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return watch_exit::ERROR;
+            return Exit::BadInput;
         }
     };
     let provider = GithubProvider::new(
@@ -294,12 +249,17 @@ async fn run_watch(args: &WatchArgs) -> Exit {
             pr: args.pr,
             poll_interval: args.poll_interval,
             timeout: args.timeout,
+            no_checks_grace: args.checks_grace,
         },
     );
-    match watch(&provider, args.pr, &branch).await {
+    let result = watch(&provider, args.pr, "HEAD").await;
+    for message in provider.take_notices() {
+        eprintln!("note: {message}");
+    }
+    match result {
         Ok(WatchOutcome::Green) => {
             eprintln!("watch: all required checks of PR #{} passed", args.pr);
-            watch_exit::GREEN
+            Exit::Success
         }
         Ok(WatchOutcome::Failed(handoff)) => {
             out(&format!("{}\n", handoff.to_json()));
@@ -314,7 +274,7 @@ async fn run_watch(args: &WatchArgs) -> Exit {
                 args.pr,
                 names.join(", ")
             );
-            watch_exit::FAILED
+            Exit::SomeFailed
         }
         Ok(WatchOutcome::TimedOut) => {
             eprintln!(
@@ -322,12 +282,21 @@ async fn run_watch(args: &WatchArgs) -> Exit {
                 args.pr,
                 args.timeout.as_secs_f64()
             );
-            watch_exit::TIMEOUT
+            Exit::NeedsHuman
+        }
+        Ok(WatchOutcome::NoChecks { head }) => {
+            eprintln!(
+                "watch: no checks on {} (the head of PR #{}) after {}s: is CI set up for this branch?",
+                &head[..head.len().min(12)],
+                args.pr,
+                args.checks_grace.as_secs_f64()
+            );
+            Exit::NeedsHuman
         }
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("hint: check `gh auth status` and the network");
-            watch_exit::ERROR
+            Exit::SomeFailed
         }
     }
 }
@@ -397,19 +366,16 @@ fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
 
 /// The library's [`RunSource`] for these flags.
 fn run_source(args: &FixArgs, handoff: Option<Handoff>) -> RunSource {
+    let polling = Polling {
+        poll_interval: args.poll_interval,
+        timeout: args.timeout,
+        no_checks_grace: args.checks_grace,
+    };
     if let Some(handoff) = handoff {
-        return RunSource::Handoff {
-            handoff,
-            poll_interval: args.poll_interval,
-            timeout: args.timeout,
-        };
+        return RunSource::Handoff { handoff, polling };
     }
     if let Some(number) = args.pr {
-        return RunSource::Pr {
-            number,
-            poll_interval: args.poll_interval,
-            timeout: args.timeout,
-        };
+        return RunSource::Pr { number, polling };
     }
     RunSource::Local(LocalConfig {
         checks: args.check.clone(),
@@ -435,6 +401,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         }
     };
     let root = vcs.root().to_path_buf();
+    let vcs: Arc<dyn Vcs> = Arc::new(vcs);
     let runner: Arc<dyn CommandRunner> = Arc::new(ProcessRunner::default());
     let agent: Arc<dyn Agent> = match build_agent(config) {
         Ok(AgentChoice::Builtin) => Arc::new(CiFixAgent::new(Arc::clone(&runner))),
@@ -447,7 +414,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
     let plan = match plan_run(
         run_source(args, handoff),
         branch,
-        &root,
+        Arc::clone(&vcs),
         Arc::clone(&runner),
     ) {
         Ok(p) => p,
@@ -470,13 +437,14 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         None,
     );
     cfg.provisioner = setup::provisioner(config);
+    cfg.rerun_before_fix = args.rerun_before_fix.unwrap_or(!args.local);
     let reporter = setup::reporter(args.json);
     let (sink, human) = (reporter.sink(), reporter.human.clone());
     if let Some(h) = &human {
         h.watch_spend(Arc::clone(&agent));
     }
     let ctx = AutofixContext {
-        vcs: Arc::new(vcs),
+        vcs,
         agent,
         gate: setup::gate(args.yes),
         provider: plan.provider,
@@ -512,13 +480,21 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
 /// How an outcome reads in the session's log: exit code, state, reason.
 fn run_end(outcome: &AutofixOutcome) -> (i32, RunState, Option<String>) {
     let state = match outcome {
-        AutofixOutcome::Green { .. } => RunState::Done,
+        AutofixOutcome::Green { .. } | AutofixOutcome::PassedOnRerun { .. } => RunState::Done,
         AutofixOutcome::StillFailing { .. } => RunState::Failed,
         AutofixOutcome::LimitReached { .. } => RunState::Limit,
         _ => RunState::Waiting,
     };
     let reason = match outcome {
         AutofixOutcome::Green { .. } => None,
+        AutofixOutcome::PassedOnRerun { class, checks, .. } => Some(format!(
+            "{} passed on a re-run at the same commit ({class})",
+            checks.join(", ")
+        )),
+        AutofixOutcome::NoChecks { head } => Some(format!(
+            "no checks on {}: nothing ran, so nothing to fix",
+            &head[..head.len().min(12)]
+        )),
         AutofixOutcome::StillFailing { reason }
         | AutofixOutcome::LimitReached { reason }
         | AutofixOutcome::Escalated { reason, .. } => Some(reason.clone()),
@@ -530,6 +506,7 @@ fn run_end(outcome: &AutofixOutcome) -> (i32, RunState, Option<String>) {
 mod tests {
     use super::*;
     use crate::Cli;
+    use clap::Parser as _;
 
     fn parse(args: &[&str]) -> Result<CiAutofixArgs, clap::Error> {
         let argv = ["orchestrator", "ci-autofix"].iter().chain(args);
@@ -579,23 +556,32 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // `watch` keeps its arguments raw, even bad ones: its own parser decides.
-        let a = parse(&["watch", "--pr", "x", "--bogus"]).unwrap();
-        match a.command {
-            Some(CiAutofixCommand::Watch(w)) => assert_eq!(w.args, ["--pr", "x", "--bogus"]),
-            other => panic!("{other:?}"),
-        }
+        // `watch` is parsed like every subcommand: a usage error is clap's (exit 2).
+        assert!(parse(&["watch", "--pr", "x"]).is_err());
+        assert!(parse(&["watch", "--pr", "7", "--bogus"]).is_err());
+        assert!(parse(&["watch"]).is_err(), "--pr is required");
         assert!(parse(&["--local", "--check", "x", "classify"]).is_err());
     }
 
     #[test]
     fn watch_arguments() {
-        let w = WatchArgs::try_parse_from(["w", "--pr", "7", "--timeout", "0.5"]).unwrap();
+        let Some(CiAutofixCommand::Watch(w)) = parse(&["watch", "--pr", "7", "--timeout", "0.5"])
+            .unwrap()
+            .command
+        else {
+            panic!("not watch")
+        };
         assert_eq!(w.pr, 7);
         assert_eq!(w.timeout, Duration::from_millis(500));
         assert_eq!(w.poll_interval, Duration::from_secs(10));
-        assert!(WatchArgs::try_parse_from(["w"]).is_err());
-        assert!(WatchArgs::try_parse_from(["w", "--pr", "7", "--timeout", "-1"]).is_err());
+        assert_eq!(w.checks_grace, Duration::from_secs(120));
+        assert!(parse(&["watch", "--pr", "7", "--timeout", "-1"]).is_err());
+        // --rerun-before-fix: bare is on, `=false` off, absent is the mode's default.
+        let a = parse(&["--pr", "7", "--rerun-before-fix"]).unwrap();
+        assert_eq!(a.fix.rerun_before_fix, Some(true));
+        let a = parse(&["--pr", "7", "--rerun-before-fix=false"]).unwrap();
+        assert_eq!(a.fix.rerun_before_fix, Some(false));
+        assert_eq!(parse(&["--pr", "7"]).unwrap().fix.rerun_before_fix, None);
     }
 
     #[test]

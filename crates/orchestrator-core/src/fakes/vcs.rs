@@ -35,6 +35,10 @@ struct Store {
     excluded: BTreeSet<String>,
     worktrees: BTreeMap<PathBuf, String>,
     counter: u64,
+    /// Scripted by [`FakeVcs::script_base`]: the upstream, and the working
+    /// change against each base.
+    upstream: Option<String>,
+    base_diffs: BTreeMap<String, String>,
 }
 
 impl Store {
@@ -92,6 +96,8 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> VcsError {
     VcsError::Other(format!("failed to {what} {}: {e}", path.display()))
 }
 
+mod remote;
+
 /// A fake [`Vcs`]: real working-tree files, in-memory history.
 #[derive(Debug, Clone)]
 pub struct FakeVcs {
@@ -114,22 +120,6 @@ impl FakeVcs {
             store: Arc::new(Mutex::new(store)),
             head: Arc::new(Mutex::new((id, Some("main".into())))),
         })
-    }
-
-    /// Sets a remote branch's commit, as if someone else had pushed (to test
-    /// rejected pushes).
-    pub fn set_remote_branch(&self, remote: &str, branch: &str, commit: CommitId) {
-        lock(&self.store)
-            .remotes
-            .insert((remote.to_owned(), branch.to_owned()), commit);
-    }
-
-    /// The commit a remote branch points at, if it was ever pushed.
-    pub fn remote_branch(&self, remote: &str, branch: &str) -> Option<CommitId> {
-        lock(&self.store)
-            .remotes
-            .get(&(remote.to_owned(), branch.to_owned()))
-            .cloned()
     }
 
     fn head_tree(&self) -> Result<(CommitId, Tree), VcsError> {
@@ -594,5 +584,17 @@ impl Vcs for FakeVcs {
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
         lock(&self.store).excluded.insert(pattern.to_owned());
         Ok(())
+    }
+
+    async fn upstream(&self) -> Result<Option<String>, VcsError> {
+        Ok(lock(&self.store).upstream.clone())
+    }
+
+    async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
+        lock(&self.store)
+            .base_diffs
+            .get(base)
+            .cloned()
+            .ok_or_else(|| VcsError::Other(format!("unknown base `{base}`")))
     }
 }

@@ -1,6 +1,8 @@
 //! The end of a run as the user sees it: the final line or JSON object, and
 //! the exit code.
 
+use orchestrator_core::cadence::Classification;
+
 use super::*;
 
 /// Prints the end of a run: a final line (or JSON object) and the exit code.
@@ -64,6 +66,52 @@ impl Summary<'_> {
                         "ci-autofix: green on {} — {what}{}\n",
                         self.target.label(),
                         self.audit_suffix()
+                    ));
+                }
+            }
+            AutofixOutcome::PassedOnRerun {
+                class,
+                checks,
+                tests,
+                runs,
+                wall,
+            } => {
+                let wall = wall.as_secs_f64();
+                if self.json {
+                    self.emit_json(
+                        "passed_on_rerun",
+                        exit,
+                        json!({ "class": class.as_str(), "checks": checks, "tests": tests,
+                                "reruns": runs, "rerun_seconds": wall, "flaky_count": checks.len() }),
+                    );
+                } else {
+                    let named = if tests.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (test {})", tests.join(", "))
+                    };
+                    let what = match class {
+                        Classification::Flaky => "flaky",
+                        _ => "an infrastructure failure, cleared",
+                    };
+                    out(&format!(
+                        "ci-autofix: {what} on {} — {} failed and passed on a re-run at the same commit{named}; no commit; {} flaky, {}, {wall:.1} s{}\n",
+                        self.target.label(),
+                        checks.join(", "),
+                        checks.len(),
+                        orchestrator_core::text::counted(u64::from(*runs), "re-run", "re-runs"),
+                        self.audit_suffix()
+                    ));
+                }
+            }
+            AutofixOutcome::NoChecks { head } => {
+                let short = &head[..head.len().min(12)];
+                if self.json {
+                    self.emit_json("no_checks", exit, json!({ "head": head }));
+                } else {
+                    out(&format!(
+                        "ci-autofix: no checks on {short} ({}) — nothing ran, so nothing to fix; is CI set up for this branch?\n",
+                        self.target.label()
                     ));
                 }
             }
@@ -159,7 +207,7 @@ impl Summary<'_> {
             _ => false,
         };
         let exit = match e {
-            AutofixError::DirtyTree { .. } => Exit::BadInput,
+            AutofixError::DirtyTree { .. } | AutofixError::PrHead { .. } => Exit::BadInput,
             AutofixError::State(s) if state_is_bad_input(s) => Exit::BadInput,
             _ => Exit::SomeFailed,
         };
