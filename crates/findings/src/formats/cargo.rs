@@ -30,9 +30,13 @@
 //! and `highlight_start`/`highlight_end` and checked against
 //! `byte_end - byte_start`; when that does not add up, nothing is read from
 //! disk: the suggestion is left out and a note says so.
+//!
+//! The fix order ([`ParseOutcome::fix_order`]) is rustfix's: within a file,
+//! the diagnostics in reverse emitted order, as `cargo fix` applies them.
 
 use serde_json::Value;
 
+use super::order::FixKey;
 use super::{InputFormat, ParseOutcome, json_type, str_field, u32_field};
 use orchestrator_core::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
 use orchestrator_core::limits::{MAX_TEXT_BYTES, excerpt};
@@ -111,7 +115,8 @@ pub fn parse(text: &str, source_name: &str) -> ParseOutcome {
         };
         match diagnostic_to_finding(diagnostic, &location) {
             Ok(Some((finding, notes))) => {
-                out.accept(&location, finding, notes);
+                let key = FixKey::rustfix(&finding, index);
+                out.accept_keyed(&location, finding, notes, key);
             }
             Ok(None) => {}
             Err(message) => out.reject(location, message),
