@@ -230,13 +230,17 @@ pub(crate) async fn run_locked(
             active.last_update = now();
             session::write_active(&paths, &active)?;
             emit_phase(sink.as_ref(), "planning", true);
-            let batches = batch_findings(
-                &findings,
-                &BatchConfig {
-                    batch_size: config.batch_size,
-                    ..BatchConfig::default()
-                },
-            );
+            let batches = if config.planner == PlannerMode::Deterministic {
+                plan::batches_in_fix_order(&findings, config.batch_size)
+            } else {
+                batch_findings(
+                    &findings,
+                    &BatchConfig {
+                        batch_size: config.batch_size,
+                        ..BatchConfig::default()
+                    },
+                )
+            };
             let partials = plan::plan_batches(
                 Arc::clone(&services.agent),
                 Arc::clone(&sink),

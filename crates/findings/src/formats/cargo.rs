@@ -32,7 +32,8 @@
 //! disk: the suggestion is left out and a note says so.
 //!
 //! The fix order ([`ParseOutcome::fix_order`]) is rustfix's: within a file,
-//! the diagnostics in reverse emitted order, as `cargo fix` applies them.
+//! fixes that overlap in reverse emitted order, as `cargo fix` applies them
+//! (so the same one wins), the others by position.
 
 use serde_json::Value;
 
@@ -122,6 +123,7 @@ pub fn parse(text: &str, source_name: &str) -> ParseOutcome {
             Err(message) => out.reject(location, message),
         }
     }
+    out.cluster_overlaps();
     out.finish()
 }
 

@@ -177,6 +177,12 @@ impl ParseOutcome {
         self.accept_keyed(location, finding, notes, key);
     }
 
+    /// Ranks the findings by their clusters of overlapping fixes (rustfix's
+    /// order, see `order::cluster_overlaps`).
+    fn cluster_overlaps(&mut self) {
+        order::cluster_overlaps(&self.findings, &mut self.keys);
+    }
+
     /// [`ParseOutcome::accept`] with the finding's place in its tool's fix
     /// order.
     fn accept_keyed(&mut self, location: &str, finding: Finding, notes: Vec<String>, key: FixKey) {

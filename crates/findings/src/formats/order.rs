@@ -10,7 +10,7 @@
 //!
 //! | producer | order within a file | source |
 //! |---|---|---|
-//! | `cargo fix` / `cargo clippy --fix` (rustfix) | the diagnostics' emitted order, **reversed** | cargo `src/ops/cargo_fix/mod.rs`, `rustfix_and_fix`: `for suggestion in suggestions.iter().rev()` |
+//! | `cargo fix` / `cargo clippy --fix` (rustfix) | the diagnostics' emitted order, **reversed** among fixes whose ranges overlap or touch (such a cluster goes by its first position; clusters apart from each other cannot take each other's place, so their order is free and is by position, which reads top to bottom) | cargo `src/ops/cargo_fix/mod.rs`, `rustfix_and_fix`: `for suggestion in suggestions.iter().rev()` |
 //! | `ruff check --fix` | `redefined-while-unused` (F811) first, then the fix's first edit start, then two rule pairs (D400 before D209, SIM401 before SIM108), then the rule's lint source in `check_path` order (tokens, file path, logical lines, AST, imports, physical lines, noqa), then emitted order | ruff `crates/ruff_linter/src/fix/mod.rs` (`apply_fixes`, `cmp_fix`, a stable sort over `check_path`'s order), `Rule::lint_source` |
 //! | `eslint --fix` | the fix range's start, then its end, then emitted order | ESLint `lib/linter/source-code-fixer.js` (`compareMessagesByFixRange`, a stable sort) |
 //! | anything else | emitted order | — |
@@ -41,7 +41,9 @@ impl FixKey {
         }
     }
 
-    /// rustfix's order: emitted order reversed.
+    /// rustfix's order: emitted order reversed (see
+    /// [`cluster_overlaps`], which then puts clusters apart in position
+    /// order).
     pub(crate) fn rustfix(finding: &Finding, seq: usize) -> Self {
         Self {
             file: fix_file(finding),
@@ -80,6 +82,46 @@ impl FixKey {
             ],
             seq: i64::try_from(seq).unwrap_or(i64::MAX),
         }
+    }
+}
+
+/// Ranks each finding by the cluster of overlapping or touching fixes it
+/// belongs to in its file (the cluster's first position), so that sorting
+/// by key keeps the reversed emitted order only where it decides which fix
+/// wins (see the module table). `keys` are aligned with `findings`.
+pub(crate) fn cluster_overlaps(findings: &[Finding], keys: &mut [FixKey]) {
+    type Span = (u64, u64);
+    let span = |f: &Finding| -> Option<Span> {
+        let at = |line: u32, column: u32| (u64::from(line) << 32) | u64::from(column);
+        let edits = f.suggestions.first()?.edits.iter();
+        edits.fold(None, |acc: Option<Span>, e| {
+            let (s, end) = (
+                at(e.start_line, e.start_column),
+                at(e.end_line, e.end_column),
+            );
+            Some(acc.map_or((s, end), |(a, b)| (a.min(s), b.max(end))))
+        })
+    };
+    let mut by_file: std::collections::BTreeMap<&str, Vec<(Span, usize)>> = Default::default();
+    for (i, f) in findings.iter().enumerate() {
+        if let (Some(s), Some(key)) = (span(f), keys.get(i)) {
+            by_file.entry(key.file.as_str()).or_default().push((s, i));
+        }
+    }
+    let mut ranks = Vec::new();
+    for (_, mut spans) in by_file {
+        spans.sort_unstable();
+        let mut cluster: Option<Span> = None;
+        for ((start, end), i) in spans {
+            cluster = match cluster {
+                Some((first, reach)) if start <= reach => Some((first, reach.max(end))),
+                _ => Some((start, end)),
+            };
+            ranks.push((i, cluster.map_or(start, |c| c.0)));
+        }
+    }
+    for (i, rank) in ranks {
+        keys[i].rank[0] = rank;
     }
 }
 
@@ -165,6 +207,49 @@ mod tests {
         // F401 (an AST rule) before I001 (imports) at the same start, as
         // `check_path` collects them.
         assert_eq!(order, ["F811", "W291", "F401", "I001", "SIM401", "SIM108"]);
+    }
+
+    fn fixing(line: u32, from: u32, to: u32) -> Finding {
+        let mut f = at("a.rs");
+        f.suggestions.push(orchestrator_core::finding::Suggestion {
+            message: None,
+            edits: vec![orchestrator_core::finding::TextEdit {
+                file: "a.rs".into(),
+                start_line: line,
+                start_column: from,
+                end_line: line,
+                end_column: to,
+                byte_range: None,
+                original: "x".into(),
+                replacement: "y".into(),
+            }],
+        });
+        f
+    }
+
+    #[test]
+    fn rustfix_reverses_within_a_cluster_of_overlapping_fixes_only() {
+        // Emitted: line 9, then line 2, then two overlapping fixes on line 5
+        // (the outer one first, as clippy reports nested lifetimes).
+        let findings = [
+            fixing(9, 1, 4),
+            fixing(2, 1, 4),
+            fixing(5, 1, 20),
+            fixing(5, 8, 12),
+        ];
+        let mut keys: Vec<FixKey> = findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FixKey::rustfix(f, i))
+            .collect();
+        cluster_overlaps(&findings, &mut keys);
+        let mut order: Vec<usize> = (0..4).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        assert_eq!(
+            order,
+            [1, 3, 2, 0],
+            "line 2, the inner fix, the outer, line 9"
+        );
     }
 
     #[test]
