@@ -622,3 +622,57 @@ fn ci_autofix_local_fixes_a_failing_eslint_check() {
         ["fix(ci): auto-fix mechanical failure (iter 1)"]
     );
 }
+
+/// The Python quickstart (`examples/quickstart_python.rs`) does what the
+/// README says: of ruff's four safe fixes, the three that pass the
+/// project's unittest tests land, the fourth is rolled back and reported,
+/// and the unsafe one is left, as `ruff check --fix` leaves it.
+#[test]
+fn the_python_quickstart_lands_the_safe_fixes_that_pass_its_tests() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart-python");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("quickstart");
+    let files: Vec<(String, String)> = ["stats.py", "test_stats.py", "ruff.json", ".gitignore"]
+        .iter()
+        .map(|f| ((*f).to_owned(), read(&example.join(f))))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(f, t)| (f.as_str(), t.as_str()))
+        .collect();
+    repo(&dir, &refs);
+    let o = orchestrator(
+        &dir,
+        &[
+            "review-fix",
+            "--fix",
+            "ruff.json",
+            "--agent",
+            "builtin",
+            "--test-cmd",
+            "python3 -m unittest -q",
+            "-y",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(
+        subjects(&dir),
+        [
+            "fix(quality): `os` imported but unused [F401@stats.py:4:8]",
+            "fix(quality): Unnecessary `else` after `return` statement [RET505@stats.py:17:5]",
+            "fix(quality): Use f-string instead of `format` call [UP032@stats.py:23:12]",
+        ]
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("findings: 5 (3 fixed, 1 failed, 1 not fixable by this agent, 0 rejected)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("F401@stats.py:5:8 failed after 2 attempts"),
+        "{stdout}"
+    );
+    assert!(read(&dir.join("stats.py")).contains("import sys\n"));
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+}
