@@ -5,6 +5,8 @@
 //! before a fixed range; `py-fixed/` and `js-fixed/` are what `ruff check
 //! --fix` and `eslint --fix` made of them).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fmt::Write as _;
 
 use orchestrator_core::edit::{EditHistory, apply_mapped};
