@@ -252,6 +252,37 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// rustfix's order, as `cluster_overlaps` keeps it: of two fixes
+        /// whose ranges overlap, the one emitted later comes first (so it
+        /// wins, as in `cargo fix`); of two apart, the one further up does.
+        #[test]
+        fn rustfix_order_keeps_cargo_fixs_winner(
+            spans in proptest::collection::vec((1u32..60, 0u32..6), 1..12)
+        ) {
+            let findings: Vec<Finding> =
+                spans.iter().map(|&(from, len)| fixing(1, from, from + len)).collect();
+            let mut keys: Vec<FixKey> = findings
+                .iter()
+                .enumerate()
+                .map(|(i, f)| FixKey::rustfix(f, i))
+                .collect();
+            cluster_overlaps(&findings, &mut keys);
+            let mut order: Vec<usize> = (0..findings.len()).collect();
+            order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+            let place = |i: usize| order.iter().position(|&o| o == i).unwrap_or(usize::MAX);
+            for i in 0..spans.len() {
+                for j in i + 1..spans.len() {
+                    let ((a, la), (b, lb)) = (spans[i], spans[j]);
+                    let (a_end, b_end) = (a + la, b + lb);
+                    if a < b_end && b < a_end {
+                        proptest::prop_assert!(place(j) < place(i), "{spans:?}: {order:?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn rustfix_reverses_and_eslint_sorts_by_range() {
         let f = at("a.rs");
