@@ -55,7 +55,9 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
-use orchestrator_core::edit::{AppliedEdit, EditError, EditHistory, apply_edits, apply_mapped};
+use orchestrator_core::edit::{
+    AppliedEdit, EditError, EditHistory, already_present, apply_edits, apply_mapped,
+};
 use orchestrator_core::finding::{Finding, Suggestion, TextEdit};
 
 use super::files::resolve_in_workdir;
@@ -246,6 +248,9 @@ struct Write {
     /// The edits applied through the file's history, when it had one, under
     /// the file's name as the edits spell it.
     mapped: Option<(String, Vec<AppliedEdit>)>,
+    /// The file changed in ways nobody recorded and already shows every
+    /// edit ([`already_present`]).
+    present: bool,
 }
 
 /// Computes the new content of every file a suggestion touches, without
@@ -277,6 +282,7 @@ fn plan(
             id: id.to_owned(),
             source,
         };
+        let mut present = false;
         let (new, mapped) = match histories.map(|h| h.get(file).cloned().flatten()) {
             // No history was passed: positions as the findings recorded them.
             None => (apply_edits(&old, &edits).map_err(edit_error)?, None),
@@ -295,7 +301,16 @@ fn plan(
                         line: ins.start_line,
                     }));
                 }
-                (apply_edits(&old, &edits).map_err(edit_error)?, None)
+                match apply_edits(&old, &edits) {
+                    Ok(new) => (new, None),
+                    // An earlier fix made the same edit, as the history
+                    // would have said.
+                    Err(EditError::Stale { .. }) if already_present(&old, &edits) => {
+                        present = true;
+                        (old.clone(), None)
+                    }
+                    Err(e) => return Err(edit_error(e)),
+                }
             }
         };
         writes.push(Write {
@@ -304,6 +319,7 @@ fn plan(
             old,
             new,
             mapped,
+            present,
         });
     }
     Ok(writes)
@@ -315,9 +331,9 @@ fn commit(id: &str, writes: Vec<Write>) -> Result<Applied, SuggestionError> {
     let mut changed = Vec::new();
     let mut edits = BTreeMap::new();
     let already_applied = !writes.is_empty()
-        && writes
-            .iter()
-            .all(|w| w.old == w.new && w.mapped.as_ref().is_some_and(|(_, m)| m.is_empty()));
+        && writes.iter().all(|w| {
+            w.old == w.new && (w.present || w.mapped.as_ref().is_some_and(|(_, m)| m.is_empty()))
+        });
     for w in writes {
         if let Some((key, mapped)) = w.mapped {
             edits.insert(key, mapped);

@@ -337,6 +337,23 @@ pub fn apply_edits(text: &str, edits: &[&TextEdit]) -> Result<String, EditError>
     Ok(out)
 }
 
+/// Whether every edit of a fix is already in `text` although nobody recorded
+/// it: the text it replaces is gone from near its place ([`locate`] finds
+/// it nowhere) and exactly its replacement stands at its recorded line and
+/// column. That is what a file shows when an earlier fix made the same edit
+/// (several findings often carry one edit) and the file's history is not
+/// known; anything else (the text changed otherwise, or moved) is not.
+pub fn already_present(text: &str, edits: &[&TextEdit]) -> bool {
+    !edits.is_empty()
+        && edits.iter().all(|e| {
+            !e.original.is_empty()
+                && e.original != e.replacement
+                && matches!(locate(text, e), Err(EditError::Stale { .. }))
+                && char_position(text, e.start_line, e.start_column)
+                    .is_some_and(|at| text[at..].starts_with(e.replacement.as_str()))
+        })
+}
+
 /// Byte offsets at which each line starts (line 1 at index 0). A text ending
 /// in a newline has a last, empty line.
 pub fn line_starts(text: &str) -> Vec<usize> {
@@ -701,6 +718,17 @@ mod tests {
         assert_eq!(column_offset(text, 1, 3, ColumnUnit::Utf8Bytes), None);
         assert_eq!(column_offset(text, 1, 4, ColumnUnit::Chars), Some(6));
         assert_eq!(column_offset(text, 1, 5, ColumnUnit::Chars), None);
+    }
+
+    #[test]
+    fn an_edit_already_made_is_recognised_without_a_history() {
+        let e = edit(2, 5, "teh", "the");
+        assert!(already_present("a\nfix the b\n", &[&e]));
+        // The old text is still there (nearby): not applied.
+        assert!(!already_present("a\nfix teh the\n", &[&e]));
+        // Gone, but something else stands there: not this fix.
+        assert!(!already_present("a\nfix our b\n", &[&e]));
+        assert!(!already_present("a\nfix the b\n", &[]));
     }
 
     #[test]
