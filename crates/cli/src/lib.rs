@@ -189,9 +189,9 @@ pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
 #[derive(Debug, clap::Args)]
 pub struct BatchArgs {
     /// A findings file as `review-fix --fix` reads it (review-cycle export,
-    /// SARIF, rdjson/rdjsonl, or cargo/clippy `--message-format=json`;
-    /// detected from the content), a review directory (its newest export),
-    /// or `-` for standard input.
+    /// SARIF, rdjson/rdjsonl, cargo/clippy `--message-format=json`, ruff's
+    /// or ESLint's JSON; detected from the content), a review directory
+    /// (its newest export), or `-` for standard input.
     pub findings: PathBuf,
     /// Findings per batch.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]

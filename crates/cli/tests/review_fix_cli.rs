@@ -19,12 +19,14 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The six good fixes, in the order the deterministic plan commits them.
+/// In the order the builtin agent applies them: a file's fixes top to
+/// bottom (none of them overlap; see `ParseOutcome::fix_order`).
 const GOOD_FIXES: [&str; 6] = [
-    "fix(quality): length comparison to zero [clippy::len_zero@src/lib.rs:24:8]",
-    "fix(quality): manual `RangeInclusive::contains` implementation [clippy::manual_range_contains@src/lib.rs:33:5]",
-    "fix(quality): unneeded `return` statement [clippy::needless_return@src/lib.rs:28:5]",
     "fix(quality): redundant field names in struct initialization [clippy::redundant_field_names@src/lib.rs:19:15]",
     "fix(quality): redundant field names in struct initialization [clippy::redundant_field_names@src/lib.rs:19:27]",
+    "fix(quality): length comparison to zero [clippy::len_zero@src/lib.rs:24:8]",
+    "fix(quality): unneeded `return` statement [clippy::needless_return@src/lib.rs:28:5]",
+    "fix(quality): manual `RangeInclusive::contains` implementation [clippy::manual_range_contains@src/lib.rs:33:5]",
     "fix(quality): unneeded `return` statement [clippy::needless_return@src/lib.rs:57:5]",
 ];
 

@@ -22,6 +22,12 @@ const LINTER: &str = concat!(
     "/../review-fix/tests/data/paren_lint.sh"
 );
 
+/// A linter whose fixes overlap on one line (see the script).
+const OVERLAP_LINTER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../review-fix/tests/data/overlap_lint.sh"
+);
+
 struct Fixture {
     tmp: tempfile::TempDir,
     repo: PathBuf,
@@ -31,6 +37,10 @@ struct Fixture {
 }
 
 fn fixture(text: &str) -> Fixture {
+    fixture_linted(text, LINTER)
+}
+
+fn fixture_linted(text: &str, linter: &str) -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -41,7 +51,7 @@ fn fixture(text: &str) -> Fixture {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "start"]);
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let lint = PathBuf::from(LINTER);
+    let lint = PathBuf::from(linter);
     let out = Command::new("sh")
         .arg(&lint)
         .current_dir(&repo)
@@ -172,6 +182,27 @@ fn relint_passes_fix_what_earlier_fixes_uncover() {
     assert_eq!(subjects.lines().count(), 3, "{subjects}");
     assert_eq!(git(&fx.repo, &["status", "--porcelain"]), "");
     insta::assert_snapshot!("relint_summary", fx.redact(&out));
+}
+
+/// A fix that overlaps one applied earlier in the pass is deferred to the
+/// next pass, which applies it at its new place; a finding whose edit an
+/// earlier fix made is fixed without a commit of its own.
+#[test]
+fn an_overlapping_fix_is_deferred_to_the_next_pass() {
+    let fx = fixture_linted("a --x b\npair\nend\n", OVERLAP_LINTER);
+    let o = fx.run(&[]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.repo.join("a.txt")).unwrap(),
+        "a x b\nend\n"
+    );
+    insta::assert_snapshot!("relint_deferred_summary", fx.redact(&out));
 }
 
 #[test]

@@ -10,8 +10,13 @@
 //!   [`formats::detect_and_parse_with`], which fills the replaced text of
 //!   SARIF and rdjson edits through a [`formats::SourceReader`]) returns a
 //!   [`formats::ParseOutcome`]: the findings kept, the entries rejected with
-//!   their place, duplicates and notes. One reader per format in
-//!   [`formats::cargo`], [`formats::sarif`], [`formats::rdjson`].
+//!   their place, duplicates and notes, and
+//!   [`formats::ParseOutcome::fix_order`], the order the producing tool
+//!   applies their fixes in (rustfix, ruff and ESLint each have their own).
+//!   One reader per format in [`formats::cargo`], [`formats::sarif`],
+//!   [`formats::rdjson`], [`formats::ruff`] (ruff's JSON, whose fixes carry
+//!   their applicability) and [`formats::eslint`] (ESLint's JSON formatter,
+//!   whose fix ranges count UTF-16 units).
 //! - [`review_cycle`]: the review-cycle export (a JSON array of findings, or
 //!   `{session_id, findings}`), also readable on its own.
 //!

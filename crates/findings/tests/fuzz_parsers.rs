@@ -3,7 +3,8 @@
 //! error that names the input (and the place, where the format has one).
 //!
 //! Readers covered: `review_cycle`, `formats::detect_and_parse` (cargo JSON,
-//! SARIF, rdjson, rdjsonl).
+//! SARIF, rdjson, rdjsonl, ruff's and ESLint's JSON, the latter two with a
+//! source reader that hands out a real file for every path).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fuzz_support;
@@ -122,11 +123,29 @@ proptest! {
     }
 
     #[test]
+    fn ruff_and_eslint_json_mutations_never_panic(
+        ruff in mutated_text(&data("tests/data/tools/ruff.json"), 6),
+        eslint in mutated_text(&data("tests/data/tools/eslint.json"), 6),
+    ) {
+        // Every path reads as a file with a BOM, CRLF and an astral
+        // character, so that mutated positions land anywhere in it.
+        let source = |_: &str| Some(data("tests/data/tools/py/bom_crlf.py"));
+        let options = formats::ParseOptions { sources: Some(&source) };
+        for text in [ruff, eslint] {
+            check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse_with", || {
+                formats::detect_and_parse_with(&text, SOURCE, &options)
+            }));
+        }
+    }
+
+    #[test]
     fn findings_formats_of_arbitrary_json_never_panic(value in json_value(4)) {
         let sarif = serde_json::json!({"version": "2.1.0", "runs": [value.clone()]}).to_string();
         let rdjson = serde_json::json!({"diagnostics": [value.clone()]}).to_string();
         let rdjsonl = format!("{}\n{}", serde_json::json!({"message": "m", "location": value.clone()}), value);
-        for text in [value.to_string(), sarif, rdjson, rdjsonl] {
+        let ruff = serde_json::json!([{"filename": "a.py", "location": value.clone(), "fix": value.clone()}]).to_string();
+        let eslint = serde_json::json!([{"filePath": "a.js", "messages": [value.clone()], "source": "var a;"}]).to_string();
+        for text in [value.to_string(), sarif, rdjson, rdjsonl, ruff, eslint] {
             check_findings_result(bounded(PARSE_BUDGET, "detect_and_parse", || {
                 formats::detect_and_parse(&text, SOURCE)
             }));

@@ -130,6 +130,7 @@ pub(crate) async fn complete(
                 Some(FixResult::Fixed) => "fixed",
                 Some(FixResult::Failed) => "failed",
                 Some(FixResult::NotFixable) => "not_fixable",
+                Some(FixResult::Deferred) => "deferred",
                 None => "pending",
             }
             .to_owned(),
@@ -170,6 +171,7 @@ pub(crate) async fn complete(
             .iter()
             .filter(|f| f.result == "not_fixable")
             .count(),
+        deferred: findings.iter().filter(|f| f.result == "deferred").count(),
         rejected: findings_file.rejected.len(),
         commits: commits.iter().map(|c| c.id.to_string()).collect(),
         test_runs: verification.test_runs,

@@ -229,6 +229,13 @@ pub enum FixResult {
     /// seed's two values).
     #[serde(rename = "not_fixable")]
     NotFixable,
+    /// Its fix overlaps one applied earlier in the same session (the
+    /// builtin agent's [`orchestrator_core::agent::AgentError::Conflict`]),
+    /// as `cargo fix`, ruff and ESLint skip such a fix within a pass: not
+    /// tried again in this session, but a re-lint pass (`--relint`) reports
+    /// it at its new place and tries it there. `deferred` in the files
+    /// (ours).
+    Deferred,
 }
 
 /// One finding in a progress file (seed field names).
@@ -280,8 +287,17 @@ pub struct ProgressSummary {
     /// Declined by the agent as not fixable by it (ours).
     #[serde(default)]
     pub not_fixable: usize,
+    /// Deferred to a re-lint pass: the fix overlaps an earlier one (ours;
+    /// absent when zero).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deferred: usize,
     /// Completed share, 0–100.
     pub percent_complete: f64,
+}
+
+/// Whether a count is zero (left out of the files then).
+pub(crate) fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The finding being worked on (seed field names).
@@ -415,9 +431,10 @@ impl FixProgress {
         let fixed = count(&|x| x.result == Some(FixResult::Fixed));
         let failed = count(&|x| x.result == Some(FixResult::Failed));
         let not_fixable = count(&|x| x.result == Some(FixResult::NotFixable));
+        let deferred = count(&|x| x.result == Some(FixResult::Deferred));
         let in_progress = count(&|x| x.status == ProgressStatus::InProgress);
         let pending = count(&|x| x.status == ProgressStatus::Pending);
-        let done = fixed + failed + not_fixable;
+        let done = fixed + failed + not_fixable + deferred;
         self.summary = ProgressSummary {
             total_findings: total,
             pending,
@@ -425,6 +442,7 @@ impl FixProgress {
             fixed,
             failed,
             not_fixable,
+            deferred,
             percent_complete: if total == 0 {
                 100.0
             } else {

@@ -89,7 +89,9 @@ pub struct ReadInput {
     /// The detected format (`review-cycle`, `sarif`, `rdjson`, `rdjsonl`,
     /// `cargo-json`).
     pub format: String,
-    /// The findings read.
+    /// The findings read, in the order their tool applies fixes
+    /// (`ParseOutcome::fix_order`: rustfix, ruff and ESLint each have their
+    /// own), which the builtin agent's deterministic plan follows.
     pub findings: Vec<Finding>,
     /// Entries left out: (where, why).
     pub rejected: Vec<(String, String)>,
@@ -129,7 +131,7 @@ pub fn parse_findings(
     Ok(ReadInput {
         path: path.to_path_buf(),
         format: outcome.format.as_str().to_owned(),
-        findings: outcome.findings,
+        findings: outcome.findings_in_fix_order(),
         rejected: outcome
             .rejected
             .into_iter()
@@ -215,6 +217,7 @@ pub fn check_finding(repo: &Path, mut finding: Finding) -> Result<Finding, Rejec
             format!("`{file}` points outside the repository"),
         ));
     };
+    finding.id = rebase_id(&finding.id, &file, &rel);
     finding.file = Some(rel);
     for suggestion in &mut finding.suggestions {
         for edit in &mut suggestion.edits {
@@ -234,6 +237,27 @@ pub fn check_finding(repo: &Path, mut finding: Finding) -> Result<Finding, Rejec
         }
     }
     Ok(finding)
+}
+
+/// The id a reader built from the file as the tool spelled it
+/// (`<rule>@<file>:<line>:<column>`, the file absolute for ruff, ESLint and
+/// a `file://` SARIF URI) with the repository-relative path instead, so
+/// that ids and the commit subjects that carry them name no absolute path
+/// and stay the same wherever the repository is. An id that does not embed
+/// the file (a SARIF `guid`, a review export's own id) is kept.
+pub fn rebase_id(id: &FindingId, spelled: &str, relative: &str) -> FindingId {
+    if spelled == relative {
+        return id.clone();
+    }
+    let marker = format!("@{spelled}:");
+    match id.as_str().find(&marker) {
+        Some(at) => FindingId(format!(
+            "{}@{relative}:{}",
+            &id.as_str()[..at],
+            &id.as_str()[at + marker.len()..]
+        )),
+        None => id.clone(),
+    }
 }
 
 /// Reads every input, rejects findings outside the repository and
@@ -278,10 +302,21 @@ pub fn load_inputs(repo: &Path, inputs: &[PathBuf]) -> Result<LoadedInputs, Revi
     }
     let (kept, dropped) = dedup_by_fingerprint(all);
     out.duplicates.extend(dropped);
+    let mut taken: std::collections::HashSet<FindingId> = std::collections::HashSet::new();
     for f in kept {
         let key = relint_key(&f);
         match check_finding(repo, f) {
-            Ok(f) => out.findings.push(f),
+            Ok(mut f) => {
+                // Two spellings of one path (absolute and relative) may
+                // give one id once rebased: keep ids unique.
+                let base = f.id.clone();
+                let mut n = 1;
+                while !taken.insert(f.id.clone()) {
+                    n += 1;
+                    f.id = FindingId(format!("{base}#{n}"));
+                }
+                out.findings.push(f);
+            }
             Err(r) => {
                 out.rejected_keys.insert(r.finding_id.clone(), key);
                 out.rejected.push(r);

@@ -9,10 +9,12 @@
 //!
 //! ```text
 //!  --fix inputs ──► input::load_inputs (format by content, confined to the
-//!                   repository, de-duplicated)           ── findings.json
+//!                   repository, de-duplicated, ids with repository-relative
+//!                   paths, in each tool's fix order)     ── findings.json
 //!        │
 //!        ▼
-//!  core batching ──► plan::plan_batches (≤ max_parallel agents, validated,
+//!  core batching (the builtin agent: plan::batches_in_fix_order, per file
+//!  in fix order) ──► plan::plan_batches (≤ max_parallel agents, validated,
 //!                    one retry, deterministic fallback)  ── partial-plan-N.json
 //!        │
 //!        ▼
@@ -37,7 +39,8 @@
 //!
 //! ## Public API
 //!
-//! - Running: [`run`], [`relint::run_with_relint`] (passes until nothing new),
+//! - Running: [`run`], [`relint::run_with_relint`] (passes until nothing new;
+//!   a fix deferred for overlapping an earlier one is tried by the next),
 //!   [`lock_repository`]; [`ReviewFixConfig`] (`#[non_exhaustive]`: build it
 //!   from `Default` with its `with_…` setters), [`Services`], [`RunReport`],
 //!   [`Outcome`], [`ReviewFixError`].
@@ -235,13 +238,17 @@ pub(crate) async fn run_locked(
             active.last_update = now();
             session::write_active(&paths, &active)?;
             emit_phase(sink.as_ref(), "planning", true);
-            let batches = batch_findings(
-                &findings,
-                &BatchConfig {
-                    batch_size: config.batch_size,
-                    ..BatchConfig::default()
-                },
-            );
+            let batches = if config.planner == PlannerMode::Deterministic {
+                plan::batches_in_fix_order(&findings, config.batch_size)
+            } else {
+                batch_findings(
+                    &findings,
+                    &BatchConfig {
+                        batch_size: config.batch_size,
+                        ..BatchConfig::default()
+                    },
+                )
+            };
             let partials = plan::plan_batches(
                 Arc::clone(&services.agent),
                 Arc::clone(&sink),

@@ -49,7 +49,7 @@ pub(crate) fn prepare_for_run(
                 f.commit_hash = Some(c.to_string());
                 f.test_passed = Some(true);
             }
-            (Some(FixResult::Failed | FixResult::NotFixable), None) => {}
+            (Some(FixResult::Failed | FixResult::NotFixable | FixResult::Deferred), None) => {}
             (_, None) => {
                 f.status = ProgressStatus::Pending;
                 f.result = None;

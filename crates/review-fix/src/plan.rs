@@ -299,6 +299,34 @@ pub fn deterministic_plan(
     }
 }
 
+/// The batches of the deterministic plan (the builtin agent): per file, its
+/// findings in the order given, which is their tool's fix order (see
+/// [`crate::input::ReadInput::findings`]), cut into consecutive batches of
+/// at most `batch_size`; files in name order. [`aggregate`] keeps a file's
+/// batches in that order (each touches the file, so each goes into a later
+/// stage than the one before), so the fixes of a file are applied one at a
+/// time exactly in the tool's order and an overlap is won by the fix the
+/// tool itself would apply. Similarity batching (the agents' plan) groups
+/// by cause instead, which is what a planning agent reads best.
+pub fn batches_in_fix_order(findings: &[Finding], batch_size: usize) -> Vec<Batch> {
+    let mut by_file: BTreeMap<&str, Vec<&Finding>> = BTreeMap::new();
+    for f in findings {
+        by_file.entry(f.file_or_unknown()).or_default().push(f);
+    }
+    let mut batches = Vec::new();
+    for (file, members) in by_file {
+        for chunk in members.chunks(batch_size.max(1)) {
+            batches.push(Batch {
+                batch_id: u32::try_from(batches.len() + 1).unwrap_or(u32::MAX),
+                findings: chunk.iter().map(|f| f.id.clone()).collect(),
+                primary_file: file.to_owned(),
+                primary_dimension: chunk[0].dimension_or_general().to_owned(),
+            });
+        }
+    }
+    batches
+}
+
 /// The files a finding's fix may touch: its file and its suggestions' files.
 pub fn finding_files(f: &Finding) -> BTreeSet<String> {
     let mut files: BTreeSet<String> = f.file.iter().cloned().collect();

@@ -27,7 +27,11 @@
 //! text the suggestion replaces — not the line, which earlier fixes shift)
 //! and counted: after a pass, each key's occurrences that the pass did not
 //! fix (failed, not fixable, rejected) are remembered, and the next pass
-//! leaves that many occurrences of the key out. A fixed finding is gone from
+//! leaves that many occurrences of the key out. A finding deferred because
+//! its fix overlapped an earlier fix of the pass (as `cargo fix`, ruff and
+//! ESLint skip such a fix within a pass) was not tried on the text the next
+//! lint sees, so it is not remembered: the next pass tries it at its new
+//! place. A fixed finding is gone from
 //! the code, so an identical one the linter reports afterwards is new and is
 //! tried. Keys are not kept across a resume or across invocations, and a
 //! title that changes from run to run makes a new key: the pass limit bounds
@@ -165,8 +169,10 @@ pub struct PassesReport {
 impl PassesReport {
     /// The outcome of all passes: the last pass's when it did not execute
     /// (waiting for a human, stopped, dry run); otherwise every finding fixed
-    /// only if every pass fixed all of its findings and the re-lint command
-    /// and the passes did not end on a failure ([`StopReason::is_failure`]).
+    /// only if every pass fixed all of its findings (a pass that a re-lint
+    /// followed may also have deferred some: that lint saw them again) and
+    /// the re-lint command and the passes did not end on a failure
+    /// ([`StopReason::is_failure`]).
     pub fn outcome(&self) -> Outcome {
         let Some(last) = self.passes.last() else {
             return Outcome::SomeFailed;
@@ -174,8 +180,20 @@ impl PassesReport {
         if !matches!(last.outcome, Outcome::AllFixed | Outcome::SomeFailed) {
             return last.outcome.clone();
         }
-        let all_fixed =
-            self.passes.iter().all(|p| p.outcome == Outcome::AllFixed) && !self.stop.is_failure();
+        let later_pass_saw_them = |p: &RunReport| {
+            p.findings
+                .iter()
+                .all(|f| matches!(f.result.as_str(), "fixed" | "deferred"))
+        };
+        let n = self.passes.len();
+        // A re-lint ran after pass `i`: another pass followed, or the last
+        // re-lint found nothing new (a deferred finding it no longer
+        // reports is gone from the code).
+        let relinted_after = |i: usize| i + 1 < n || self.stop == StopReason::NoNewFindings;
+        let all_fixed = self.passes.iter().enumerate().all(|(i, p)| {
+            p.outcome == Outcome::AllFixed
+                || (relinted_after(i) && p.outcome == Outcome::SomeFailed && later_pass_saw_them(p))
+        }) && !self.stop.is_failure();
         if all_fixed {
             Outcome::AllFixed
         } else {
@@ -220,6 +238,18 @@ pub async fn run_with_relint(
     // One lock for every pass: no other run slips in between two of them.
     let _lock = crate::lock_repository(services.vcs.root())?;
     let started = Instant::now();
+    let repo = services.vcs.root().to_path_buf();
+    // What pass 1 is given: its inputs, read before its fixes change the
+    // files that SARIF and rdjson edits take their replaced text from (the
+    // key covers that text); on a resume, the session's own findings.
+    let given = if config.inputs.is_empty() || config.resume || relint.is_none() {
+        None
+    } else {
+        let inputs: Vec<PathBuf> = config.inputs.iter().map(|p| absolute(&repo, p)).collect();
+        input::load_inputs(&repo, &inputs)
+            .ok()
+            .map(|l| key_counts(&l))
+    };
     let first = crate::run_locked(config.clone(), services.clone()).await?;
     let mut report = PassesReport {
         passes: vec![first],
@@ -229,18 +259,7 @@ pub async fn run_with_relint(
     let Some(relint) = relint else {
         return Ok(report);
     };
-    let repo = services.vcs.root().to_path_buf();
-    // What pass 1 was given: its inputs read again (they were readable a
-    // moment ago), or on a resume without inputs the session's findings.
     let first_session = report.passes[0].session_dir.clone();
-    let given = if config.inputs.is_empty() {
-        None
-    } else {
-        let inputs: Vec<PathBuf> = config.inputs.iter().map(|p| absolute(&repo, p)).collect();
-        input::load_inputs(&repo, &inputs)
-            .ok()
-            .map(|l| key_counts(&l))
-    };
     let mut unfixed = match unfixed_after(given, &first_session, &report.passes[0]) {
         Ok(counts) => counts,
         Err(e) => {
@@ -346,8 +365,8 @@ fn absolute(repo: &Path, p: &Path) -> PathBuf {
 
 /// The occurrences of each key a pass left unfixed: those of its input
 /// (`given`, or the session's planned findings when unknown) minus those it
-/// fixed. What the session left out (already tried, rejected) counts as
-/// unfixed; keys the input no longer holds are gone.
+/// fixed or deferred. What the session left out (already tried, rejected)
+/// counts as unfixed; keys the input no longer holds are gone.
 fn unfixed_after(
     given: Option<KeyCounts>,
     session_dir: &Path,
@@ -378,8 +397,11 @@ fn unfixed_after(
             }
         }
     }
+    // A fixed finding is gone; a deferred one (its fix overlapped an
+    // earlier fix of the pass) was not tried on the text the next lint
+    // sees: neither counts as tried.
     for f in &planned {
-        if result.get(f.id.as_str()) == Some(&"fixed")
+        if matches!(result.get(f.id.as_str()), Some(&("fixed" | "deferred")))
             && let Some(n) = counts.get_mut(&relint_key(f))
         {
             *n = n.saturating_sub(1);

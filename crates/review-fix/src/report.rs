@@ -60,7 +60,8 @@ pub struct FindingReport {
     pub id: String,
     /// Its title.
     pub title: String,
-    /// `fixed`, `failed`, `not_fixable` (declined by the agent), `rejected`
+    /// `fixed`, `failed`, `not_fixable` (declined by the agent), `deferred`
+    /// (overlaps an earlier fix; a re-lint pass tries it again), `rejected`
     /// or `pending`.
     pub result: String,
     /// Attempts made.

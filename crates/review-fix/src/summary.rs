@@ -97,7 +97,11 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         .iter()
         .filter(|(_, f)| f.result == Some(FixResult::NotFixable))
         .count();
-    let open = findings.len() - fixed - failed - not_fixable;
+    let deferred = findings
+        .iter()
+        .filter(|(_, f)| f.result == Some(FixResult::Deferred))
+        .count();
+    let open = findings.len() - fixed - failed - not_fixable - deferred;
     let commits = findings
         .iter()
         .filter(|(_, f)| f.commit_hash.is_some())
@@ -107,12 +111,17 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let _ = writeln!(out, "- Outcome: **{}** (run {})", input.outcome, input.run);
     let _ = writeln!(
         out,
-        "- Findings: {} ({} fixed, {} failed, {}{} rejected{})",
+        "- Findings: {} ({} fixed, {} failed, {}{}{} rejected{})",
         findings.len() + input.rejected.len(),
         fixed,
         failed,
         if not_fixable > 0 {
             format!("{not_fixable} not fixable by this agent, ")
+        } else {
+            String::new()
+        },
+        if deferred > 0 {
+            format!("{deferred} deferred to a re-lint, ")
         } else {
             String::new()
         },
@@ -213,6 +222,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
                 Some(FixResult::Fixed) => "fixed",
                 Some(FixResult::Failed) => "failed",
                 Some(FixResult::NotFixable) => "not fixable by this agent",
+                Some(FixResult::Deferred) => "deferred: overlaps an earlier fix",
                 None => "not finished",
             };
             let commit = f

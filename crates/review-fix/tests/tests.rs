@@ -1,5 +1,6 @@
 //! Integration tests of the review-fix flow: with fakes (`flow`, and batch verification against one-by-one in `batch`) and end to
-//! end with real git and `cargo test` on the quickstart crate (`e2e`).
+//! end with real git and `cargo test` on the quickstart crate (`e2e`), and
+//! with the builtin agent on linters' output (`relint`, `ids`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,6 +10,8 @@ mod batch;
 mod e2e;
 #[path = "suite/flow.rs"]
 mod flow;
+#[path = "suite/ids.rs"]
+mod ids;
 #[path = "suite/relint.rs"]
 mod relint;
 

@@ -33,14 +33,21 @@
 //! Files are replaced atomically (a uniquely named temporary file in the
 //! same folder, synced, renamed over the original; a symlink is written
 //! through and stays a link) and only once every file of the suggestion has
-//! been planned, so a refused suggestion changes nothing. The answer's `structured` value is
-//! `{"applied_edits": {"<file>": [<AppliedEdit>...]}}` for the files placed
-//! through a history, which the caller records to extend it.
+//! been planned, so a refused suggestion changes nothing. The answer's
+//! `structured` value is `{"applied_edits": {"<file>": [<AppliedEdit>...]},
+//! "already_applied": bool}` for the files placed through a history, which
+//! the caller records to extend it; `already_applied` says that every edit
+//! of the suggestion is one an earlier fix applied (the finding is fixed,
+//! with no change of its own).
 //!
 //! ## Errors
 //!
-//! Every refusal is [`AgentError::Unsupported`] (retrying would not help):
-//! no suggestion ("not fixable by this agent"), a stale suggestion (its text
+//! A suggestion that overlaps an edit an earlier fix of the session applied
+//! ([`EditError::Conflict`]) is [`AgentError::Conflict`]: not now, but a
+//! re-lint reports it again at its new place, where it may apply (rustfix,
+//! ruff and ESLint skip such a fix within a pass the same way). Every other
+//! refusal is [`AgentError::Unsupported`] (retrying would not help): no
+//! suggestion ("not fixable by this agent"), a stale suggestion (its text
 //! is gone), overlapping edits, an unanchored edit, a path outside the working
 //! directory, a malformed context. I/O failures are [`AgentError::Failed`].
 
@@ -49,7 +56,9 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
-use orchestrator_core::edit::{AppliedEdit, EditError, EditHistory, apply_edits, apply_mapped};
+use orchestrator_core::edit::{
+    AppliedEdit, EditError, EditHistory, already_present, apply_edits, apply_mapped,
+};
 use orchestrator_core::finding::{Finding, Suggestion, TextEdit};
 
 use super::files::resolve_in_workdir;
@@ -108,7 +117,26 @@ pub enum SuggestionError {
         id: String,
         /// Why each alternative failed, in order.
         reasons: Vec<String>,
+        /// Whether one of them failed only for overlapping an earlier edit.
+        conflict: bool,
     },
+}
+
+impl SuggestionError {
+    /// Whether the suggestion was refused only because it overlaps an edit
+    /// applied earlier in the session ([`EditError::Conflict`]; for several
+    /// alternatives, when one of them was): a re-lint reports the finding
+    /// again against the fixed text, where it may apply.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            SuggestionError::Edit {
+                source: EditError::Conflict { .. },
+                ..
+            } => true,
+            SuggestionError::NoneApplies { conflict, .. } => *conflict,
+            _ => false,
+        }
+    }
 }
 
 impl From<SuggestionError> for AgentError {
@@ -117,6 +145,9 @@ impl From<SuggestionError> for AgentError {
             SuggestionError::Io { .. } => AgentError::Failed {
                 message: e.to_string(),
                 exit_code: None,
+            },
+            _ if e.is_conflict() => AgentError::Conflict {
+                reason: e.to_string(),
             },
             _ => AgentError::Unsupported {
                 reason: e.to_string(),
@@ -164,6 +195,12 @@ pub struct Applied {
     /// Per file placed through a history, the edits newly applied
     /// (baseline coordinates).
     pub edits: BTreeMap<String, Vec<AppliedEdit>>,
+    /// Every edit of the suggestion is one an earlier fix of the session
+    /// already applied (several findings often carry the same edit: each
+    /// name of `import os, sys` deletes the whole statement), so the finding
+    /// is fixed without a change of its own, as rustfix, ruff and ESLint
+    /// count it.
+    pub already_applied: bool,
 }
 
 /// Applies `finding`'s first applicable suggestion to the files under
@@ -181,19 +218,25 @@ pub fn apply_finding(
         return Err(SuggestionError::NoSuggestion { id });
     }
     let mut reasons = Vec::new();
+    let mut conflict = false;
     let mut first_error = None;
     for suggestion in &finding.suggestions {
         match plan(workdir, &id, suggestion, histories) {
             Ok(writes) => return commit(&id, writes),
             Err(e) => {
                 reasons.push(e.to_string());
+                conflict |= e.is_conflict();
                 first_error.get_or_insert(e);
             }
         }
     }
     match (finding.suggestions.len(), first_error) {
         (1, Some(e)) => Err(e),
-        _ => Err(SuggestionError::NoneApplies { id, reasons }),
+        _ => Err(SuggestionError::NoneApplies {
+            id,
+            reasons,
+            conflict,
+        }),
     }
 }
 
@@ -206,6 +249,9 @@ struct Write {
     /// The edits applied through the file's history, when it had one, under
     /// the file's name as the edits spell it.
     mapped: Option<(String, Vec<AppliedEdit>)>,
+    /// The file changed in ways nobody recorded and already shows every
+    /// edit ([`already_present`]).
+    present: bool,
 }
 
 /// Computes the new content of every file a suggestion touches, without
@@ -237,6 +283,7 @@ fn plan(
             id: id.to_owned(),
             source,
         };
+        let mut present = false;
         let (new, mapped) = match histories.map(|h| h.get(file).cloned().flatten()) {
             // No history was passed: positions as the findings recorded them.
             None => (apply_edits(&old, &edits).map_err(edit_error)?, None),
@@ -255,7 +302,16 @@ fn plan(
                         line: ins.start_line,
                     }));
                 }
-                (apply_edits(&old, &edits).map_err(edit_error)?, None)
+                match apply_edits(&old, &edits) {
+                    Ok(new) => (new, None),
+                    // An earlier fix made the same edit, as the history
+                    // would have said.
+                    Err(EditError::Stale { .. }) if already_present(&old, &edits) => {
+                        present = true;
+                        (old.clone(), None)
+                    }
+                    Err(e) => return Err(edit_error(e)),
+                }
             }
         };
         writes.push(Write {
@@ -264,6 +320,7 @@ fn plan(
             old,
             new,
             mapped,
+            present,
         });
     }
     Ok(writes)
@@ -274,6 +331,10 @@ fn plan(
 fn commit(id: &str, writes: Vec<Write>) -> Result<Applied, SuggestionError> {
     let mut changed = Vec::new();
     let mut edits = BTreeMap::new();
+    let already_applied = !writes.is_empty()
+        && writes.iter().all(|w| {
+            w.old == w.new && (w.present || w.mapped.as_ref().is_some_and(|(_, m)| m.is_empty()))
+        });
     for w in writes {
         if let Some((key, mapped)) = w.mapped {
             edits.insert(key, mapped);
@@ -290,7 +351,11 @@ fn commit(id: &str, writes: Vec<Write>) -> Result<Applied, SuggestionError> {
         changed.push(w.name);
     }
     changed.sort();
-    Ok(Applied { changed, edits })
+    Ok(Applied {
+        changed,
+        edits,
+        already_applied,
+    })
 }
 
 /// Replaces `path` (a regular file: `resolve_in_workdir` resolved any
@@ -355,8 +420,11 @@ impl Agent for SuggestionAgent {
             )
         };
         let mut response = AgentResponse::text(text).with_files_changed(changed);
-        if !applied.edits.is_empty() {
-            response.structured = Some(serde_json::json!({ "applied_edits": applied.edits }));
+        if !applied.edits.is_empty() || applied.already_applied {
+            response.structured = Some(serde_json::json!({
+                "applied_edits": applied.edits,
+                "already_applied": applied.already_applied,
+            }));
         }
         Ok(response)
     }

@@ -3,7 +3,7 @@
 //! The input is read exactly as `review-fix --fix` reads it
 //! ([`orchestrator_review_fix::input::read_findings`]): a findings file in
 //! any supported format (review-cycle export, SARIF, rdjson/rdjsonl,
-//! cargo/clippy JSON), detected from the content, or a review directory (its
+//! cargo/clippy JSON, ruff's or ESLint's JSON), detected from the content, or a review directory (its
 //! newest export); `-` reads standard input. A file either cannot read is
 //! refused by both with the same message. Entries the reader leaves out are
 //! listed on stderr (`rejected: …`, exit 1); the readers' notes too.

@@ -30,9 +30,14 @@
 //! and `highlight_start`/`highlight_end` and checked against
 //! `byte_end - byte_start`; when that does not add up, nothing is read from
 //! disk: the suggestion is left out and a note says so.
+//!
+//! The fix order ([`ParseOutcome::fix_order`]) is rustfix's: within a file,
+//! fixes that overlap in reverse emitted order, as `cargo fix` applies them
+//! (so the same one wins), the others by position.
 
 use serde_json::Value;
 
+use super::order::FixKey;
 use super::{InputFormat, ParseOutcome, json_type, str_field, u32_field};
 use orchestrator_core::finding::{Finding, Fingerprint, Severity, Suggestion, TextEdit};
 use orchestrator_core::limits::{MAX_TEXT_BYTES, excerpt};
@@ -111,12 +116,14 @@ pub fn parse(text: &str, source_name: &str) -> ParseOutcome {
         };
         match diagnostic_to_finding(diagnostic, &location) {
             Ok(Some((finding, notes))) => {
-                out.accept(&location, finding, notes);
+                let key = FixKey::rustfix(&finding, index);
+                out.accept_keyed(&location, finding, notes, key);
             }
             Ok(None) => {}
             Err(message) => out.reject(location, message),
         }
     }
+    out.cluster_overlaps();
     out.finish()
 }
 

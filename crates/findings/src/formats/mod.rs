@@ -1,6 +1,6 @@
 //! Readers that turn findings files into [`Finding`]s.
 //!
-//! Four input formats are understood, and [`detect_and_parse`] tells them
+//! Seven input formats are understood, and [`detect_and_parse`] tells them
 //! apart by their content, never by the file name:
 //!
 //! | format | shape | reader |
@@ -10,6 +10,8 @@
 //! | reviewdog rdjson | `{"source", "diagnostics": [...]}` | [`rdjson`] |
 //! | reviewdog rdjsonl | one `Diagnostic` object per line | [`rdjson`] |
 //! | cargo / rustc JSON | `cargo check/clippy --message-format=json`, one object per line | [`cargo`] |
+//! | ruff JSON | `ruff check --output-format json`: an array of objects with `filename` and `location` | [`ruff`] |
+//! | ESLint JSON | `eslint -f json`: an array of objects with `filePath` and `messages` | [`eslint`] |
 //!
 //! The readers are pure: text in, [`ParseOutcome`] out. A file that cannot be
 //! read as its format at all is a [`FormatError`] naming the source and the
@@ -35,7 +37,11 @@
 //! applied blindly at a possibly stale position.
 
 pub mod cargo;
+pub mod eslint;
+mod fields;
+mod order;
 pub mod rdjson;
+pub mod ruff;
 pub mod sarif;
 
 use std::fmt;
@@ -43,7 +49,11 @@ use std::fmt;
 use serde_json::Value;
 
 use crate::review_cycle::{ReviewCycleError, read_review_cycle_entries};
-use orchestrator_core::finding::{Finding, FindingId, dedup_by_fingerprint};
+pub(crate) use fields::{
+    document_array, document_list, json_type, position_field, str_field, u32_field,
+};
+use orchestrator_core::finding::{Finding, FindingId};
+use order::FixKey;
 
 /// The formats [`detect_and_parse`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,6 +68,10 @@ pub enum InputFormat {
     Rdjsonl,
     /// `cargo … --message-format=json` (or `rustc --error-format=json`).
     CargoJson,
+    /// `ruff check --output-format json`.
+    RuffJson,
+    /// ESLint's `json` formatter (`eslint -f json`).
+    EslintJson,
 }
 
 impl InputFormat {
@@ -69,6 +83,8 @@ impl InputFormat {
             InputFormat::Rdjson => "rdjson",
             InputFormat::Rdjsonl => "rdjsonl",
             InputFormat::CargoJson => "cargo json",
+            InputFormat::RuffJson => "ruff json",
+            InputFormat::EslintJson => "eslint json",
         }
     }
 }
@@ -110,6 +126,9 @@ pub struct ParseOutcome {
     /// out because its replaced text could not be reconstructed, an edit
     /// left unanchored, a SARIF version other than 2.1.0, …).
     pub notes: Vec<String>,
+    /// Where each of `findings` goes in the order its tool applies fixes
+    /// (see [`ParseOutcome::fix_order`]).
+    keys: Vec<FixKey>,
 }
 
 impl ParseOutcome {
@@ -120,7 +139,30 @@ impl ParseOutcome {
             rejected: Vec::new(),
             duplicates: Vec::new(),
             notes: Vec::new(),
+            keys: Vec::new(),
         }
+    }
+
+    /// Indices into [`ParseOutcome::findings`] in the order the tool that
+    /// produced them applies their fixes within a file (by file, then the
+    /// tool's rule: rustfix takes the diagnostics in reverse, ruff and
+    /// ESLint by the fix's position with their own tie-breaks, anything
+    /// else in emitted order; the table is in the `order` module). Every
+    /// tool skips, within one pass, a fix that overlaps one it already
+    /// applied, so an applier that takes the findings one at a time in this
+    /// order keeps the same fix of an overlapping pair as the tool does.
+    pub fn fix_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.findings.len()).collect();
+        order.sort_by(|&a, &b| self.keys.get(a).cmp(&self.keys.get(b)).then(a.cmp(&b)));
+        order
+    }
+
+    /// The findings in [`ParseOutcome::fix_order`].
+    pub fn findings_in_fix_order(&self) -> Vec<Finding> {
+        self.fix_order()
+            .into_iter()
+            .map(|i| self.findings[i].clone())
+            .collect()
     }
 
     fn reject(&mut self, location: impl Into<String>, message: impl Into<String>) {
@@ -135,9 +177,23 @@ impl ParseOutcome {
     /// (naming its id, shortened, and the field) and drops the notes, which
     /// may quote the oversized field.
     fn accept(&mut self, location: &str, finding: Finding, notes: Vec<String>) {
+        let key = FixKey::emitted(&finding, self.findings.len());
+        self.accept_keyed(location, finding, notes, key);
+    }
+
+    /// Ranks the findings by their clusters of overlapping fixes (rustfix's
+    /// order, see `order::cluster_overlaps`).
+    fn cluster_overlaps(&mut self) {
+        order::cluster_overlaps(&self.findings, &mut self.keys);
+    }
+
+    /// [`ParseOutcome::accept`] with the finding's place in its tool's fix
+    /// order.
+    fn accept_keyed(&mut self, location: &str, finding: Finding, notes: Vec<String>, key: FixKey) {
         match finding.check_field_sizes() {
             Ok(()) => {
                 self.findings.push(finding);
+                self.keys.push(key);
                 self.notes.extend(notes);
             }
             Err(e) => self.reject(
@@ -154,21 +210,28 @@ impl ParseOutcome {
 
     /// De-duplicates by fingerprint and makes ids unique (a second finding
     /// with the same id but a different fingerprint gets `#2`, `#3`, …).
+    /// The first finding of each fingerprint is kept (with its place in
+    /// the fix order), as `orchestrator_core::finding::dedup_by_fingerprint`
+    /// does.
     fn finish(mut self) -> Self {
-        let (kept, dropped) = dedup_by_fingerprint(std::mem::take(&mut self.findings));
-        self.duplicates = dropped;
+        let findings = std::mem::take(&mut self.findings);
+        let keys = std::mem::take(&mut self.keys);
+        let mut first = std::collections::HashMap::new();
         let mut seen = std::collections::HashMap::<FindingId, u32>::new();
-        self.findings = kept
-            .into_iter()
-            .map(|mut f| {
-                let n = seen.entry(f.id.clone()).or_insert(0);
-                *n += 1;
-                if *n > 1 {
-                    f.id = FindingId(format!("{}#{}", f.id, n));
-                }
-                f
-            })
-            .collect();
+        for (mut f, key) in findings.into_iter().zip(keys) {
+            if let Some(kept) = first.get(&f.fingerprint) {
+                self.duplicates.push((f.id.clone(), FindingId::clone(kept)));
+                continue;
+            }
+            first.insert(f.fingerprint.clone(), f.id.clone());
+            let n = seen.entry(f.id.clone()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                f.id = FindingId(format!("{}#{}", f.id, n));
+            }
+            self.findings.push(f);
+            self.keys.push(key);
+        }
         self
     }
 }
@@ -211,7 +274,7 @@ pub enum FormatError {
     },
     /// The content matches no known format.
     #[error(
-        "failed to read findings from {source_name}: unrecognised format ({hint}); expected a review-cycle export, SARIF 2.1.0, reviewdog rdjson or rdjsonl, or cargo --message-format=json output"
+        "failed to read findings from {source_name}: unrecognised format ({hint}); expected a review-cycle export, SARIF 2.1.0, reviewdog rdjson or rdjsonl, cargo --message-format=json, ruff --output-format json or eslint -f json output"
     )]
     Unrecognized {
         /// Name of the input.
@@ -343,6 +406,8 @@ pub fn detect_and_parse_with(
         InputFormat::Rdjson => rdjson::parse_with(text, source_name, options),
         InputFormat::Rdjsonl => Ok(rdjson::parse_lines_with(text, source_name, options)),
         InputFormat::CargoJson => Ok(cargo::parse(text, source_name)),
+        InputFormat::RuffJson => ruff::parse_with(text, source_name, options),
+        InputFormat::EslintJson => eslint::parse_with(text, source_name, options),
     }
 }
 
@@ -352,8 +417,10 @@ const DETECT_LINES: usize = 50;
 
 /// Decides the format of `text` from its content.
 ///
-/// A whole-document JSON value decides by shape: an array is a review-cycle
-/// export; an object with `runs` is SARIF, with `diagnostics` rdjson, with
+/// A whole-document JSON value decides by shape: an array is ruff's JSON
+/// output when its first element has `filename` and `location`, ESLint's
+/// when it has `filePath` and `messages`, else a review-cycle export; an
+/// object with `runs` is SARIF, with `diagnostics` rdjson, with
 /// `findings` a review-cycle export. Otherwise the text is read as JSON
 /// lines and the first line that parses decides: `reason` or a rustc
 /// diagnostic (`$message_type`, or `message` + `spans`) means cargo JSON;
@@ -367,7 +434,7 @@ pub fn detect_format(text: &str, source_name: &str) -> Result<InputFormat, Forma
     }
     let whole: Result<Value, _> = serde_json::from_str(trimmed);
     match &whole {
-        Ok(Value::Array(_)) => return Ok(InputFormat::ReviewCycle),
+        Ok(Value::Array(items)) => return Ok(array_format(items)),
         Ok(Value::Object(map)) => {
             if map.contains_key("runs") {
                 return Ok(InputFormat::Sarif);
@@ -437,6 +504,26 @@ pub fn detect_format(text: &str, source_name: &str) -> Result<InputFormat, Forma
     }
 }
 
+/// The format of a JSON array by its first element: ruff's JSON output
+/// (objects with `filename` and `location`), ESLint's JSON formatter
+/// (`filePath` and `messages`), else a review-cycle export (an empty array
+/// is an empty export).
+fn array_format(items: &[Value]) -> InputFormat {
+    match items.first() {
+        Some(Value::Object(first))
+            if first.contains_key("filename") && first.contains_key("location") =>
+        {
+            InputFormat::RuffJson
+        }
+        Some(Value::Object(first))
+            if first.contains_key("filePath") && first.contains_key("messages") =>
+        {
+            InputFormat::EslintJson
+        }
+        _ => InputFormat::ReviewCycle,
+    }
+}
+
 /// The line format an object belongs to, if it is recognisable.
 fn line_format(map: &serde_json::Map<String, Value>) -> Option<InputFormat> {
     if map.get("reason").is_some_and(Value::is_string)
@@ -449,91 +536,6 @@ fn line_format(map: &serde_json::Map<String, Value>) -> Option<InputFormat> {
         return Some(InputFormat::Rdjsonl);
     }
     None
-}
-
-/// The JSON type of a value, for messages.
-/// Parses a whole-document format (SARIF, rdjson): JSON (a leading BOM
-/// ignored) whose top level must be an object, and the array at `key` in it.
-/// `noun` names the document in messages ("the log has no `runs` array").
-/// Returns the rest of the object (without `key`) and the array.
-pub(crate) fn document_array(
-    text: &str,
-    source_name: &str,
-    format: InputFormat,
-    key: &str,
-    noun: &str,
-) -> Result<(serde_json::Map<String, Value>, Vec<Value>), FormatError> {
-    let shape = |problem: String| FormatError::Shape {
-        source_name: source_name.to_owned(),
-        format: format.as_str(),
-        problem,
-    };
-    let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| FormatError::json(source_name, format, &e))?;
-    let Value::Object(mut map) = doc else {
-        return Err(shape(format!(
-            "the top-level value is a {}, expected an object",
-            json_type(&doc)
-        )));
-    };
-    match map.remove(key) {
-        Some(Value::Array(items)) => Ok((map, items)),
-        Some(other) => Err(shape(format!(
-            "`{key}` is a {}, expected an array",
-            json_type(&other)
-        ))),
-        None => Err(shape(format!("the {noun} has no `{key}` array"))),
-    }
-}
-
-pub(crate) fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// A string field, trimmed, non-empty.
-pub(crate) fn str_field<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-}
-
-/// A positive integer field that fits a `u32`.
-pub(crate) fn u32_field(v: &Value, key: &str) -> Option<u32> {
-    v.get(key)
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-}
-
-/// An optional line or column number at `key` of `v` (`path` names it in
-/// the message): missing or `null` is `None`; a non-negative integer that
-/// fits a `u32` is read; anything else (a string such as `"three"`, a
-/// negative or fractional number, an object) is an error, so that the entry
-/// is rejected rather than read as having no line.
-pub(crate) fn position_field(
-    v: Option<&Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<u32>, String> {
-    match v.and_then(|v| v.get(key)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| format!("`{path}` is {n}, expected a non-negative integer")),
-        Some(other) => Err(format!(
-            "`{path}` is a {}, expected a number",
-            json_type(other)
-        )),
-    }
 }
 
 #[cfg(test)]

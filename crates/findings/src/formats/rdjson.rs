@@ -17,7 +17,8 @@
 //!
 //! `suggestions` are the parts of one fix (like an editor's text edits) and
 //! become the edits of a single [`Suggestion`]. Ranges follow reviewdog's
-//! rules: 1-based lines, 1-based columns counted in UTF-8 bytes, the end
+//! rules: 1-based lines, 1-based columns counted in UTF-8 bytes (except for
+//! the source named `ruff`, which writes code point columns), the end
 //! exclusive; an omitted `end` is an insertion point at `start`; when both
 //! start and end omit the column, the range is whole lines, from the start of
 //! the start line through the end of the end line including its line break.
@@ -211,7 +212,10 @@ fn diagnostic_to_finding(
         }
     };
     if !suggestions.is_empty() {
-        match suggestions_to_edits(suggestions, path, sources) {
+        let ruff = source
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("ruff"));
+        match suggestions_to_edits(suggestions, path, ruff, sources) {
             Ok(edits) => {
                 if edits.iter().any(is_unanchored) {
                     notes.push(unanchored_note(location, &id));
@@ -230,6 +234,7 @@ fn diagnostic_to_finding(
 fn suggestions_to_edits(
     suggestions: &[Value],
     path: Option<&str>,
+    ruff: bool,
     sources: &mut SourceCache<'_, '_>,
 ) -> Result<Vec<orchestrator_core::finding::TextEdit>, String> {
     let path = path.ok_or("the diagnostic has no `location.path`")?;
@@ -242,6 +247,10 @@ fn suggestions_to_edits(
             .unwrap_or("")
             .to_owned();
         let source = sources.get(path);
+        let mut region = region;
+        if ruff {
+            region.unit = ColumnUnit::Chars;
+        }
         let edit = region
             .to_edit(path, text, None, source)
             .map_err(|why| format!("suggestions[{k}]: {why}"))?;

@@ -9,8 +9,13 @@
 //!   default `warning`): `error` high, `warning` medium, `note`/`none` low;
 //! - `file` and `line` from `locations[0].physicalLocation`
 //!   (`artifactLocation.uri`, or the run artifact it indexes; `file://` URIs
-//!   become paths and `%xx` escapes are decoded; relative URIs stay
-//!   relative) and `region.startLine` (a `startLine` or `startColumn` that
+//!   become paths and `%xx` escapes are decoded; a relative URI stays
+//!   relative to the repository unless its `uriBaseId` names a relative
+//!   folder in `originalUriBaseIds` (an absolute base is the producer's own
+//!   checkout, such as `%SRCROOT%` on a CI machine, and stands for the
+//!   repository root), as does one spelling its base inline,
+//!   `%SRCROOT%/a.py`; the caller makes absolute paths repository-relative)
+//!   and `region.startLine` (a `startLine` or `startColumn` that
 //!   is not a number rejects the result); `snippet` from `region.snippet.text`;
 //! - `dimension` from the rule's `properties.tags` (`security`,
 //!   `performance`, `correctness`/`reliability`) or a
@@ -23,10 +28,14 @@
 //! `fixes[]` are alternatives: each becomes one [`Suggestion`] whose edits
 //! are its `artifactChanges[].replacements[]` (`deletedRegion` replaced by
 //! `insertedContent.text`). SARIF regions do not carry the deleted text, so
-//! `original` comes from `deletedRegion.snippet.text` when the producer
-//! included it, else from the file through the [`ParseOptions::sources`]
-//! reader (which also turns the run's `columnKind`, UTF-16 code units by
-//! default, into character columns). Without either, the edit keeps an empty
+//! `original` comes from the file through the [`ParseOptions::sources`]
+//! reader (which also turns the run's `columnKind` into character columns
+//! and gives the edit its byte range; a `deletedRegion.snippet` must then
+//! match the file), else from `deletedRegion.snippet.text` when the producer
+//! included it. Columns count UTF-16 code units (SARIF's default) unless
+//! the run's `columnKind` is `unicodeCodePoints`, with one
+//! exception keyed on the driver's name: `ruff` counts code points and
+//! writes no `columnKind`. A byte order mark is not counted. Without either, the edit keeps an empty
 //! `original` (and `u32::MAX` as its end column when the region runs to the
 //! end of its line) and a note is recorded: the applier must not apply such an
 //! edit at its recorded position, because earlier fixes may have moved the
@@ -94,12 +103,18 @@ pub fn parse_with(
     Ok(out.finish())
 }
 
+mod fixes;
+use fixes::fix_to_suggestion;
+
 /// What results of one run share.
 struct RunContext<'v> {
     tool: String,
     rules: Vec<&'v Value>,
     artifacts: Vec<&'v Value>,
     unit: ColumnUnit,
+    /// `originalUriBaseIds`: base name → its URI and the base that URI is
+    /// relative to.
+    bases: std::collections::HashMap<&'v str, (&'v str, Option<&'v str>)>,
 }
 
 impl<'v> RunContext<'v> {
@@ -110,17 +125,36 @@ impl<'v> RunContext<'v> {
                 .map(|a| a.iter().collect())
                 .unwrap_or_default()
         };
+        let tool = driver
+            .and_then(|d| str_field(d, "name"))
+            .unwrap_or("sarif")
+            .to_owned();
+        let bases = run
+            .get("originalUriBaseIds")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| {
+                        Some((
+                            k.as_str(),
+                            (str_field(v, "uri")?, str_field(v, "uriBaseId")),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Self {
-            tool: driver
-                .and_then(|d| str_field(d, "name"))
-                .unwrap_or("sarif")
-                .to_owned(),
-            rules: list(driver.and_then(|d| d.get("rules"))),
-            artifacts: list(run.get("artifacts")),
             unit: match run.get("columnKind").and_then(Value::as_str) {
                 Some("unicodeCodePoints") => ColumnUnit::Chars,
-                _ => ColumnUnit::Utf16,
+                Some(_) => ColumnUnit::Utf16,
+                // ruff writes code point columns and no `columnKind`.
+                None if tool.eq_ignore_ascii_case("ruff") => ColumnUnit::Chars,
+                None => ColumnUnit::Utf16,
             },
+            tool,
+            rules: list(driver.and_then(|d| d.get("rules"))),
+            artifacts: list(run.get("artifacts")),
+            bases,
         }
     }
 
@@ -139,15 +173,73 @@ impl<'v> RunContext<'v> {
             .find(|r| str_field(r, "id") == Some(id))
     }
 
-    /// The path an artifact location names.
+    /// The path an artifact location names: its `uri`, resolved against
+    /// its `uriBaseId` (see [`RunContext::resolve`]), or the run artifact
+    /// its `index` names.
     fn artifact_path(&self, artifact_location: &Value) -> Option<String> {
         if let Some(uri) = str_field(artifact_location, "uri") {
-            return Some(uri_to_path(uri));
+            return Some(self.resolve(uri, str_field(artifact_location, "uriBaseId")));
         }
         let index = artifact_location.get("index").and_then(Value::as_u64)?;
-        let artifact = self.artifacts.get(index as usize)?;
-        str_field(artifact.get("location")?, "uri").map(uri_to_path)
+        let location = self.artifacts.get(index as usize)?.get("location")?;
+        let uri = str_field(location, "uri")?;
+        Some(self.resolve(uri, str_field(location, "uriBaseId")))
     }
+
+    /// A URI as a path. A relative URI is relative to its `uriBaseId`: a
+    /// base that `originalUriBaseIds` defines as a relative URI (itself
+    /// possibly on a base) is a folder of the repository and is joined to
+    /// it; any other base (undefined, or an absolute URI, which is the
+    /// producer's own checkout: `%SRCROOT%` on a CI machine) stands for the
+    /// repository root, so the path stays relative to it. A URI that spells
+    /// its base inline (`%SRCROOT%/src/a.py`) is read the same way.
+    fn resolve(&self, uri: &str, base_id: Option<&str>) -> String {
+        let (base_id, rest) = match (base_id, inline_base(uri)) {
+            (Some(id), _) => (Some(id), uri),
+            (None, Some((id, rest))) => (Some(id), rest),
+            (None, None) => (None, uri),
+        };
+        let path = uri_to_path(rest);
+        if path.starts_with('/') || rest.contains("://") {
+            return path;
+        }
+        match base_id.and_then(|id| self.base_folder(id, 0)) {
+            Some(folder) if !folder.is_empty() => format!(
+                "{}/{}",
+                folder.trim_end_matches('/'),
+                path.trim_start_matches("./")
+            ),
+            _ => path,
+        }
+    }
+
+    /// The repository folder a base names (`""` for the root), following
+    /// nested bases a few levels deep.
+    fn base_folder(&self, id: &str, depth: u8) -> Option<String> {
+        let (uri, parent) = self.bases.get(id).copied()?;
+        if uri.contains(':') || uri.starts_with('/') {
+            return Some(String::new());
+        }
+        let here = uri_to_path(uri);
+        match parent
+            .filter(|_| depth < 8)
+            .and_then(|p| self.base_folder(p, depth + 1))
+        {
+            Some(up) if !up.is_empty() => Some(format!("{}/{}", up.trim_end_matches('/'), here)),
+            _ => Some(here),
+        }
+    }
+}
+
+/// A URI that starts with a base name in percent signs (`%SRCROOT%/a.py`):
+/// the name and the rest.
+fn inline_base(uri: &str) -> Option<(&str, &str)> {
+    let name_end = uri.strip_prefix('%')?.find('%')? + 2;
+    let (name, rest) = uri.split_at(name_end);
+    let valid = name[1..name_end - 1]
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    valid.then(|| (name, rest.trim_start_matches('/')))
 }
 
 fn result_to_finding(
@@ -380,141 +472,6 @@ fn fingerprint(
         &column.map(|c| c.to_string()).unwrap_or_default(),
         message,
     ])
-}
-
-fn fix_to_suggestion(
-    fix: &Value,
-    run: &RunContext<'_>,
-    sources: &mut SourceCache<'_, '_>,
-) -> Result<Suggestion, String> {
-    let changes = fix
-        .get("artifactChanges")
-        .and_then(Value::as_array)
-        .ok_or("no `artifactChanges` array")?;
-    let mut edits = Vec::new();
-    for (a, change) in changes.iter().enumerate() {
-        let file = change
-            .get("artifactLocation")
-            .and_then(|l| run.artifact_path(l))
-            .ok_or_else(|| format!("artifactChanges[{a}] has no artifact uri"))?;
-        let replacements = change
-            .get("replacements")
-            .and_then(Value::as_array)
-            .ok_or_else(|| format!("artifactChanges[{a}] has no `replacements` array"))?;
-        for (k, replacement) in replacements.iter().enumerate() {
-            let edit = replacement_to_edit(replacement, &file, run.unit, sources)
-                .map_err(|why| format!("artifactChanges[{a}].replacements[{k}]: {why}"))?;
-            edits.push(edit);
-        }
-    }
-    Ok(Suggestion {
-        message: fix
-            .get("description")
-            .and_then(|d| str_field(d, "text"))
-            .map(str::to_owned),
-        edits,
-    })
-}
-
-fn replacement_to_edit(
-    replacement: &Value,
-    file: &str,
-    unit: ColumnUnit,
-    sources: &mut SourceCache<'_, '_>,
-) -> Result<TextEdit, String> {
-    let region = replacement
-        .get("deletedRegion")
-        .ok_or("no `deletedRegion`")?;
-    let inserted = replacement
-        .get("insertedContent")
-        .and_then(|c| c.get("text"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let snippet = region
-        .get("snippet")
-        .and_then(|s| s.get("text"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let char_range = match (
-        region.get("charOffset").and_then(Value::as_u64),
-        region.get("charLength").and_then(Value::as_u64),
-    ) {
-        (Some(o), len) => Some((o as usize, (o + len.unwrap_or(0)) as usize)),
-        _ => None,
-    };
-    let Some(start_line) = u32_field(region, "startLine").filter(|&l| l > 0) else {
-        // A character-offset region: placeable only with the file at hand.
-        let (start, end) =
-            char_range.ok_or("`deletedRegion` has neither startLine nor charOffset")?;
-        let text = sources
-            .get(file)
-            .ok_or("`deletedRegion` has only character offsets and the file cannot be read")?;
-        let to_byte = |n: usize| offset_in_units(text, n, unit);
-        let (s, e) = to_byte(start)
-            .zip(to_byte(end))
-            .filter(|(s, e)| s <= e)
-            .ok_or("`deletedRegion` offsets lie outside the file")?;
-        let (start_line, start_column) = orchestrator_core::edit::line_column(text, s);
-        let (end_line, end_column) = orchestrator_core::edit::line_column(text, e);
-        return Ok(TextEdit {
-            file: file.to_owned(),
-            start_line,
-            start_column,
-            end_line,
-            end_column,
-            byte_range: Some((s, e)),
-            original: text[s..e].to_owned(),
-            replacement: inserted,
-        });
-    };
-    let start_column = u32_field(region, "startColumn").unwrap_or(1);
-    let end_line = u32_field(region, "endLine").unwrap_or(start_line);
-    let end = match u32_field(region, "endColumn") {
-        Some(column) => RegionEnd::At {
-            line: end_line,
-            column,
-        },
-        None => RegionEnd::EndOfLine {
-            line: end_line,
-            include_eol: false,
-        },
-    };
-    let raw = RawRegion {
-        start_line,
-        start_column,
-        end,
-        unit,
-    };
-    let source = if snippet.is_some() {
-        None
-    } else {
-        sources.get(file)
-    };
-    let mut edit = raw.to_edit(file, inserted, snippet, source)?;
-    if edit.byte_range.is_none() {
-        edit.byte_range = char_range;
-    }
-    Ok(edit)
-}
-
-/// Byte offset of the `n`th unit of `text`.
-fn offset_in_units(text: &str, n: usize, unit: ColumnUnit) -> Option<usize> {
-    let mut count = 0usize;
-    for (i, c) in text.char_indices() {
-        if count == n {
-            return Some(i);
-        }
-        if count > n {
-            return None;
-        }
-        count += match unit {
-            ColumnUnit::Chars => 1,
-            ColumnUnit::Utf8Bytes => c.len_utf8(),
-            ColumnUnit::Utf16 => c.len_utf16(),
-        };
-    }
-    (count == n).then_some(text.len())
 }
 
 /// A SARIF artifact URI as a path: `file://` stripped, `%xx` decoded.

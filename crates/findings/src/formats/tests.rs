@@ -349,6 +349,79 @@ fn uris_become_paths() {
     assert_eq!(sarif::uri_to_path("bad%zzescape"), "bad%zzescape");
 }
 
+/// A SARIF log of one result with one fix, at `uri` (and `base`), whose
+/// deleted region may carry a snippet.
+fn one_fix_sarif(uri: &str, base: Option<&str>, snippet: Option<&str>, bases: &str) -> String {
+    let mut location = serde_json::json!({"uri": uri});
+    if let Some(b) = base {
+        location["uriBaseId"] = b.into();
+    }
+    let mut region =
+        serde_json::json!({"startLine": 2, "startColumn": 5, "endLine": 2, "endColumn": 8});
+    if let Some(text) = snippet {
+        region["snippet"] = serde_json::json!({"text": text});
+    }
+    let bases: serde_json::Value = serde_json::from_str(bases).unwrap();
+    serde_json::json!({"version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "lint"}},
+        "originalUriBaseIds": bases,
+        "results": [{
+            "ruleId": "R1",
+            "message": {"text": "m"},
+            "locations": [{"physicalLocation": {"artifactLocation": location, "region": region}}],
+            "fixes": [{"artifactChanges": [{"artifactLocation": location,
+                "replacements": [{"deletedRegion": region, "insertedContent": {"text": "new"}}]}]}]
+        }]
+    }]})
+    .to_string()
+}
+
+#[test]
+fn a_snippet_does_not_cost_the_edit_its_byte_range() {
+    let reader = |path: &str| (path == "src/a.py").then(|| "x = 1\ny = old\n".to_owned());
+    let options = ParseOptions {
+        sources: Some(&reader),
+    };
+    let log = one_fix_sarif("src/a.py", None, Some("old"), "{}");
+    let out = sarif::parse_with(&log, "s.sarif", &options).unwrap();
+    let e = &out.findings[0].suggestions[0].edits[0];
+    assert_eq!((e.original.as_str(), e.byte_range), ("old", Some((10, 13))));
+    // A snippet that is not what the file holds is not trusted.
+    let log = one_fix_sarif("src/a.py", None, Some("odd"), "{}");
+    let out = sarif::parse_with(&log, "s.sarif", &options).unwrap();
+    assert!(out.findings[0].suggestions.is_empty());
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("differs from the file")),
+        "{:?}",
+        out.notes
+    );
+}
+
+#[test]
+fn uri_base_ids_resolve_to_repository_paths() {
+    let file = |uri: &str, base: Option<&str>, bases: &str| {
+        let out = sarif::parse(&one_fix_sarif(uri, base, None, bases), "s.sarif").unwrap();
+        (
+            out.findings[0].file.clone().unwrap(),
+            out.findings[0].suggestions[0].edits[0].file.clone(),
+        )
+    };
+    let both = |s: &str| (s.to_owned(), s.to_owned());
+    // The producer's own checkout (a CI machine's) stands for the root.
+    let ci = r#"{"%SRCROOT%": {"uri": "file:///home/runner/work/app/"}}"#;
+    assert_eq!(file("src/a.py", Some("%SRCROOT%"), ci), both("src/a.py"));
+    assert_eq!(file("src/a.py", Some("%SRCROOT%"), "{}"), both("src/a.py"));
+    assert_eq!(file("%SRCROOT%/src/a.py", None, "{}"), both("src/a.py"));
+    // A relative base is a folder of the repository, nested bases too.
+    let nested = r#"{"%SRCROOT%": {"uri": "file:///w/"}, "PKG": {"uri": "pkg/", "uriBaseId": "SUB"},
+                     "SUB": {"uri": "libs/", "uriBaseId": "%SRCROOT%"}}"#;
+    assert_eq!(file("a.py", Some("PKG"), nested), both("libs/pkg/a.py"));
+    // An absolute URI stays absolute: the caller makes it relative.
+    assert_eq!(file("file:///w/src/a.py", None, ci), both("/w/src/a.py"));
+}
+
 /// One rejection's text, for the size tests.
 fn rejections(out: &ParseOutcome) -> Vec<String> {
     out.rejected.iter().map(ToString::to_string).collect()

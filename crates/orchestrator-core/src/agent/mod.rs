@@ -382,6 +382,18 @@ pub enum AgentError {
         /// Why.
         reason: String,
     },
+    /// The agent cannot do this now because what it would change overlaps
+    /// a change made earlier in the same run (a builtin agent's
+    /// machine-applicable edit that overlaps an edit applied before it, the
+    /// way `cargo fix`, ruff and ESLint skip such a fix within a pass). The
+    /// same request will be refused again; a fresh one made against the
+    /// changed tree (a re-lint reports the finding at its new place) may
+    /// succeed. Flows report it as deferred, not as "not fixable".
+    #[error("agent cannot handle this request yet: {reason}")]
+    Conflict {
+        /// What it overlaps.
+        reason: String,
+    },
     /// A budget (turns, tokens, cost) was exhausted.
     #[error("agent budget exhausted: {message}")]
     Budget {
@@ -430,7 +442,8 @@ impl AgentError {
     /// the agent cannot be started or is not authorized
     /// ([`AgentError::Unavailable`]), the schema is wrong
     /// ([`AgentError::InvalidSchema`]), the agent declined
-    /// ([`AgentError::Unsupported`]), a budget is spent
+    /// ([`AgentError::Unsupported`]) or cannot do it on this tree
+    /// ([`AgentError::Conflict`]), a budget is spent
     /// ([`AgentError::Budget`], [`AgentError::CallLimit`]) or a loop was
     /// stopped ([`AgentError::LoopDetected`]). A garbled or off-schema answer is
     /// not final: the next attempt may answer well.
@@ -440,6 +453,7 @@ impl AgentError {
             AgentError::Unavailable { .. }
                 | AgentError::InvalidSchema { .. }
                 | AgentError::Unsupported { .. }
+                | AgentError::Conflict { .. }
                 | AgentError::Budget { .. }
                 | AgentError::CallLimit { .. }
                 | AgentError::LoopDetected { .. }

@@ -343,7 +343,9 @@ fn detail(error: &AgentError) -> Option<String> {
         | AgentError::Budget { message }
         | AgentError::CallLimit { message }
         | AgentError::InvalidSchema { message, .. } => Some(message.clone()),
-        AgentError::Unsupported { reason } => Some(reason.clone()),
+        AgentError::Unsupported { reason } | AgentError::Conflict { reason } => {
+            Some(reason.clone())
+        }
         AgentError::LoopDetected { signature, .. } => Some(signature.clone()),
         AgentError::SchemaViolation { violations } => Some(violations.join("; ")),
         AgentError::Timeout { .. } | AgentError::Cancelled => None,

@@ -337,6 +337,23 @@ pub fn apply_edits(text: &str, edits: &[&TextEdit]) -> Result<String, EditError>
     Ok(out)
 }
 
+/// Whether every edit of a fix is already in `text` although nobody recorded
+/// it: the text it replaces is gone from near its place ([`locate`] finds
+/// it nowhere) and exactly its replacement stands at its recorded line and
+/// column. That is what a file shows when an earlier fix made the same edit
+/// (several findings often carry one edit) and the file's history is not
+/// known; anything else (the text changed otherwise, or moved) is not.
+pub fn already_present(text: &str, edits: &[&TextEdit]) -> bool {
+    !edits.is_empty()
+        && edits.iter().all(|e| {
+            !e.original.is_empty()
+                && e.original != e.replacement
+                && matches!(locate(text, e), Err(EditError::Stale { .. }))
+                && char_position(text, e.start_line, e.start_column)
+                    .is_some_and(|at| text[at..].starts_with(e.replacement.as_str()))
+        })
+}
+
 /// Byte offsets at which each line starts (line 1 at index 0). A text ending
 /// in a newline has a last, empty line.
 pub fn line_starts(text: &str) -> Vec<usize> {
@@ -373,10 +390,24 @@ pub enum ColumnUnit {
     Utf16,
 }
 
+/// The length of the byte order mark `text` starts with (0 or 3). No
+/// producer counts it as a column (rustc, ruff and ESLint strip it before
+/// indexing), so columns on line 1 start after it.
+fn bom_len(text: &str) -> usize {
+    if text.starts_with('\u{feff}') { 3 } else { 0 }
+}
+
 /// Byte offset of 1-based `column` (in `unit`) on 1-based `line`. A column
-/// one past the end of the line is the line end; further out is `None`.
+/// one past the end of the line is the line end; further out is `None`. A
+/// byte order mark at the start of the text is not counted: column 1 of
+/// line 1 is the first character after it.
 pub fn column_offset(text: &str, line: u32, column: u32, unit: ColumnUnit) -> Option<usize> {
-    let (start, content) = line_text(text, line)?;
+    let (mut start, mut content) = line_text(text, line)?;
+    if line == 1 {
+        let bom = bom_len(content);
+        start += bom;
+        content = &content[bom..];
+    }
     let wanted = (column as usize).checked_sub(1)?;
     let mut count = 0usize;
     for (i, c) in content.char_indices() {
@@ -400,11 +431,15 @@ fn char_position(text: &str, line: u32, column: u32) -> Option<usize> {
     column_offset(text, line, column, ColumnUnit::Chars)
 }
 
-/// The 1-based line and character column of byte `offset`.
+/// The 1-based line and character column of byte `offset` (a byte order
+/// mark at the start of the text not counted, as in [`column_offset`]).
 pub fn line_column(text: &str, offset: usize) -> (u32, u32) {
     let starts = line_starts(text);
     let line = line_of(&starts, offset);
-    let start = starts[line as usize - 1];
+    let mut start = starts[line as usize - 1];
+    if line == 1 {
+        start = bom_len(text).min(offset);
+    }
     let col = text.get(start..offset).map_or(0, |s| s.chars().count());
     (line, u32::try_from(col + 1).unwrap_or(u32::MAX))
 }
@@ -683,6 +718,31 @@ mod tests {
         assert_eq!(column_offset(text, 1, 3, ColumnUnit::Utf8Bytes), None);
         assert_eq!(column_offset(text, 1, 4, ColumnUnit::Chars), Some(6));
         assert_eq!(column_offset(text, 1, 5, ColumnUnit::Chars), None);
+    }
+
+    #[test]
+    fn an_edit_already_made_is_recognised_without_a_history() {
+        let e = edit(2, 5, "teh", "the");
+        assert!(already_present("a\nfix the b\n", &[&e]));
+        // The old text is still there (nearby): not applied.
+        assert!(!already_present("a\nfix teh the\n", &[&e]));
+        // Gone, but something else stands there: not this fix.
+        assert!(!already_present("a\nfix our b\n", &[&e]));
+        assert!(!already_present("a\nfix the b\n", &[]));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_a_column() {
+        let text = "\u{feff}ab\ncd\n";
+        for unit in [ColumnUnit::Chars, ColumnUnit::Utf8Bytes, ColumnUnit::Utf16] {
+            assert_eq!(column_offset(text, 1, 1, unit), Some(3));
+            assert_eq!(column_offset(text, 1, 2, unit), Some(4));
+        }
+        assert_eq!(column_offset(text, 2, 1, ColumnUnit::Chars), Some(6));
+        assert_eq!(line_column(text, 4), (1, 2));
+        assert_eq!(line_column(text, 0), (1, 1));
+        let e = edit(1, 2, "b", "B");
+        assert_eq!(apply_edits(text, &[&e]).unwrap(), "\u{feff}aB\ncd\n");
     }
 
     #[test]

@@ -226,6 +226,11 @@ pub(crate) async fn fix_one(
         leave_pending(shared, progress, &id);
         return None;
     }
+    if state.already_applied {
+        shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+        finish_already_applied(shared, progress, &id);
+        return None;
+    }
     let result = match (outcome, state.write_set) {
         (MilestoneOutcome::Passed { .. }, Some(write_set)) => {
             commit_fix(shared, tree, progress, finding, &write_set, &checkpoint)
@@ -267,6 +272,12 @@ pub(crate) async fn fix_one(
                 finish_unfixed(shared, progress, &id, reason.clone(), FixResult::NotFixable);
                 return None;
             }
+            if let Some(AgentError::Conflict { reason }) = &state.stop {
+                // Overlaps an earlier fix of this session: a re-lint pass
+                // reports it at its new place and tries it there.
+                finish_unfixed(shared, progress, &id, reason.clone(), FixResult::Deferred);
+                return None;
+            }
             let attempts = state.attempt.min(shared.config.max_iterations.max(1));
             let message = if attempts >= shared.config.max_iterations.max(1) {
                 format!("max iterations reached ({attempts}): {message}")
@@ -277,4 +288,27 @@ pub(crate) async fn fix_one(
             None
         }
     }
+}
+
+/// A finding whose fix an earlier fix of the session already made (several
+/// findings carrying the same edit): fixed, with no commit of its own, as
+/// rustfix, ruff and ESLint count it.
+fn finish_already_applied(shared: &Shared, progress: &Progress, id: &str) {
+    progress.finding(id, |f| {
+        f.status = ProgressStatus::Completed;
+        f.result = Some(FixResult::Fixed);
+        f.test_passed = None;
+        f.commit_hash = None;
+        f.completed_at = Some(now());
+        f.error_message = None;
+    });
+    progress.update(|p| {
+        p.current_finding = None;
+        p.flow_control = FlowControl::default();
+    });
+    shared.sink.emit(&Event::JobFinished {
+        id: id.to_owned(),
+        status: JobStatus::Completed,
+        detail: Some("already fixed: an earlier fix made the same edit".to_owned()),
+    });
 }

@@ -137,6 +137,7 @@ pub(crate) fn init_progress(
             fixed: 0,
             failed: 0,
             not_fixable: 0,
+            deferred: 0,
             percent_complete: 0.0,
         },
         current_finding: None,
@@ -201,7 +202,7 @@ pub(super) fn finish_unfixed(
     });
     shared.sink.emit(&Event::JobFinished {
         id: id.to_owned(),
-        status: if result == FixResult::NotFixable {
+        status: if matches!(result, FixResult::NotFixable | FixResult::Deferred) {
             JobStatus::Skipped
         } else {
             JobStatus::Failed

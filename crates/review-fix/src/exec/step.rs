@@ -49,6 +49,9 @@ pub(super) struct StepState {
     /// The run stopped at a run limit before or during this finding's
     /// attempt: the finding stays pending for `--resume`.
     pub(super) halted: bool,
+    /// The agent found every edit of the fix already applied by an earlier
+    /// fix (`"already_applied": true`): fixed, with nothing to commit.
+    pub(super) already_applied: bool,
 }
 
 /// One attempt at one finding, as an [`Agent`] for the retry executor: the
@@ -230,12 +233,24 @@ impl Agent for FixStep<'_> {
                     self.with(|s| s.session = Some(session.clone()));
                 }
                 self.record_edits(response.structured.as_ref());
+                let already = response
+                    .structured
+                    .as_ref()
+                    .and_then(|v| v.get("already_applied"))
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true);
+                if already && response.files_changed.is_empty() {
+                    self.progress.end_step("completed");
+                    self.with(|s| s.already_applied = true);
+                    return Ok(response);
+                }
             }
             Err(e) => {
                 self.restore().await;
                 self.progress.end_step("failed");
                 let kind = match &e {
                     AgentError::Unsupported { .. } => "not_fixable",
+                    AgentError::Conflict { .. } => "deferred",
                     AgentError::Budget { .. } | AgentError::CallLimit { .. } => "budget",
                     _ => "agent_error",
                 };

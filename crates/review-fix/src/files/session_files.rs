@@ -173,6 +173,9 @@ pub struct HistoryEntry {
     /// Findings the agent declined as not fixable by it (ours).
     #[serde(default)]
     pub not_fixable: usize,
+    /// Findings deferred to a re-lint pass (ours; absent when zero).
+    #[serde(default, skip_serializing_if = "crate::files::is_zero")]
+    pub deferred: usize,
     /// Findings rejected before planning.
     pub rejected: usize,
     /// Commits on the checked-out branch, oldest first.

@@ -299,6 +299,83 @@ async fn an_identical_finding_after_a_fixed_one_is_fixed_too() {
     assert_eq!((report.count("fixed"), report.commits()), (3, 3));
 }
 
+/// The overlap linter (see `tests/data/overlap_lint.sh`).
+const OVERLAP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/overlap_lint.sh");
+
+/// A fix that overlaps one applied earlier in the pass is deferred, not
+/// "not fixable", and the next pass applies it at its new place, as `cargo
+/// clippy --fix`, ruff and ESLint do; within a pass the fixes go in the
+/// order the linter emitted them (here `double` before `dash-x`, although
+/// `dash-x` sorts first by id); a finding whose fix an earlier one already
+/// made (`pair-b`) is fixed without a commit of its own.
+#[tokio::test]
+async fn an_overlapping_fix_is_deferred_and_the_next_pass_applies_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _) = fixture(tmp.path(), "a --x b\npair\nend\n");
+    let lint = |dir: &Path| {
+        let out = Command::new("sh")
+            .arg(OVERLAP)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    let input = tmp.path().join("overlap.rdjsonl");
+    std::fs::write(&input, lint(&repo)).unwrap();
+    let relint = Relint::new(
+        CommandSpec::new("sh", [OVERLAP], "."),
+        Arc::new(ProcessRunner::default()),
+        4,
+    );
+    let report = run_with_relint(config(input), services(&repo, "true").await, Some(&relint))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "a x b\nend\n"
+    );
+    let results = |i: usize| -> Vec<(String, String)> {
+        let mut r: Vec<(String, String)> = report.passes[i]
+            .findings
+            .iter()
+            .map(|f| (f.id.clone(), f.result.clone()))
+            .collect();
+        r.sort();
+        r
+    };
+    assert_eq!(
+        results(0),
+        [
+            ("dash-x@a.txt:1:4".to_owned(), "deferred".to_owned()),
+            ("double@a.txt:1:3".to_owned(), "fixed".to_owned()),
+            ("pair-a@a.txt:2:1".to_owned(), "fixed".to_owned()),
+            ("pair-b@a.txt:2:3".to_owned(), "fixed".to_owned()),
+        ]
+    );
+    assert_eq!(
+        results(1),
+        [("dash-x@a.txt:1:3".to_owned(), "fixed".to_owned())],
+        "the deferred finding, at its new place"
+    );
+    assert_eq!(report.passes.len(), 2, "{:?}", report.stop);
+    assert_eq!(report.stop, StopReason::NoNewFindings);
+    assert_eq!(report.outcome(), Outcome::AllFixed);
+    assert_eq!(
+        subjects(&repo),
+        [
+            "fix(quality): double dash [double@a.txt:1:3]",
+            "fix(quality): first of a pair [pair-a@a.txt:2:1]",
+            "fix(quality): dash before x [dash-x@a.txt:1:3]",
+        ],
+        "one commit per change: pair-b's fix was pair-a's"
+    );
+    let summary =
+        std::fs::read_to_string(report.passes[0].session_dir.join("fix-summary.md")).unwrap();
+    assert!(summary.contains("1 deferred to a re-lint"), "{summary}");
+}
+
 /// A finding rejected because its file has uncommitted changes is counted
 /// as tried: the re-lint reports it again, and no pass is opened for it.
 #[tokio::test]

@@ -17,7 +17,7 @@ pub struct WavesInput {
 /// A findings file for `batch`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct BatchInput {
-    /// A findings file (review-cycle export, SARIF, rdjson, cargo/clippy JSON),
+    /// A findings file (review-cycle export, SARIF, rdjson, cargo/clippy JSON, ruff or ESLint JSON),
     /// relative to the repository or absolute inside it.
     pub path: String,
     /// Findings per batch.

@@ -134,7 +134,7 @@ impl Orchestrator {
     }
 
     #[tool(
-        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes.",
+        description = "Fix the code-review findings of a file (review-cycle export, SARIF, rdjson, cargo/clippy JSON, ruff or ESLint JSON) in this repository: batches, plans, one verified commit per fix, rollback and retry. Needs `yes: true` unless `dry_run`, or the user's approval, asked by elicitation where the client supports it. A cancelled call leaves a session that `orchestrator review-fix --resume` finishes.",
         output_schema = rmcp::handler::server::tool::schema_for_output::<ToolOutcome>(),
     )]
     async fn review_fix(

@@ -94,9 +94,10 @@ impl From<IsolationArg> for Isolation {
 #[derive(Debug, clap::Args)]
 #[command(after_help = REVIEW_FIX_EXIT_CODES)]
 pub struct ReviewFixArgs {
-    /// A findings file (review-cycle export, SARIF, rdjson/rdjsonl, or
-    /// cargo/clippy `--message-format=json`; detected from the content) or a
-    /// review directory (its newest export is used). Repeatable.
+    /// A findings file (review-cycle export, SARIF, rdjson/rdjsonl,
+    /// cargo/clippy `--message-format=json`, `ruff check --output-format
+    /// json`, `eslint -f json`; detected from the content) or a review
+    /// directory (its newest export is used). Repeatable.
     #[arg(long = "fix", value_name = "PATH")]
     pub fix: Vec<PathBuf>,
     /// The git repository to fix; commits land on its checked-out branch.

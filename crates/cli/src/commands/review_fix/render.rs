@@ -132,13 +132,17 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
     if report.outcome != Outcome::DryRun {
         let _ = writeln!(
             out,
-            "  findings: {} ({} fixed, {} failed, {}{} rejected)",
+            "  findings: {} ({} fixed, {} failed, {}{}{} rejected)",
             report.findings.len(),
             report.count("fixed"),
             report.count("failed"),
             match report.count("not_fixable") {
                 0 => String::new(),
                 n => format!("{n} not fixable by this agent, "),
+            },
+            match report.count("deferred") {
+                0 => String::new(),
+                n => format!("{n} deferred to a re-lint, "),
             },
             report.count("rejected"),
         );
@@ -184,15 +188,16 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
             let _ = writeln!(out, "  not fixed:");
             for f in not_fixed {
                 let why = f.error.as_deref().map(first_line).unwrap_or_default();
-                let attempts = if f.attempts > 0 && f.result != "not_fixable" {
-                    format!(" after {}", counted(f.attempts, "attempt", "attempts"))
-                } else {
-                    String::new()
-                };
-                let result = if f.result == "not_fixable" {
-                    "not fixable by this agent"
-                } else {
-                    f.result.as_str()
+                let attempts =
+                    if f.attempts > 0 && !matches!(f.result.as_str(), "not_fixable" | "deferred") {
+                        format!(" after {}", counted(f.attempts, "attempt", "attempts"))
+                    } else {
+                        String::new()
+                    };
+                let result = match f.result.as_str() {
+                    "not_fixable" => "not fixable by this agent",
+                    "deferred" => "deferred (overlaps an earlier fix)",
+                    other => other,
                 };
                 let _ = writeln!(out, "    {} {result}{attempts}: {why}", f.id);
             }
@@ -228,7 +233,7 @@ pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String 
     }
     let _ = writeln!(
         out,
-        "review-fix: {} ({}): {}; {} ({} fixed, {} failed, {}{} rejected); {}; {}; wall time {:.1}s",
+        "review-fix: {} ({}): {}; {} ({} fixed, {} failed, {}{}{} rejected); {}; {}; wall time {:.1}s",
         counted(n as u64, "pass", "passes"),
         passes.stop,
         outcome_line(&passes.outcome()),
@@ -238,6 +243,10 @@ pub fn render_passes(passes: &PassesReport, context: &SummaryContext) -> String 
         match passes.count("not_fixable") {
             0 => String::new(),
             k => format!("{k} not fixable by this agent, "),
+        },
+        match passes.count("deferred") {
+            0 => String::new(),
+            k => format!("{k} deferred to the next pass, "),
         },
         passes.count("rejected"),
         counted(passes.commits() as u64, "commit", "commits"),

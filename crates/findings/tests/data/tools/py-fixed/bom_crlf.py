@@ -1,0 +1,3 @@
+﻿x = "é😀" ; y = dict()
+if x == None:
+    pass

@@ -1,0 +1,4 @@
+﻿import os, sys
+x = "é😀" ; y = dict()
+if x == None:
+    pass
