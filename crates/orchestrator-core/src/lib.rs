@@ -108,7 +108,10 @@ pub mod worktree;
 
 #[cfg(feature = "test-support")]
 pub mod conformance;
-#[cfg(feature = "test-support")]
+// The unit tests use the fakes too, so a plain `cargo test` of the
+// published crate (which has no self dev-dependency turning the feature on)
+// compiles.
+#[cfg(any(test, feature = "test-support"))]
 pub mod fakes;
 
 pub use agent::{
