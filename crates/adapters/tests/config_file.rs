@@ -384,3 +384,39 @@ fn openai_with_a_model_sets_the_model() {
         Some("from-flag")
     );
 }
+
+/// `shlex` was weighed for splitting command lines and kept out: on every
+/// line both accept as plain words they agree, but `shlex` reads what a
+/// reader would expect a shell to act on as words or a comment, and would
+/// run something else than the line says, where ours refuses it naming the
+/// character.
+#[test]
+fn command_lines_split_like_shlex_except_where_a_shell_would_act() {
+    use orchestrator_adapters::config::split_command;
+    for line in [
+        "cargo test --workspace",
+        "pytest -q 'tests/a b.py'",
+        r#"sh -c "echo \"hi\"""#,
+        r"a\ b c",
+        "npm   test\t-- --grep token",
+        "x ''",
+    ] {
+        assert_eq!(split_command(line).ok(), shlex::split(line), "{line}");
+    }
+    for (line, shlex_reads) in [
+        (
+            "cargo test | tee log",
+            vec!["cargo", "test", "|", "tee", "log"],
+        ),
+        ("make; rm -rf x", vec!["make;", "rm", "-rf", "x"]),
+        ("echo $HOME", vec!["echo", "$HOME"]),
+        ("pytest #slow", vec!["pytest"]),
+    ] {
+        assert_eq!(
+            shlex::split(line),
+            Some(shlex_reads.iter().map(|w| (*w).to_owned()).collect()),
+            "{line}"
+        );
+        assert_ne!(split_command(line).ok(), shlex::split(line), "{line}");
+    }
+}

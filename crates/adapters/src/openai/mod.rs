@@ -23,7 +23,7 @@
 //! The agent itself is here; its settings ([`OpenAiConfig`]) are in
 //! `config`, the request body in `request`, the answer's parsing in
 //! `response`, the HTTP exchange with its retries in `http` (its delays in
-//! `retry`, `http_date` and `jitter`).
+//! `retry`, with HTTP dates read by `httpdate`, and `jitter`).
 
 use std::fmt;
 use std::time::Instant;
@@ -33,7 +33,6 @@ use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse};
 
 mod config;
 mod http;
-mod http_date;
 mod jitter;
 mod request;
 mod response;

@@ -1,11 +1,9 @@
 //! How long to wait before a retry: the server's `Retry-After` (or
 //! `retry-after-ms`), else exponential backoff with jitter.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
-
-use super::http_date::parse_http_date;
 
 /// The wait a response asks for: `retry-after-ms` (milliseconds), else
 /// `Retry-After` (seconds, or an HTTP date relative to `now`).
@@ -25,16 +23,17 @@ pub(super) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 }
 
 /// Parses a `Retry-After` value: delay seconds (fractions tolerated) or an
-/// HTTP date (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`), which gives the
-/// time left until then (zero when it has passed).
+/// HTTP date, which gives the time left until then (zero when it has
+/// passed). Dates are read by `httpdate`: the IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`) and the two obsolete forms RFC 9110
+/// (§5.6.7) says a recipient must accept too.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
     }
-    let at = parse_http_date(value)?;
-    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
-    Some(Duration::from_secs_f64((at as f64 - now).max(0.0)))
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// The delay before retry number `retry` (0-based): `initial · 2^retry`,
@@ -56,7 +55,7 @@ mod tests {
     use super::*;
 
     fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
+        std::time::UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     #[test]
@@ -77,7 +76,75 @@ mod tests {
         );
         check("Sun, 06 Nov 1994 08:00:00 GMT", Some(Duration::ZERO));
         check("Sun, 06 Nov 1994 08:49:37 PST", None);
-        check("Sunday, 06-Nov-94 08:49:37 GMT", None);
+        // The obsolete forms, which the hand-written reader refused.
+        check(
+            "Sunday, 06-Nov-94 08:50:07 GMT",
+            Some(Duration::from_secs(30)),
+        );
+        check("Sun Nov  6 08:50:07 1994", Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn http_dates_match_known_epochs() {
+        let secs = |text: &str| {
+            httpdate::parse_http_date(text)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+        };
+        assert_eq!(secs("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(secs("Tue, 29 Feb 2000 12:00:00 GMT"), Some(951_825_600));
+        assert_eq!(secs("Wed, 21 Oct 2015 07:28:00 GMT"), Some(1_445_412_480));
+        assert_eq!(secs("Wed, 21 Foo 2015 07:28:00 GMT"), None);
+    }
+
+    /// The IMF-fixdate reader this module had before `httpdate`, kept as
+    /// the oracle of the test below.
+    mod hand_written {
+        pub(super) fn parse_http_date(value: &str) -> Option<i64> {
+            let (_weekday, rest) = value.split_once(", ")?;
+            let mut parts = rest.split(' ');
+            let day: u32 = parts.next()?.parse().ok()?;
+            let months = [
+                "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+            ];
+            let name = parts.next()?;
+            let month = u32::try_from(months.iter().position(|m| *m == name)? + 1).ok()?;
+            let year: i64 = parts.next()?.parse().ok()?;
+            let mut clock = parts.next()?.split(':');
+            let hour: i64 = clock.next()?.parse().ok()?;
+            let minute: i64 = clock.next()?.parse().ok()?;
+            let second: i64 = clock.next()?.parse().ok()?;
+            if parts.next()? != "GMT" || parts.next().is_some() || clock.next().is_some() {
+                return None;
+            }
+            if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+                return None;
+            }
+            let y = if month <= 2 { year - 1 } else { year };
+            let era = y.div_euclid(400);
+            let yoe = y - era * 400;
+            let m = i64::from(month);
+            let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+            let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+            let days = era * 146_097 + doe - 719_468;
+            Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+        }
+    }
+
+    proptest::proptest! {
+        /// On every IMF-fixdate from 1970 to 9999 `httpdate` and the
+        /// hand-written reader it replaced give the same instant.
+        #[test]
+        fn httpdate_agrees_with_the_hand_written_reader(secs in 0u64..253_402_300_800) {
+            let text = httpdate::fmt_http_date(at(secs));
+            let ours = hand_written::parse_http_date(&text);
+            let theirs = httpdate::parse_http_date(&text)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            proptest::prop_assert_eq!(ours, theirs, "{}", text);
+        }
     }
 
     #[test]

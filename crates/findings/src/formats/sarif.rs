@@ -104,6 +104,8 @@ pub fn parse_with(
 }
 
 mod fixes;
+#[cfg(test)]
+mod tests;
 use fixes::fix_to_suggestion;
 
 /// What results of one run share.
@@ -490,21 +492,10 @@ pub fn uri_to_path(uri: &str) -> String {
     percent_decode(path)
 }
 
+/// `%XX` escapes decoded (an invalid one is kept as written), the bytes read
+/// as UTF-8 with invalid sequences replaced.
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = s.get(i + 1..i + 3)
-            && let Ok(b) = u8::from_str_radix(hex, 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
