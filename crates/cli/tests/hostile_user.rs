@@ -1021,7 +1021,13 @@ fn px_killed(seed: u64, reference: &BTreeMap<String, Vec<String>>, undisturbed: 
     let mut rng = Rng::new(seed);
     let mut user = User::new(&repo, seed ^ 0x3C, "pk", &PX_TOUCHED, &PX_UNTOUCHED);
     let concurrency = (1 + rng.below(3)).to_string();
-    let ctx = format!("planex killed, seed {seed}, -c {concurrency}");
+    // Half the runs start as a user who has nothing uncommitted would
+    // start them, without `--allow-dirty` (at `-c 1` the old engine then
+    // worked in the user's tree); what the user does meanwhile makes the
+    // tree dirty, so every later run needs the flag.
+    let clean_start = rng.chance(50);
+    let first_run = std::cell::Cell::new(true);
+    let ctx = format!("planex killed, seed {seed}, -c {concurrency}, clean start {clean_start}");
     let args = |resume: bool| {
         let mut a: Vec<String> = vec!["planex".into()];
         if resume {
@@ -1029,7 +1035,11 @@ fn px_killed(seed: u64, reference: &BTreeMap<String, Vec<String>>, undisturbed: 
         } else {
             a.extend(["run".into(), tasks.display().to_string()]);
         }
-        a.extend(["-y", "--allow-dirty", "-c", &concurrency].map(String::from));
+        a.push("-y".into());
+        if !clean_start || !first_run.replace(false) {
+            a.push("--allow-dirty".into());
+        }
+        a.extend(["-c", &concurrency].map(String::from));
         a
     };
     let unfinished = || px_unfinished(&repo);
@@ -1141,17 +1151,27 @@ fn ci_disturbed(
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let mut rng = Rng::new(seed);
     let mut user = User::new(&repo, seed ^ 0x99, "ci", &CI_TOUCHED, &CI_UNTOUCHED);
-    for _ in 0..rng.below(2) {
-        user.act();
+    // Half the runs start on a clean tree without `--allow-dirty` (where
+    // the old engine let the agent work in the user's tree); the user's
+    // work meanwhile makes the runs after it need the flag.
+    let clean_start = rng.chance(50);
+    if !clean_start {
+        for _ in 0..rng.below(2) {
+            user.act();
+        }
     }
-    let ctx = format!("ci-autofix, seed {seed}, killed {}", kill_within.is_some());
+    let first_run = std::cell::Cell::new(true);
+    let ctx = format!(
+        "ci-autofix, seed {seed}, killed {}, clean start {clean_start}",
+        kill_within.is_some()
+    );
     drive_killed(
         &ctx,
         &repo,
         &mut user,
         &mut rng,
         kill_within,
-        |_| ci_args(true),
+        |_| ci_args(!clean_start || !first_run.replace(false)),
         || false,
     );
     check_invariants(&ctx, &repo, &base, &user, ci_is_engine, reference);
