@@ -277,6 +277,10 @@ pub trait Forge: Send + Sync + fmt::Debug {
     /// The request `number`.
     async fn change_request(&self, number: u64) -> Result<ChangeRequest, ForgeError>;
 
+    /// Request `number`'s diff (unified, as `git diff` prints it), for an
+    /// agent's context.
+    async fn diff(&self, number: u64) -> Result<String, ForgeError>;
+
     /// The newest pipeline of request `number`'s head, with its jobs;
     /// `None` when none ran yet.
     async fn pipeline(&self, number: u64) -> Result<Option<Pipeline>, ForgeError>;
@@ -307,6 +311,9 @@ impl<F: Forge + ?Sized> Forge for Arc<F> {
     }
     async fn change_request(&self, number: u64) -> Result<ChangeRequest, ForgeError> {
         (**self).change_request(number).await
+    }
+    async fn diff(&self, number: u64) -> Result<String, ForgeError> {
+        (**self).diff(number).await
     }
     async fn pipeline(&self, number: u64) -> Result<Option<Pipeline>, ForgeError> {
         (**self).pipeline(number).await

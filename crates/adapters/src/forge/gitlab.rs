@@ -386,6 +386,12 @@ impl Forge for GitlabForge {
         })
     }
 
+    /// merge_requests.md "Show merge request raw diffs": plain `git diff` text.
+    async fn diff(&self, number: u64) -> Result<String, ForgeError> {
+        let path = format!("{}/raw_diffs", self.mr_path(number));
+        Ok(self.send(reqwest::Method::GET, &path, None).await?.1)
+    }
+
     async fn pipeline(&self, number: u64) -> Result<Option<Pipeline>, ForgeError> {
         let mr = self.mr(number).await?;
         let newest = match mr.head_pipeline {

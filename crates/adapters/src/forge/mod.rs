@@ -9,7 +9,8 @@
 //! Every call is one or a few documented requests (GitLab docs,
 //! `doc/api/*.md`; section names cited at each wire type):
 //! - the MR: `GET /projects/:id/merge_requests/:iid`; a fork's path and
-//!   clone URL from `GET /projects/:source_project_id`;
+//!   clone URL from `GET /projects/:source_project_id`; its diff from
+//!   `…/merge_requests/:iid/raw_diffs`;
 //! - its pipeline: the MR's `head_pipeline` (else the newest of
 //!   `…/merge_requests/:iid/pipelines`), its jobs from
 //!   `GET /projects/:pipeline_project/pipelines/:id/jobs` (the fork's
@@ -35,4 +36,4 @@ mod gitlab;
 mod remote;
 
 pub use gitlab::{GitlabForge, GitlabToken};
-pub use remote::GitlabLocation;
+pub use remote::{GitlabLocation, detect_forge};

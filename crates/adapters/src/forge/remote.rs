@@ -8,7 +8,7 @@
 //! An instance under a relative URL root cannot be told from its remote:
 //! pass its URL explicitly ([`GitlabLocation::with_instance`]).
 
-use orchestrator_core::forge::ForgeError;
+use orchestrator_core::forge::{ForgeError, ForgeKind};
 
 /// A GitLab instance and a project on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,26 @@ impl GitlabLocation {
     /// `<instance>/api/v4`.
     pub fn api_base(&self) -> String {
         format!("{}/api/v4", self.instance)
+    }
+}
+
+/// Which forge a git remote URL names, by its host: a host with `gitlab`
+/// in its name is GitLab, one with `github` GitHub; any other (a
+/// self-hosted GitLab on its own name) is not known from the URL alone.
+pub fn detect_forge(url: &str) -> Option<ForgeKind> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', ':']).next().unwrap_or_default();
+    let host = authority
+        .rsplit('@')
+        .next()
+        .unwrap_or(authority)
+        .to_ascii_lowercase();
+    if host.contains("gitlab") {
+        Some(ForgeKind::Gitlab)
+    } else if host.contains("github") {
+        Some(ForgeKind::Github)
+    } else {
+        None
     }
 }
 
@@ -153,6 +173,27 @@ mod tests {
         for bad in ["demo", "https://host", "ftp://host/a/b", "git@host:project"] {
             let err = GitlabLocation::from_remote(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_forge_is_told_by_the_remotes_host() {
+        for (url, kind) in [
+            ("git@gitlab.com:g/p.git", Some(ForgeKind::Gitlab)),
+            (
+                "https://gitlab.example.com:8443/g/s/p",
+                Some(ForgeKind::Gitlab),
+            ),
+            (
+                "ssh://git@gitlab.corp:2222/g/p.git",
+                Some(ForgeKind::Gitlab),
+            ),
+            ("https://github.com/o/r.git", Some(ForgeKind::Github)),
+            ("http://github.localhost/o/r.git", Some(ForgeKind::Github)),
+            ("https://git.example.com/gitlab/p.git", None),
+            ("/srv/repo.git", None),
+        ] {
+            assert_eq!(detect_forge(url), kind, "{url}");
         }
     }
 

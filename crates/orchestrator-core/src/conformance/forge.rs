@@ -11,6 +11,7 @@
 //!   [`FILE`]:[`SUGGESTION_LINE`] whose body is [`SUGGESTION_BODY`] (one
 //!   suggestion block), and a prose comment on [`FILE`]:[`PROSE_LINE`]
 //!   ([`PROSE_BODY`]);
+//! - its diff changes [`FILE`];
 //! - request [`FORK_NUMBER`] from a fork that does not let us push.
 
 use crate::conformance::must;
@@ -97,6 +98,10 @@ pub fn standard_fake(head_sha: &str) -> FakeForge {
             ],
         },
     );
+    fake.set_diff(
+        NUMBER,
+        &format!("--- a/{FILE}\n+++ b/{FILE}\n@@ -1 +1,2 @@\n"),
+    );
     fake.set_log("1001", &format!("$ cargo fmt --check\n{FAILED_LOG_LINE}\n"));
     for (id, line, body) in [
         ("t1", SUGGESTION_LINE, SUGGESTION_BODY),
@@ -167,6 +172,11 @@ async fn reads_the_requests(forge: &dyn Forge, head_sha: &str) {
     assert_ne!(
         fork.head_repo, fork.base_repo,
         "conformance: the fork's repository"
+    );
+    let diff = must(forge.diff(NUMBER).await, "diff");
+    assert!(
+        diff.contains(&format!("b/{FILE}")),
+        "conformance: the diff names the changed file: {diff:?}"
     );
     assert!(
         forge.change_request(999_999).await.is_err(),

@@ -24,6 +24,7 @@ struct State {
     requests: BTreeMap<u64, ChangeRequest>,
     pipelines: BTreeMap<u64, Pipeline>,
     logs: BTreeMap<String, String>,
+    diffs: BTreeMap<u64, String>,
     threads: BTreeMap<u64, Vec<ReviewThread>>,
     reviews: Vec<(u64, NewReview)>,
     next_id: u64,
@@ -60,6 +61,11 @@ impl FakeForge {
     /// Sets request `number`'s newest pipeline.
     pub fn set_pipeline(&self, number: u64, pipeline: Pipeline) {
         lock(&self.state).pipelines.insert(number, pipeline);
+    }
+
+    /// Sets request `number`'s diff.
+    pub fn set_diff(&self, number: u64, diff: &str) {
+        lock(&self.state).diffs.insert(number, diff.to_owned());
     }
 
     /// Sets the log of job `job_id`.
@@ -110,6 +116,14 @@ impl Forge for FakeForge {
             .get(&number)
             .cloned()
             .ok_or_else(|| missing_request(number))
+    }
+
+    async fn diff(&self, number: u64) -> Result<String, ForgeError> {
+        let state = lock(&self.state);
+        if !state.requests.contains_key(&number) {
+            return Err(missing_request(number));
+        }
+        Ok(state.diffs.get(&number).cloned().unwrap_or_default())
     }
 
     async fn pipeline(&self, number: u64) -> Result<Option<Pipeline>, ForgeError> {

@@ -58,6 +58,7 @@ pub(crate) fn route(s: &mut Scenario, req: &ApiRequest<'_>) -> Reply {
     match (req.method, &seg[2..]) {
         ("GET", []) => project_json(s, project),
         ("GET", ["merge_requests", iid]) => with_mr(s, project, iid, mr_json),
+        ("GET", ["merge_requests", iid, "raw_diffs"]) => with_mr(s, project, iid, raw_diffs),
         ("GET", ["merge_requests", iid, "pipelines"]) => {
             with_mr(s, project, iid, |s, m| mr_pipelines(s, m, req))
         }
@@ -180,6 +181,32 @@ fn mr_json(s: &mut Scenario, m: &MergeRequest) -> Reply {
         v["allow_maintainer_to_push"] = json!(m.allow_collaboration);
     }
     Reply::json(200, &v)
+}
+
+/// merge_requests.md "Show merge request raw diffs": `git diff` of the
+/// target branch and the MR head, as plain text.
+fn raw_diffs(s: &mut Scenario, m: &MergeRequest) -> Reply {
+    let Some(bare) = s.projects.get(&m.target_project).map(|p| p.bare.clone()) else {
+        return message(404, "404 Project Not Found");
+    };
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args([
+            "diff",
+            &format!("refs/heads/{}", m.target_branch),
+            &format!("refs/merge-requests/{}/head", m.iid),
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Reply {
+            status: 200,
+            content_type: "text/plain",
+            headers: Vec::new(),
+            body: o.stdout,
+        },
+        _ => message(500, "500 Internal Server Error"),
+    }
 }
 
 /// merge_requests.md "List merge request pipelines": newest first.
