@@ -9,6 +9,7 @@
 //! pass its URL explicitly ([`GitlabLocation::with_instance`]).
 
 use orchestrator_core::forge::{ForgeError, ForgeKind};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// A GitLab instance and a project on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,18 +110,17 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
+/// What stays unescaped in a path segment: RFC 3986's unreserved set.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// `:id` of a project path: URL-encoded, `/` as `%2F` (GitLab REST docs,
 /// "Namespaced paths"); a numeric id stays as it is.
 pub(crate) fn encode_project(project: &str) -> String {
-    let mut out = String::with_capacity(project.len());
-    for b in project.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(project, SEGMENT).to_string()
 }
 
 #[cfg(test)]

@@ -329,12 +329,3 @@ async fn posts_a_review(forge: &dyn Forge) {
     );
     assert_eq!(posted.suggestions.len(), 1, "conformance: its suggestion");
 }
-
-#[cfg(test)]
-mod tests {
-    #[tokio::test]
-    async fn the_fake_forge_conforms() {
-        let sha = "a".repeat(40);
-        super::run_suite(&super::standard_fake(&sha), &sha).await;
-    }
-}
