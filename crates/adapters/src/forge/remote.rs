@@ -197,6 +197,34 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any depth of subgroups, any port, HTTPS, scp-like and ssh forms:
+        /// the project path comes back whole, the port only from HTTPS.
+        #[test]
+        fn every_remote_form_keeps_the_whole_project_path(
+            host in "[a-z][a-z0-9-]{0,10}(\\.[a-z]{2,5}){0,2}",
+            port in proptest::option::of(1u16..65535),
+            groups in proptest::collection::vec("[A-Za-z0-9_][A-Za-z0-9_.-]{0,8}", 2..6),
+        ) {
+            let path = groups.join("/");
+            // GitLab refuses a project path ending in `.git`.
+            proptest::prop_assume!(!path.ends_with(".git"));
+            let with_port = port.map_or_else(|| host.clone(), |p| format!("{host}:{p}"));
+            for (url, instance) in [
+                (format!("https://{with_port}/{path}.git"), format!("https://{with_port}")),
+                (format!("git@{host}:{path}.git"), format!("https://{host}")),
+                (format!("ssh://git@{with_port}/{path}"), format!("https://{host}")),
+            ] {
+                let got = GitlabLocation::from_remote(&url);
+                proptest::prop_assert_eq!(
+                    got.ok(),
+                    Some(GitlabLocation { instance, project: path.clone() }),
+                    "{}", url
+                );
+            }
+        }
+    }
+
     #[test]
     fn project_paths_are_url_encoded() {
         assert_eq!(encode_project("group/sub/my.proj"), "group%2Fsub%2Fmy.proj");
