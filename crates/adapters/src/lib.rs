@@ -40,6 +40,11 @@
 //! virtualenvs it detects): copy-on-write clones or hard links to the
 //! engine's own snapshot — never to the user's files — and setup commands.
 //!
+//! ## Forges
+//! [`forge::GitlabForge`] is the core `Forge` over GitLab's REST API v4
+//! (merge requests, pipelines, jobs and traces, discussions), at the
+//! instance and project read from the git remote ([`forge::GitlabLocation`]).
+//!
 //! ## Builtin agents
 //! [`builtin`] holds the agents that need no LLM: `SuggestionAgent` applies
 //! a finding's machine-applicable suggestions (re-anchored by the text they
@@ -95,6 +100,7 @@ pub mod agents;
 pub mod builtin;
 pub mod config;
 pub mod factory;
+pub mod forge;
 pub mod git;
 pub mod openai;
 pub mod process;

@@ -10,7 +10,8 @@
 //!
 //! ```text
 //! watcher handoff (handoff::Handoff) ─┐       CiProvider (gh CLI / local checks,
-//!                                     ├──────  over a core CommandRunner)
+//!                                     ├──────  over a core CommandRunner;
+//!                                     │        a Forge's MR pipeline)
 //! provider::watch ────────────────────┘           │ PR head, latest attempt per
 //!                                                 │ check, failed jobs' logs
 //!   pr_head: where the fix goes (in place, a worktree at the PR head, or
@@ -43,7 +44,8 @@
 //! - Choosing what to fix: [`plan_run`] ([`RunPlan`], [`RunSource`]), the
 //!   watcher [`Handoff`], [`watch`].
 //! - The CI: [`GithubProvider`] and [`LocalProvider`] over a core
-//!   `CommandRunner`.
+//!   `CommandRunner`; [`ForgeProvider`] over a core `Forge` (GitLab merge
+//!   requests' pipelines, through `orchestrator-adapters`' `GitlabForge`).
 //! - The parts, usable alone: [`classify`](mod@classify) (log → class with evidence),
 //!   [`patch`] (unified diffs: extract, parse, apply strictly),
 //!   [`state`] and [`report`] (the files under `.moai/`).
@@ -77,8 +79,8 @@ pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
 pub use plan::{PlanError, Polling, RunPlan, RunSource, plan_run};
 pub use provider::{
-    CheckCounts, CheckLog, CheckRun, CiProvider, GithubConfig, GithubProvider, LocalConfig,
-    LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
+    CheckCounts, CheckLog, CheckRun, CiProvider, ForgeProvider, GithubConfig, GithubProvider,
+    LocalConfig, LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
 };
 pub use state::Target;
 

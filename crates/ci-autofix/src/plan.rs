@@ -11,7 +11,11 @@ use orchestrator_core::command::CommandRunner;
 use orchestrator_core::vcs::Vcs;
 
 use crate::handoff::Handoff;
-use crate::provider::{CiProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider};
+use orchestrator_core::forge::Forge;
+
+use crate::provider::{
+    CiProvider, ForgeProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
+};
 use crate::state::Target;
 
 /// How a GitHub run polls: between polls, in all, and how long a head may
@@ -40,6 +44,15 @@ pub enum RunSource {
     /// A pull request's failing checks, read with `gh`.
     Pr {
         /// The pull request.
+        number: u64,
+        /// How to poll.
+        polling: Polling,
+    },
+    /// A request's pipeline on a forge (a GitLab merge request).
+    Forge {
+        /// The forge.
+        forge: Arc<dyn Forge>,
+        /// The request.
         number: u64,
         /// How to poll.
         polling: Polling,
@@ -104,6 +117,26 @@ pub fn plan_run(
                 branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
             },
             provider: github(number, polling),
+            handoff: None,
+        }),
+        RunSource::Forge {
+            forge,
+            number,
+            polling: p,
+        } => Ok(RunPlan {
+            target: Target::Pr {
+                number,
+                branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
+            },
+            provider: Arc::new(ForgeProvider::new(
+                forge,
+                GithubConfig {
+                    pr: number,
+                    poll_interval: p.poll_interval,
+                    timeout: p.timeout,
+                    no_checks_grace: p.no_checks_grace,
+                },
+            )),
             handoff: None,
         }),
         RunSource::Local(config) => {

@@ -51,10 +51,10 @@ pub(crate) fn decide(
 ) -> Place {
     if head.cross_repository && !head.maintainer_can_modify {
         return Place::Refused(format!(
-            "PR #{} comes from the fork {}/{}, which does not allow edits from maintainers, so a \
+            "{} comes from the fork {}/{}, which does not allow edits from maintainers, so a \
              fix could not be pushed to it; ask its author to allow edits (or to run ci-autofix \
              in the fork)",
-            head.number, head.owner, head.repo
+            head.label, head.owner, head.repo
         ));
     }
     let pr_branch =
@@ -71,12 +71,12 @@ pub(crate) fn decide(
             })
             .collect();
         return Place::Refused(format!(
-            "the checked-out branch `{}` has {} commit(s) that PR #{}'s head does not have ({}); a \
+            "the checked-out branch `{}` has {} commit(s) that {}'s head does not have ({}); a \
              fix pushed on top would push them too. Push them first, or check out another branch \
              (the fix is then made on the PR head in a worktree)",
             branch.unwrap_or_default(),
             local_commits.len(),
-            head.number,
+            head.label,
             named.join("; ")
         ));
     }
@@ -146,14 +146,12 @@ impl Located {
 pub(crate) async fn locate(ctx: &AutofixContext, head: &PrHead) -> Result<Located, AutofixError> {
     let vcs = &ctx.vcs;
     let remote = &ctx.config.remote;
-    let fetched = vcs
-        .fetch_ref(remote, &format!("refs/pull/{}/head", head.number))
-        .await?;
+    let fetched = vcs.fetch_ref(remote, &head.head_ref).await?;
     if !fetched.as_str().eq_ignore_ascii_case(&head.oid) {
         return Err(AutofixError::PrHead {
             reason: format!(
-                "PR #{}'s head moved while it was read ({} on GitHub, {} fetched); run again",
-                head.number,
+                "{}'s head moved while it was read ({} on the forge, {} fetched); run again",
+                head.label,
                 &head.oid[..head.oid.len().min(7)],
                 fetched.short()
             ),
@@ -241,6 +239,8 @@ mod tests {
             cross_repository: cross,
             maintainer_can_modify: mcm,
             base_branch: "main".into(),
+            head_ref: "refs/pull/7/head".into(),
+            label: "PR #7".into(),
         }
     }
 

@@ -4,6 +4,9 @@
 //!   pull request's head ([`PrHead`]) and checks, the latest attempt of
 //!   each, which of them are required, each failed job's log, re-runs of a
 //!   job (details in the `github` module).
+//! - [`ForgeProvider`] polls any core `Forge` (GitLab merge requests'
+//!   pipelines): the request's head, its newest pipeline's failed jobs and
+//!   their traces, job retries (details in the `forge` module).
 //! - [`LocalProvider`] runs configured check commands (`sh -c <cmd>`) in the
 //!   repository and keeps the output of the failing ones as their logs; its
 //!   git calls (the working change) go through the guarded [`Vcs`].
@@ -24,9 +27,11 @@ use orchestrator_core::command::{CommandRunner, CommandSpec};
 
 use crate::handoff::{FailedCheck, Handoff};
 
+mod forge;
 mod github;
 mod local;
 mod rollup;
+pub use forge::ForgeProvider;
 pub use github::{GithubConfig, GithubProvider};
 pub use local::*;
 pub use rollup::{PR_VIEW_FIELDS, PrHead};

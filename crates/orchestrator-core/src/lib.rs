@@ -35,7 +35,8 @@
 //! - Domain types: [`finding`] ([`Finding`], [`TextEdit`], [`Suggestion`])
 //!   and the edit layer [`edit`].
 //! - Traits, each with a blanket `…Ext` or helpers and a conformance suite:
-//!   [`agent`], [`vcs`], [`test_runner`], [`gate`], [`command`], [`event`].
+//!   [`agent`], [`vcs`], [`test_runner`], [`gate`], [`command`], [`event`],
+//!   [`forge`] (pull/merge requests, their pipelines and review threads).
 //! - Algorithms, pure: [`batching`], [`waves`], [`scheduler`] (with
 //!   [`scheduler::sim`]), [`cadence`], [`retry`], [`verify`], [`schema`].
 //! - Asking an agent for JSON: `ask` (feature `runtime`).
@@ -92,6 +93,7 @@ pub mod command;
 pub mod edit;
 pub mod event;
 pub mod finding;
+pub mod forge;
 pub mod gate;
 pub mod limits;
 pub mod retry;

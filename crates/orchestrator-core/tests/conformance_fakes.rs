@@ -242,3 +242,10 @@ async fn scripted_commands_follow_the_runner_contract() {
     assert!(matches!(missing, Err(CommandError::Spawn { .. })));
     assert_eq!(runner.calls().len(), 4);
 }
+
+#[tokio::test]
+async fn the_fake_forge_conforms() {
+    let sha = "a".repeat(40);
+    let fake = orchestrator_core::conformance::forge::standard_fake(&sha);
+    orchestrator_core::conformance::forge::run_suite(&fake, &sha).await;
+}

@@ -12,6 +12,8 @@
 //! - [`github::GithubServer`] is a scripted GitHub API (REST, GraphQL, run
 //!   logs, a git remote) that the real `gh` and git talk to, and
 //!   [`github::gh_binaries`] finds the two gh versions the tests run.
+//! - [`gitlab::GitlabServer`] is a scripted GitLab REST API v4 with a git
+//!   remote (the real `git http-backend`), for the GitLab forge client.
 //!
 //! Data flow in a test: the test scripts [`model_server::Turn`]s, starts the
 //! server, points the CLI at [`model_server::ModelServer::url`] through the
@@ -19,6 +21,7 @@
 //! the CLI's tools changed and on the recorded requests.
 
 pub mod github;
+pub mod gitlab;
 pub mod model_server;
 
 use std::path::PathBuf;

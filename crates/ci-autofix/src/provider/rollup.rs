@@ -31,6 +31,11 @@ pub struct PrHead {
     pub maintainer_can_modify: bool,
     /// `baseRefName`.
     pub base_branch: String,
+    /// The ref the base repository keeps the head at (`refs/pull/7/head`,
+    /// GitLab's `refs/merge-requests/7/head`).
+    pub head_ref: String,
+    /// How the request is named to people (`PR #7`, `MR !7`).
+    pub label: String,
 }
 
 /// The fields of `gh pr view --json` the provider reads (Debian's gh 2.23
@@ -95,6 +100,8 @@ impl PrView {
             cross_repository: self.is_cross_repository,
             maintainer_can_modify: self.maintainer_can_modify,
             base_branch: self.base_ref_name.clone(),
+            head_ref: format!("refs/pull/{number}/head"),
+            label: format!("PR #{number}"),
         }
     }
 

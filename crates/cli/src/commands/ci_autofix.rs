@@ -5,7 +5,8 @@
 //!   `sub_class=…` lines, or JSON with the evidence. Exit 0 whenever the input
 //!   could be read, 2 otherwise.
 //! - `ci-autofix watch --pr N [--timeout S]` — the CI watcher.
-//! - `ci-autofix --handoff FILE|-`, `ci-autofix --pr N`,
+//! - `ci-autofix --handoff FILE|-`, `ci-autofix --pr N`, `ci-autofix --mr N`
+//!   (GitLab; also `--pr` on a GitLab remote),
 //!   `ci-autofix --local --check CMD…` — the fix loop
 //!   ([`orchestrator_ci_autofix::run_autofix`]).
 //!
@@ -47,6 +48,7 @@ use serde_json::json;
 use super::{Exit, out, read_input};
 use crate::setup::{self, ConfigFiles};
 
+mod forge;
 mod render;
 use render::*;
 
@@ -113,7 +115,7 @@ pub struct WatchArgs {
 
 /// The fix loop's flags: exactly one of `--handoff`, `--pr`, `--local`.
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("mode").required(true).args(["handoff", "pr", "local"])))]
+#[command(group(ArgGroup::new("mode").required(true).args(["handoff", "pr", "mr", "local"])))]
 pub struct FixArgs {
     /// Fix the failed checks of a CI watcher handoff (`-`: standard input).
     #[arg(long, value_name = "FILE|-")]
@@ -121,6 +123,15 @@ pub struct FixArgs {
     /// Watch the PR's required checks, fix, push, and watch again.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pr: Option<u64>,
+    /// Watch a GitLab merge request's pipeline, fix, push, and watch again
+    /// (token: GITLAB_TOKEN; instance and project: the remote).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub mr: Option<u64>,
+    /// GitLab: the instance's URL when the remote does not give it (an
+    /// instance under a relative root, or an API host other than the
+    /// remote's); implies GitLab for `--pr`.
+    #[arg(long, value_name = "URL")]
+    pub gitlab_url: Option<String>,
     /// Run the checks locally (`--check`) instead of on GitHub.
     #[arg(long, requires = "check")]
     pub local: bool,
@@ -364,8 +375,13 @@ fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
     rt.block_on(fix_loop(args, handoff, &config))
 }
 
-/// The library's [`RunSource`] for these flags.
-fn run_source(args: &FixArgs, handoff: Option<Handoff>) -> RunSource {
+/// The library's [`RunSource`] for these flags (`forge`: the GitLab
+/// forge of a `--mr` run, or of a `--pr` on a GitLab remote).
+fn run_source(
+    args: &FixArgs,
+    handoff: Option<Handoff>,
+    forge: Option<Arc<dyn orchestrator_core::forge::Forge>>,
+) -> RunSource {
     let polling = Polling {
         poll_interval: args.poll_interval,
         timeout: args.timeout,
@@ -373,6 +389,13 @@ fn run_source(args: &FixArgs, handoff: Option<Handoff>) -> RunSource {
     };
     if let Some(handoff) = handoff {
         return RunSource::Handoff { handoff, polling };
+    }
+    if let (Some(forge), Some(number)) = (forge, args.mr.or(args.pr)) {
+        return RunSource::Forge {
+            forge,
+            number,
+            polling,
+        };
     }
     if let Some(number) = args.pr {
         return RunSource::Pr { number, polling };
@@ -400,6 +423,13 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
             return Exit::SomeFailed;
         }
     };
+    let gitlab = match forge::gitlab_forge(args, &vcs).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::BadInput;
+        }
+    };
     let root = vcs.root().to_path_buf();
     let vcs: Arc<dyn Vcs> = Arc::new(vcs);
     let runner: Arc<dyn CommandRunner> = Arc::new(ProcessRunner::default());
@@ -412,7 +442,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
         }
     };
     let plan = match plan_run(
-        run_source(args, handoff),
+        run_source(args, handoff, gitlab),
         branch,
         Arc::clone(&vcs),
         Arc::clone(&runner),
@@ -520,6 +550,13 @@ mod tests {
     fn modes_are_exclusive_and_one_is_required() {
         assert!(parse(&[]).is_err());
         assert!(parse(&["--pr", "3", "--local", "--check", "true"]).is_err());
+        assert!(parse(&["--pr", "3", "--mr", "3"]).is_err());
+        assert!(parse(&["--mr", "0"]).is_err());
+        let mr = parse(&["--mr", "4", "--gitlab-url", "https://example.com/gitlab"]).unwrap();
+        assert_eq!(
+            (mr.fix.mr, mr.fix.gitlab_url.as_deref()),
+            (Some(4), Some("https://example.com/gitlab"))
+        );
         assert!(parse(&["--local"]).is_err(), "--local needs --check");
         assert!(
             parse(&["--pr", "3", "--push"]).is_err(),

@@ -8,6 +8,7 @@
 //! | [`test_runner`] | [`TestRunner`](crate::test_runner::TestRunner) |
 //! | [`vcs`] | [`Vcs`](crate::vcs::Vcs), file-based, for git and the fake alike |
 //! | [`gate`] | [`Gate`](crate::gate::Gate), automatic or interactive |
+//! | [`forge`] | [`Forge`](crate::forge::Forge): GitHub, GitLab and the fake, each against a far side holding the standard requests |
 //! | [`command`] | [`CommandRunner`](crate::command::CommandRunner) over real processes |
 //!
 //! Each suite takes a *harness* that knows how to build the implementation
@@ -25,6 +26,7 @@
 pub mod agent;
 pub mod agent_contract;
 pub mod command;
+pub mod forge;
 pub mod gate;
 pub mod test_runner;
 pub mod vcs;

@@ -6,6 +6,7 @@
 //!   working tree with a closure.
 //! - [`ScriptedGate`]: answers queued answers; records every question.
 //! - [`ScriptedCommands`]: a command runner answering by command line.
+//! - [`FakeForge`]: a forge holding requests, pipelines, logs and threads.
 //! - [`FakeVcs`]: a version-control system over a real directory whose commits
 //!   live in memory — enough to exercise checkpoint/restore, commits,
 //!   worktrees, cherry-picks and pushes without `git`.
@@ -14,10 +15,12 @@
 
 mod agent;
 mod command;
+mod forge;
 mod vcs;
 
 pub use agent::{FakeAgent, Reply};
 pub use command::ScriptedCommands;
+pub use forge::FakeForge;
 pub use vcs::FakeVcs;
 
 use std::collections::VecDeque;

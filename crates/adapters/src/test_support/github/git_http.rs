@@ -42,11 +42,26 @@ pub(crate) fn serve(s: &mut Scenario, req: &GitRequest<'_>) -> Reply {
     } else {
         BTreeMap::new()
     };
+    let reply = http_backend(&s.root, req, "octo");
+    if pushing {
+        let after = heads(s, &repo);
+        for (branch, sha) in &after {
+            if before.get(branch) != Some(sha) {
+                s.pushed(&repo, branch, sha);
+            }
+        }
+    }
+    reply
+}
+
+/// Runs the real `git http-backend` (CGI) for `req` on the bare
+/// repositories under `root`, as user `user`.
+pub(crate) fn http_backend(root: &std::path::Path, req: &GitRequest<'_>, user: &str) -> Reply {
     let out = Command::new("git")
         .arg("http-backend")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("GIT_PROJECT_ROOT", &s.root)
+        .env("GIT_PROJECT_ROOT", root)
         .env("GIT_HTTP_EXPORT_ALL", "1")
         .env("REQUEST_METHOD", req.method)
         .env("PATH_INFO", req.path)
@@ -55,7 +70,7 @@ pub(crate) fn serve(s: &mut Scenario, req: &GitRequest<'_>) -> Reply {
         .env("CONTENT_LENGTH", req.body.len().to_string())
         .env("HTTP_CONTENT_ENCODING", req.content_encoding)
         .env("GIT_PROTOCOL", req.git_protocol)
-        .env("REMOTE_USER", "octo")
+        .env("REMOTE_USER", user)
         .env("REMOTE_ADDR", "127.0.0.1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -71,26 +86,22 @@ pub(crate) fn serve(s: &mut Scenario, req: &GitRequest<'_>) -> Reply {
         Ok(o) => o,
         Err(e) => return Reply::error(500, &format!("git http-backend: {e}")),
     };
-    let reply = cgi_reply(&out.stdout);
-    if pushing {
-        let after = heads(s, &repo);
-        for (branch, sha) in &after {
-            if before.get(branch) != Some(sha) {
-                s.pushed(&repo, branch, sha);
-            }
-        }
-    }
-    reply
+    cgi_reply(&out.stdout)
 }
 
 /// The branches of `repo` and their commits.
 fn heads(s: &Scenario, repo: &str) -> BTreeMap<String, String> {
-    let Some(r) = s.repos.get(repo) else {
-        return BTreeMap::new();
-    };
+    match s.repos.get(repo) {
+        Some(r) => branch_heads(&r.bare),
+        None => BTreeMap::new(),
+    }
+}
+
+/// The branches of the bare repository `bare` and their commits.
+pub(crate) fn branch_heads(bare: &std::path::Path) -> BTreeMap<String, String> {
     let out = Command::new("git")
         .arg("--git-dir")
-        .arg(&r.bare)
+        .arg(bare)
         .args([
             "for-each-ref",
             "--format=%(refname:strip=2) %(objectname)",

