@@ -1,0 +1,88 @@
+//! The runner test runs and task commands go through: local processes, or
+//! jobs on a Ray cluster (`--runner ray[=URL]`, `[runner]`, `RAY_ADDRESS`).
+//!
+//! A Ray runner is checked before the run starts (the head answers, the
+//! token is accepted) and its width — the jobs the cluster's live CPUs hold
+//! at once — bounds the run's parallel work. After the run, [`Remote::report`]
+//! says where each job ran and how long it queued.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use orchestrator_adapters::config::Config;
+use orchestrator_adapters::ray::{RayConfig, RayRunner};
+use orchestrator_core::command::CommandRunner;
+
+/// A checked Ray runner and the cluster's width.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// The runner (clones share its jobs and records).
+    pub runner: RayRunner,
+    /// Jobs the cluster runs at once.
+    pub width: usize,
+}
+
+impl Remote {
+    /// The runner as the flows take it.
+    pub fn command_runner(&self) -> Arc<dyn CommandRunner> {
+        Arc::new(self.runner.clone())
+    }
+
+    /// One line per node (`jobs, median and longest queue`) and the
+    /// uploads, for stderr after a run.
+    pub fn report(&self, flow: &str) -> String {
+        let records = self.runner.records();
+        let mut by_node: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for r in &records {
+            by_node
+                .entry(r.node.clone().unwrap_or_else(|| "unknown node".to_owned()))
+                .or_default()
+                .push(r.queued_ms);
+        }
+        let mut out = format!(
+            "{flow}: {} job(s) on Ray at {}; {} package upload(s), {} bytes\n",
+            records.len(),
+            self.runner.client().base(),
+            self.runner.uploads(),
+            self.runner.uploaded_bytes()
+        );
+        for (node, mut queued) in by_node {
+            queued.sort_unstable();
+            let median = queued[queued.len() / 2];
+            let max = queued.last().copied().unwrap_or_default();
+            out.push_str(&format!(
+                "{flow}:   node {node}: {} job(s), queued median {median} ms, longest {max} ms\n",
+                queued.len()
+            ));
+        }
+        let retried = records.iter().filter(|r| r.tries > 1).count();
+        if retried > 0 {
+            out.push_str(&format!(
+                "{flow}:   {retried} job(s) ran again after the cluster lost them\n"
+            ));
+        }
+        out
+    }
+}
+
+/// The Ray runner `--runner` (`flag`) and `[runner]` ask for, checked
+/// against the cluster; `None` to run locally.
+pub async fn choose(config: &Config, flag: Option<&str>) -> Result<Option<Remote>, String> {
+    let Some(ray) = config.runner.ray_config(flag, |v| std::env::var(v).ok())? else {
+        return Ok(None);
+    };
+    connect(ray).await.map(Some)
+}
+
+/// Connects to the head in `config` and reads its width.
+pub async fn connect(config: RayConfig) -> Result<Remote, String> {
+    let runner = RayRunner::new(config).map_err(|e| e.to_string())?;
+    let version = runner.client().version().await.map_err(|e| e.to_string())?;
+    let width = runner.width().await.map_err(|e| e.to_string())?;
+    eprintln!(
+        "runner: Ray {version} at {}: {width} job(s) at once ({} CPU each)",
+        runner.client().base(),
+        runner.config().cpus_per_job
+    );
+    Ok(Remote { runner, width })
+}
