@@ -74,6 +74,31 @@ pub async fn choose(config: &Config, flag: Option<&str>) -> Result<Option<Remote
     connect(ray).await.map(Some)
 }
 
+/// The Ray runner `--runner` and the `[runner]` of `repo`'s configuration
+/// files ask for, checked against the cluster on a runtime of its own (for
+/// a flow that builds its runtime later); `None` to run locally.
+pub fn for_repo(
+    repo: &std::path::Path,
+    files: &crate::setup::ConfigFiles,
+    flag: Option<&str>,
+) -> Result<Option<Remote>, String> {
+    let config = orchestrator_adapters::config::EffectiveConfig::load(
+        files.user.as_deref(),
+        files.main_file(repo),
+    )
+    .map_err(|e| e.to_string())?
+    .into_config();
+    let Some(ray) = config.runner.ray_config(flag, |v| std::env::var(v).ok())? else {
+        return Ok(None);
+    };
+    // The probe's client dies with its runtime; the run gets a fresh one.
+    let probe = crate::setup::runtime()?;
+    let width = probe.block_on(connect(ray.clone()))?.width;
+    drop(probe);
+    let runner = RayRunner::new(ray).map_err(|e| e.to_string())?;
+    Ok(Some(Remote { runner, width }))
+}
+
 /// Connects to the head in `config` and reads its width.
 pub async fn connect(config: RayConfig) -> Result<Remote, String> {
     let runner = RayRunner::new(config).map_err(|e| e.to_string())?;

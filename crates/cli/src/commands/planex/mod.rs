@@ -258,6 +258,8 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             reporter,
             verify,
             provisioner,
+            commands,
+            remote,
         }) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
@@ -271,6 +273,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     &args.flags.verify,
                     verify,
                     provisioner,
+                    commands,
                 )
                 .await?;
                 let result = match &action {
@@ -279,6 +282,10 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     Action::Continue(id) => planex.resume(id.as_deref()).await,
                     Action::RetryFailed(id) => planex.retry_failed(id.as_deref()).await,
                 };
+                if let Some(r) = &remote {
+                    r.runner.stop_all().await;
+                    eprint!("{}", r.report("planex"));
+                }
                 Ok(result)
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
@@ -369,6 +376,10 @@ struct Prepared {
     verify: bool,
     /// What each task worktree is given (`[worktree]`, or detection).
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    /// Where tasks' commands run (`--runner`).
+    commands: Arc<dyn orchestrator_core::command::CommandRunner>,
+    /// The Ray runner, when one was chosen (for its report and Ctrl-C).
+    remote: Option<crate::remote::Remote>,
 }
 
 /// Parses the form, resolves the repository and agents, builds the flow.
@@ -395,6 +406,12 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
+    let remote = crate::remote::for_repo(&repo, files, flags.verify.runner.as_deref())
+        .map_err(|e| Failure::new(format!("--runner: {e}")))?;
+    let commands: Arc<dyn orchestrator_core::command::CommandRunner> = match &remote {
+        Some(r) => r.command_runner(),
+        None => Arc::new(ProcessRunner::default()),
+    };
     let Picked {
         agents,
         policy,
@@ -406,6 +423,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         &flags.item_budget,
         needs,
         files,
+        Arc::clone(&commands),
     )?;
     let mut execution = policy;
     if let Some(rounds) = flags.max_rounds {
@@ -422,7 +440,8 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
     } else {
         None
     };
-    let concurrency = flags.concurrency.max(1) as usize;
+    let concurrency =
+        (flags.concurrency.max(1) as usize).min(remote.as_ref().map_or(usize::MAX, |r| r.width));
     // Unverified, an agent's tasks share the working tree: one at a time,
     // so that none sees (or undoes) another's half-done edit.
     let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
@@ -450,6 +469,8 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         reporter,
         verify,
         provisioner,
+        commands,
+        remote,
     })
 }
 
@@ -715,6 +736,7 @@ mod tests {
                 &setup::ItemBudgetFlags::default(),
                 Needs::Planning,
                 &ConfigFiles::default(),
+                Arc::new(ProcessRunner::default()),
             )
             .err()
             .unwrap();
@@ -731,6 +753,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -745,6 +768,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -759,6 +783,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -773,6 +798,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::Planning,
             &ConfigFiles::default(),
+            Arc::new(ProcessRunner::default()),
         )
         .err()
         .unwrap();

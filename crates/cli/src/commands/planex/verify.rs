@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use orchestrator_adapters::git::GitVcs;
-use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_planex::{CriteriaSource, Planex, ScopeMode, Verification, session_verified};
 
 use super::{Action, Failure};
@@ -45,6 +44,11 @@ pub struct VerifyFlags {
     /// kept, naming it: commit or stash yours, then `--continue`).
     #[arg(long, global = true, conflicts_with = "no_commit")]
     pub allow_dirty: bool,
+    /// Where tasks' commands and checks run: `local`, or `ray` /
+    /// `ray=http://head:8265` for jobs on a Ray cluster ([runner] in
+    /// orchestrator.toml; RAY_ADDRESS); -c is then bounded by its CPUs.
+    #[arg(long, global = true, value_name = "local|ray[=URL]")]
+    pub runner: Option<String>,
 }
 
 /// `--scope-mode`.
@@ -82,6 +86,7 @@ pub(super) async fn verified(
     flags: &VerifyFlags,
     on: bool,
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    commands: Arc<dyn orchestrator_core::command::CommandRunner>,
 ) -> Result<Planex, Failure> {
     if !on {
         return Ok(planex);
@@ -94,7 +99,7 @@ pub(super) async fn verified(
         ))
     })?;
     let shell = planex.options().execution.criteria == CriteriaSource::AgentStatus;
-    let verification = Verification::new(Arc::new(vcs), Arc::new(ProcessRunner::default()))
+    let verification = Verification::new(Arc::new(vcs), commands)
         .with_scope_mode(match flags.scope_mode {
             ScopeFlag::Enforce => ScopeMode::Enforce,
             ScopeFlag::Warn => ScopeMode::Warn,
