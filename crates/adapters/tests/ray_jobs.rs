@@ -276,3 +276,49 @@ async fn the_node_local_cache_reaches_the_job_and_persists() {
         .unwrap();
     assert_eq!(again.stdout, "built\n", "the cache outlives the job");
 }
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The figures of `perf-report`'s Ray row: per-job overhead (submit →
+/// result of `true`) against the local runner, and upload cost per MB,
+/// median of 20 each, printed; the results must agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overhead_and_upload_cost_against_the_local_runner() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let head = RayHead::shared();
+    let ray = runner(head);
+    let local = orchestrator_adapters::process::ProcessRunner::default();
+    let repo = repo();
+    let (mut remote_s, mut local_s) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let t = Instant::now();
+        let r = ray.run(sh("printf %s ok", repo.path())).await.unwrap();
+        remote_s.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let l = local.run(sh("printf %s ok", repo.path())).await.unwrap();
+        local_s.push(t.elapsed().as_secs_f64());
+        assert_eq!((r.exit_code, r.stdout), (l.exit_code, l.stdout));
+    }
+    // Upload: a fresh 2 MB of incompressible bytes each time.
+    let mut per_mb = Vec::new();
+    for i in 0..20u32 {
+        let bytes: Vec<u8> = (0..2 * 1024 * 1024u32)
+            .map(|n| (n.wrapping_mul(2_654_435_761).wrapping_add(i) >> 13) as u8)
+            .collect();
+        let name = orchestrator_adapters::ray::package::package_name(&bytes);
+        let t = Instant::now();
+        ray.client().upload(&name, bytes).await.unwrap();
+        per_mb.push(t.elapsed().as_secs_f64() / 2.0);
+    }
+    let (r, l, u) = (median(remote_s), median(local_s), median(per_mb));
+    println!(
+        "ray-perf: per-job overhead median of 20: ray {:.0} ms, local {:.1} ms; upload {:.1} ms/MB",
+        r * 1000.0,
+        l * 1000.0,
+        u * 1000.0
+    );
+    assert!(r > l, "a job on the cluster costs more than a local process");
+}
