@@ -320,5 +320,8 @@ async fn overhead_and_upload_cost_against_the_local_runner() {
         l * 1000.0,
         u * 1000.0
     );
-    assert!(r > l, "a job on the cluster costs more than a local process");
+    assert!(
+        r > l,
+        "a job on the cluster costs more than a local process"
+    );
 }

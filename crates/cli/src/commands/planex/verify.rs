@@ -45,7 +45,7 @@ pub struct VerifyFlags {
     #[arg(long, global = true, conflicts_with = "no_commit")]
     pub allow_dirty: bool,
     /// Where tasks' commands and checks run: `local`, or `ray` /
-    /// `ray=http://head:8265` for jobs on a Ray cluster ([runner] in
+    /// `ray=http://head:8265` for jobs on a Ray cluster (`[runner]` in
     /// orchestrator.toml; RAY_ADDRESS); -c is then bounded by its CPUs.
     #[arg(long, global = true, value_name = "local|ray[=URL]")]
     pub runner: Option<String>,

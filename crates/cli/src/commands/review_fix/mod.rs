@@ -133,7 +133,7 @@ pub struct ReviewFixArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_groups: Option<u32>,
     /// Where test runs run: `local`, or `ray` / `ray=http://head:8265` for
-    /// jobs on a Ray cluster ([runner] in orchestrator.toml; RAY_ADDRESS).
+    /// jobs on a Ray cluster (`[runner]` in orchestrator.toml; RAY_ADDRESS).
     #[arg(long, value_name = "local|ray[=URL]")]
     pub runner: Option<String>,
     /// How groups run: `worktree` (the groups of a parallel stage at once,
