@@ -3,7 +3,6 @@
 
 use super::*;
 use orchestrator_core::agent::ItemLimits;
-use orchestrator_core::command::CommandRunner;
 
 /// What the session `--continue` / `--retry-failed` would open needs. Picks
 /// the session the way the library does (the one named, else the newest
@@ -54,8 +53,9 @@ pub(super) struct Picked {
 }
 
 impl Picked {
-    fn shell(commands: Arc<dyn CommandRunner>) -> Self {
-        let agent: Arc<dyn Agent> = Arc::new(ShellTaskAgent::new(commands));
+    fn shell() -> Self {
+        let agent: Arc<dyn Agent> =
+            Arc::new(ShellTaskAgent::new(Arc::new(ProcessRunner::default())));
         Picked {
             agents: Agents::all(agent),
             policy: ExecutionPolicy::shell(),
@@ -72,7 +72,6 @@ pub(super) fn agents_for(
     items: &setup::ItemBudgetFlags,
     needs: Needs,
     files: &ConfigFiles,
-    commands: Arc<dyn CommandRunner>,
 ) -> Result<Picked, Failure> {
     let wants_shell = spec.is_some_and(|s| s.trim().eq_ignore_ascii_case("shell"));
     let needs_llm = || {
@@ -94,7 +93,7 @@ pub(super) fn agents_for(
         if needs == Needs::Planning {
             return Err(needs_llm());
         }
-        return Ok(Picked::shell(commands));
+        return Ok(Picked::shell());
     }
     let config = setup::effective_config_with_items(repo, spec, budget, items, files)
         .map_err(Failure::new)?
@@ -107,7 +106,7 @@ pub(super) fn agents_for(
     match build_agent(&config).map_err(|e| Failure::new(e.to_string()))? {
         AgentChoice::Builtin => match needs {
             Needs::Planning | Needs::Execution => Err(needs_llm()),
-            Needs::TasksFromFile => Ok(Picked::shell(commands)),
+            Needs::TasksFromFile => Ok(Picked::shell()),
         },
         AgentChoice::Agent(agent) => Ok(Picked {
             agents: Agents::all(agent),

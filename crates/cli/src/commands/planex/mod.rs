@@ -423,7 +423,6 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         &flags.item_budget,
         needs,
         files,
-        Arc::clone(&commands),
     )?;
     let mut execution = policy;
     if let Some(rounds) = flags.max_rounds {
@@ -736,7 +735,6 @@ mod tests {
                 &setup::ItemBudgetFlags::default(),
                 Needs::Planning,
                 &ConfigFiles::default(),
-                Arc::new(ProcessRunner::default()),
             )
             .err()
             .unwrap();
@@ -753,7 +751,6 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
-            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -768,7 +765,6 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
-            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -783,7 +779,6 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
-            Arc::new(ProcessRunner::default()),
         )
         .ok()
         .unwrap();
@@ -798,7 +793,6 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::Planning,
             &ConfigFiles::default(),
-            Arc::new(ProcessRunner::default()),
         )
         .err()
         .unwrap();

@@ -44,9 +44,10 @@ pub struct VerifyFlags {
     /// kept, naming it: commit or stash yours, then `--continue`).
     #[arg(long, global = true, conflicts_with = "no_commit")]
     pub allow_dirty: bool,
-    /// Where tasks' commands and checks run: `local`, or `ray` /
-    /// `ray=http://head:8265` for jobs on a Ray cluster (`[runner]` in
-    /// orchestrator.toml; RAY_ADDRESS); -c is then bounded by its CPUs.
+    /// Where tasks' checks run: `local`, or `ray` / `ray=http://head:8265`
+    /// for jobs on a Ray cluster (`[runner]` in orchestrator.toml;
+    /// RAY_ADDRESS); -c is then bounded by its CPUs. The shell agent's
+    /// directives change files, so they run here.
     #[arg(long, global = true, value_name = "local|ray[=URL]")]
     pub runner: Option<String>,
 }
