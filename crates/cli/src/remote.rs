@@ -65,6 +65,19 @@ impl Remote {
     }
 }
 
+/// `parallel` bounded by the cluster's width when a Ray runner is used.
+pub fn bound(remote: Option<&Remote>, parallel: usize) -> usize {
+    remote.map_or(parallel, |r| parallel.min(r.width))
+}
+
+/// Stops whatever job of the run is left and prints where the jobs ran.
+pub async fn finish(remote: Option<&Remote>, flow: &str) {
+    if let Some(r) = remote {
+        r.runner.stop_all().await;
+        eprint!("{}", r.report(flow));
+    }
+}
+
 /// The Ray runner `--runner` (`flag`) and `[runner]` ask for, checked
 /// against the cluster; `None` to run locally.
 pub async fn choose(config: &Config, flag: Option<&str>) -> Result<Option<Remote>, String> {

@@ -52,10 +52,12 @@ use serde_json::json;
 use super::{Exit, out};
 
 mod agents;
+mod approve;
 mod ending;
 mod verify;
 use crate::setup::{self, ConfigFiles};
 use agents::{Picked, agents_for, session_needs};
+use approve::approve;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -258,7 +260,6 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             reporter,
             verify,
             provisioner,
-            commands,
             remote,
         }) => {
             let runtime = match setup::runtime() {
@@ -273,7 +274,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     &args.flags.verify,
                     verify,
                     provisioner,
-                    commands,
+                    remote.as_ref(),
                 )
                 .await?;
                 let result = match &action {
@@ -282,10 +283,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     Action::Continue(id) => planex.resume(id.as_deref()).await,
                     Action::RetryFailed(id) => planex.retry_failed(id.as_deref()).await,
                 };
-                if let Some(r) = &remote {
-                    r.runner.stop_all().await;
-                    eprint!("{}", r.report("planex"));
-                }
+                crate::remote::finish(remote.as_ref(), "planex").await;
                 Ok(result)
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
@@ -314,44 +312,6 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
     }
 }
 
-/// `planex approve [SESSION_ID]`: records the approval of the plan the
-/// session waits at and says how to run it (exit 0); with `--json` one line
-/// `{"event":"approved",…}`.
-fn approve(json: bool, repo: &Path, session: Option<&str>) -> Exit {
-    let repo = match std::fs::canonicalize(repo) {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                json,
-                Failure::new(format!(
-                    "the repository directory {} cannot be used: {e}",
-                    repo.display()
-                )),
-            );
-        }
-    };
-    match orchestrator_planex::approve_plan(&repo, session) {
-        Ok(approved) => {
-            if json {
-                let line = json!({
-                    "event": "approved",
-                    "exit_code": 0,
-                    "session_id": approved.session_id,
-                    "gate": approved.gate,
-                    "file": approved.file,
-                    "already": approved.already,
-                    "resume_hint": format!("orchestrator planex --continue {}", approved.session_id),
-                });
-                out(&format!("{line}\n"));
-            } else {
-                out(&format!("{}\n", approved.message()));
-            }
-            Exit::Success
-        }
-        Err(e) => fail(json, flow_failure(&repo, &e)),
-    }
-}
-
 /// The failure printed for a library error: where no session could be
 /// picked, with a listing of the sessions found.
 fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
@@ -376,9 +336,7 @@ struct Prepared {
     verify: bool,
     /// What each task worktree is given (`[worktree]`, or detection).
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
-    /// Where tasks' commands run (`--runner`).
-    commands: Arc<dyn orchestrator_core::command::CommandRunner>,
-    /// The Ray runner, when one was chosen (for its report and Ctrl-C).
+    /// The Ray runner of `--runner`, when one was chosen.
     remote: Option<crate::remote::Remote>,
 }
 
@@ -406,12 +364,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
-    let remote = crate::remote::for_repo(&repo, files, flags.verify.runner.as_deref())
-        .map_err(|e| Failure::new(format!("--runner: {e}")))?;
-    let commands: Arc<dyn orchestrator_core::command::CommandRunner> = match &remote {
-        Some(r) => r.command_runner(),
-        None => Arc::new(ProcessRunner::default()),
-    };
+    let remote = verify::remote(&repo, files, &flags.verify)?;
     let Picked {
         agents,
         policy,
@@ -439,8 +392,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
     } else {
         None
     };
-    let concurrency =
-        (flags.concurrency.max(1) as usize).min(remote.as_ref().map_or(usize::MAX, |r| r.width));
+    let concurrency = crate::remote::bound(remote.as_ref(), flags.concurrency.max(1) as usize);
     // Unverified, an agent's tasks share the working tree: one at a time,
     // so that none sees (or undoes) another's half-done edit.
     let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
@@ -468,7 +420,6 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         reporter,
         verify,
         provisioner,
-        commands,
         remote,
     })
 }

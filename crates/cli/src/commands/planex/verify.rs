@@ -80,6 +80,17 @@ pub(super) fn wanted(flags: &VerifyFlags, action: &Action, plan_only: bool, repo
     }
 }
 
+/// The Ray runner `--runner` and `[runner]` ask for, checked; `None` to
+/// run the checks here.
+pub(super) fn remote(
+    repo: &Path,
+    files: &crate::setup::ConfigFiles,
+    flags: &VerifyFlags,
+) -> Result<Option<crate::remote::Remote>, Failure> {
+    crate::remote::for_repo(repo, files, flags.runner.as_deref())
+        .map_err(|e| Failure::new(format!("--runner: {e}")))
+}
+
 /// `planex` with verification when `on`; the repository must then be a
 /// git work tree.
 pub(super) async fn verified(
@@ -87,7 +98,7 @@ pub(super) async fn verified(
     flags: &VerifyFlags,
     on: bool,
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
-    commands: Arc<dyn orchestrator_core::command::CommandRunner>,
+    remote: Option<&crate::remote::Remote>,
 ) -> Result<Planex, Failure> {
     if !on {
         return Ok(planex);
@@ -100,14 +111,20 @@ pub(super) async fn verified(
         ))
     })?;
     let shell = planex.options().execution.criteria == CriteriaSource::AgentStatus;
-    let verification = Verification::new(Arc::new(vcs), commands)
-        .with_scope_mode(match flags.scope_mode {
-            ScopeFlag::Enforce => ScopeMode::Enforce,
-            ScopeFlag::Warn => ScopeMode::Warn,
-        })
-        .with_test_command(flags.test_cmd.clone())
-        .with_allow_dirty(flags.allow_dirty)
-        .with_provisioner(provisioner)
-        .with_executor_runs_directives(shell);
+    let verification = Verification::new(
+        Arc::new(vcs),
+        remote.map_or_else(
+            || Arc::new(orchestrator_adapters::process::ProcessRunner::default()) as _,
+            crate::remote::Remote::command_runner,
+        ),
+    )
+    .with_scope_mode(match flags.scope_mode {
+        ScopeFlag::Enforce => ScopeMode::Enforce,
+        ScopeFlag::Warn => ScopeMode::Warn,
+    })
+    .with_test_command(flags.test_cmd.clone())
+    .with_allow_dirty(flags.allow_dirty)
+    .with_provisioner(provisioner)
+    .with_executor_runs_directives(shell);
     Ok(planex.with_verification(verification))
 }
