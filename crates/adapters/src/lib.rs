@@ -28,6 +28,12 @@
 //! - [`config`] reads `orchestrator.toml` (versioned, unknown keys rejected
 //!   with their line) and parses the CLI's `--agent` flag.
 //!
+//! ## Ray
+//! [`ray::RayRunner`] runs commands and test runs as jobs on a Ray cluster
+//! through its Jobs REST API: the tree is uploaded as a content-addressed
+//! zip, the job polled, its output and exit status read back from a marked
+//! block in its log and mapped as the local runner maps them.
+//!
 //! ## Git
 //! [`git::GitVcs`] implements `Vcs` over the `git` CLI. Every git process is
 //! started by one function that passes an explicit argv (no shell), fixes the
@@ -104,6 +110,7 @@ pub mod forge;
 pub mod git;
 pub mod openai;
 pub mod process;
+pub mod ray;
 pub mod terminal_gate;
 pub mod test_runner;
 #[cfg(feature = "test-support")]

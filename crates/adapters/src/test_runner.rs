@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
 use orchestrator_core::test_runner::{
     TestOutcome, TestReport, TestRequest, TestRunner, TestRunnerError,
 };
@@ -193,33 +194,94 @@ impl TestRunner for CommandTestRunner {
             .as_ref()
             .map(|p| request.workdir.join(p))
             .and_then(|path| read_fresh_report(&path, started));
-        let parsed = junit.or_else(|| summary::parse(&log));
-
-        let (passed, failed, skipped, failing_tests) = match parsed {
-            Some(s) => (s.passed, s.failed, s.skipped, s.failing_tests),
-            None => (0, 0, 0, Vec::new()),
-        };
-        let outcome = if output.timed_out {
-            TestOutcome::TimedOut
-        } else if output.code() == Some(0) && failed == 0 {
-            TestOutcome::Passed
-        } else {
-            TestOutcome::Failed
-        };
-        Ok(TestReport {
-            outcome,
-            passed,
-            failed,
-            skipped,
-            failing_tests,
+        Ok(report_of(
             log,
-            exit_code: if output.timed_out {
-                None
-            } else {
-                output.code()
-            },
-            duration_ms: u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
-        })
+            junit,
+            output.timed_out,
+            output.code(),
+            u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
+        ))
+    }
+}
+
+/// The report of a finished run: counts from the JUnit report or the
+/// summary lines, pass only on exit 0 with no failing test counted.
+fn report_of(
+    log: String,
+    junit: Option<summary::Summary>,
+    timed_out: bool,
+    code: Option<i32>,
+    duration_ms: u64,
+) -> TestReport {
+    let parsed = junit.or_else(|| summary::parse(&log));
+    let (passed, failed, skipped, failing_tests) = match parsed {
+        Some(s) => (s.passed, s.failed, s.skipped, s.failing_tests),
+        None => (0, 0, 0, Vec::new()),
+    };
+    let outcome = if timed_out {
+        TestOutcome::TimedOut
+    } else if code == Some(0) && failed == 0 {
+        TestOutcome::Passed
+    } else {
+        TestOutcome::Failed
+    };
+    TestReport {
+        outcome,
+        passed,
+        failed,
+        skipped,
+        failing_tests,
+        log,
+        exit_code: if timed_out { None } else { code },
+        duration_ms,
+    }
+}
+
+/// A [`CommandTestRunner`]'s command run through another
+/// [`CommandRunner`] (a remote one, such as the Ray runner), its output
+/// read exactly as the local runner reads it. A JUnit report is not read:
+/// it was written where the command ran.
+#[derive(Debug, Clone)]
+pub struct RemoteTestRunner {
+    tests: CommandTestRunner,
+    runner: std::sync::Arc<dyn CommandRunner>,
+}
+
+impl RemoteTestRunner {
+    /// `tests`' command, run by `runner`.
+    pub fn new(tests: CommandTestRunner, runner: std::sync::Arc<dyn CommandRunner>) -> Self {
+        Self { tests, runner }
+    }
+}
+
+#[async_trait]
+impl TestRunner for RemoteTestRunner {
+    async fn run(&self, request: TestRequest) -> Result<TestReport, TestRunnerError> {
+        let t = &self.tests;
+        let argv = t.argv_for(request.pattern.as_deref())?;
+        let mut spec = CommandSpec::new(&argv[0], argv[1..].iter().cloned(), &request.workdir)
+            .with_env(PATTERN_ENV, request.pattern.clone().unwrap_or_default());
+        spec.time_limit = request.time_limit.or(t.time_limit);
+        spec.output_limit = t.output_limit;
+        for (k, v) in &t.env {
+            spec = spec.with_env(k, v);
+        }
+        let output = self.runner.run(spec).await.map_err(|err| match err {
+            CommandError::Spawn { command, message } => TestRunnerError::Spawn { command, message },
+            other => TestRunnerError::Other(other.to_string()),
+        })?;
+        let mut log = String::new();
+        if output.truncated {
+            log.push_str("[… the front of the output was dropped …]\n");
+        }
+        log.push_str(&output.combined());
+        Ok(report_of(
+            log,
+            None,
+            output.timed_out,
+            output.exit_code,
+            output.duration_ms,
+        ))
     }
 }
 

@@ -13,11 +13,12 @@
 //!
 //! [`run`] (what `main` calls) with a parsed [`Cli`], returning an [`Exit`];
 //! [`commands`] holds one module per subcommand (its arguments and wiring),
-//! [`render`] the shared output helpers and [`setup`] tracing, reporters and
-//! adapter choice. It is a library only so that its tests and the man page
+//! [`render`] the shared output helpers, [`setup`] tracing, reporters and
+//! adapter choice, and [`remote`] the Ray runner a run may use. It is a library only so that its tests and the man page
 //! can reach the parser; nothing here is meant for embedders.
 
 pub mod commands;
+pub mod remote;
 pub mod render;
 pub mod setup;
 

@@ -11,6 +11,7 @@ use super::agent::{AgentKind, AgentSection, AgentSpec};
 use super::budget::{BudgetSection, Prices, check_prices};
 use super::command::{CommandLine, CommandValue};
 use super::flows::{CiAutofixSection, PlanexSection, ReviewFixSection, TestsSection};
+use super::runner::RunnerSection;
 use super::worktree::WorktreeSection;
 use super::{
     CONFIG_FILE_NAME, CONFIG_VERSION, ConfigError, ENV_AGENT, ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL,
@@ -48,6 +49,9 @@ pub struct Config {
     /// What each worktree a flow makes is given.
     #[serde(default)]
     pub worktree: WorktreeSection,
+    /// Where test runs and task commands run (here, or on a Ray cluster).
+    #[serde(default)]
+    pub runner: RunnerSection,
 }
 
 impl Default for Config {
@@ -62,6 +66,7 @@ impl Default for Config {
             budget: BudgetSection::default(),
             prices: Prices::new(),
             worktree: WorktreeSection::default(),
+            runner: RunnerSection::default(),
         }
     }
 }

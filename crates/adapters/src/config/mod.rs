@@ -48,6 +48,7 @@ mod command;
 mod file;
 mod flows;
 mod layers;
+mod runner;
 mod worktree;
 
 pub use agent::{
@@ -61,6 +62,7 @@ pub use flows::{CiAutofixSection, PlanexSection, ReviewFixSection, Schedule, Tes
 pub use layers::{
     EffectiveConfig, FileRole, MainFile, Origin, user_config_path, user_config_path_from,
 };
+pub use runner::{RunnerKind, RunnerSection};
 pub use worktree::{LinkMode, WorktreeSection};
 
 /// The file [`Config::discover`] looks for in a repository root.

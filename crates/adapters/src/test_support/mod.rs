@@ -9,6 +9,8 @@
 //! - [`model_server::ModelServer`] is a scripted model endpoint on 127.0.0.1
 //!   that speaks each CLI's wire protocol and records every request.
 //!
+//! - [`ray::RayHead`] is a real Ray head on 127.0.0.1 (one per test
+//!   binary, its own ports and temp dir), stopped with the test process.
 //! - [`github::GithubServer`] is a scripted GitHub API (REST, GraphQL, run
 //!   logs, a git remote) that the real `gh` and git talk to, and
 //!   [`github::gh_binaries`] finds the two gh versions the tests run.
@@ -23,6 +25,7 @@
 pub mod github;
 pub mod gitlab;
 pub mod model_server;
+pub mod ray;
 
 use std::path::PathBuf;
 

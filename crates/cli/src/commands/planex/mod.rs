@@ -52,10 +52,12 @@ use serde_json::json;
 use super::{Exit, out};
 
 mod agents;
+mod approve;
 mod ending;
 mod verify;
 use crate::setup::{self, ConfigFiles};
 use agents::{Picked, agents_for, session_needs};
+use approve::approve;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -258,6 +260,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             reporter,
             verify,
             provisioner,
+            remote,
         }) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
@@ -271,6 +274,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     &args.flags.verify,
                     verify,
                     provisioner,
+                    remote.as_ref(),
                 )
                 .await?;
                 let result = match &action {
@@ -279,6 +283,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
                     Action::Continue(id) => planex.resume(id.as_deref()).await,
                     Action::RetryFailed(id) => planex.retry_failed(id.as_deref()).await,
                 };
+                crate::remote::finish(remote.as_ref(), "planex").await;
                 Ok(result)
             });
             // The runtime is dropped here: a Ctrl-C listener must not outlive the run.
@@ -307,44 +312,6 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
     }
 }
 
-/// `planex approve [SESSION_ID]`: records the approval of the plan the
-/// session waits at and says how to run it (exit 0); with `--json` one line
-/// `{"event":"approved",…}`.
-fn approve(json: bool, repo: &Path, session: Option<&str>) -> Exit {
-    let repo = match std::fs::canonicalize(repo) {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                json,
-                Failure::new(format!(
-                    "the repository directory {} cannot be used: {e}",
-                    repo.display()
-                )),
-            );
-        }
-    };
-    match orchestrator_planex::approve_plan(&repo, session) {
-        Ok(approved) => {
-            if json {
-                let line = json!({
-                    "event": "approved",
-                    "exit_code": 0,
-                    "session_id": approved.session_id,
-                    "gate": approved.gate,
-                    "file": approved.file,
-                    "already": approved.already,
-                    "resume_hint": format!("orchestrator planex --continue {}", approved.session_id),
-                });
-                out(&format!("{line}\n"));
-            } else {
-                out(&format!("{}\n", approved.message()));
-            }
-            Exit::Success
-        }
-        Err(e) => fail(json, flow_failure(&repo, &e)),
-    }
-}
-
 /// The failure printed for a library error: where no session could be
 /// picked, with a listing of the sessions found.
 fn flow_failure(repo: &Path, e: &PlanexError) -> Failure {
@@ -369,6 +336,8 @@ struct Prepared {
     verify: bool,
     /// What each task worktree is given (`[worktree]`, or detection).
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    /// The Ray runner of `--runner`, when one was chosen.
+    remote: Option<crate::remote::Remote>,
 }
 
 /// Parses the form, resolves the repository and agents, builds the flow.
@@ -395,6 +364,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
             session_needs(&repo, id.as_deref(), retry)?
         }
     };
+    let remote = verify::remote(&repo, files, &flags.verify)?;
     let Picked {
         agents,
         policy,
@@ -422,7 +392,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
     } else {
         None
     };
-    let concurrency = flags.concurrency.max(1) as usize;
+    let concurrency = crate::remote::bound(remote.as_ref(), flags.concurrency.max(1) as usize);
     // Unverified, an agent's tasks share the working tree: one at a time,
     // so that none sees (or undoes) another's half-done edit.
     let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
@@ -450,6 +420,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         reporter,
         verify,
         provisioner,
+        remote,
     })
 }
 

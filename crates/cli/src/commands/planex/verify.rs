@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use orchestrator_adapters::git::GitVcs;
-use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_planex::{CriteriaSource, Planex, ScopeMode, Verification, session_verified};
 
 use super::{Action, Failure};
@@ -45,6 +44,12 @@ pub struct VerifyFlags {
     /// kept, naming it: commit or stash yours, then `--continue`).
     #[arg(long, global = true, conflicts_with = "no_commit")]
     pub allow_dirty: bool,
+    /// Where tasks' checks run: `local`, or `ray` / `ray=http://head:8265`
+    /// for jobs on a Ray cluster (`[runner]` in orchestrator.toml;
+    /// RAY_ADDRESS); -c is then bounded by its CPUs. The shell agent's
+    /// directives change files, so they run here.
+    #[arg(long, global = true, value_name = "local|ray[=URL]")]
+    pub runner: Option<String>,
 }
 
 /// `--scope-mode`.
@@ -75,6 +80,17 @@ pub(super) fn wanted(flags: &VerifyFlags, action: &Action, plan_only: bool, repo
     }
 }
 
+/// The Ray runner `--runner` and `[runner]` ask for, checked; `None` to
+/// run the checks here.
+pub(super) fn remote(
+    repo: &Path,
+    files: &crate::setup::ConfigFiles,
+    flags: &VerifyFlags,
+) -> Result<Option<crate::remote::Remote>, Failure> {
+    crate::remote::for_repo(repo, files, flags.runner.as_deref())
+        .map_err(|e| Failure::new(format!("--runner: {e}")))
+}
+
 /// `planex` with verification when `on`; the repository must then be a
 /// git work tree.
 pub(super) async fn verified(
@@ -82,6 +98,7 @@ pub(super) async fn verified(
     flags: &VerifyFlags,
     on: bool,
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
+    remote: Option<&crate::remote::Remote>,
 ) -> Result<Planex, Failure> {
     if !on {
         return Ok(planex);
@@ -94,14 +111,20 @@ pub(super) async fn verified(
         ))
     })?;
     let shell = planex.options().execution.criteria == CriteriaSource::AgentStatus;
-    let verification = Verification::new(Arc::new(vcs), Arc::new(ProcessRunner::default()))
-        .with_scope_mode(match flags.scope_mode {
-            ScopeFlag::Enforce => ScopeMode::Enforce,
-            ScopeFlag::Warn => ScopeMode::Warn,
-        })
-        .with_test_command(flags.test_cmd.clone())
-        .with_allow_dirty(flags.allow_dirty)
-        .with_provisioner(provisioner)
-        .with_executor_runs_directives(shell);
+    let verification = Verification::new(
+        Arc::new(vcs),
+        remote.map_or_else(
+            || Arc::new(orchestrator_adapters::process::ProcessRunner::default()) as _,
+            crate::remote::Remote::command_runner,
+        ),
+    )
+    .with_scope_mode(match flags.scope_mode {
+        ScopeFlag::Enforce => ScopeMode::Enforce,
+        ScopeFlag::Warn => ScopeMode::Warn,
+    })
+    .with_test_command(flags.test_cmd.clone())
+    .with_allow_dirty(flags.allow_dirty)
+    .with_provisioner(provisioner)
+    .with_executor_runs_directives(shell);
     Ok(planex.with_verification(verification))
 }

@@ -27,7 +27,7 @@ use orchestrator_adapters::config::{CommandLine, Config, split_command};
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::process::{ProcessRunner, shell_quote};
-use orchestrator_adapters::test_runner::{CommandTestRunner, TestCommand};
+use orchestrator_adapters::test_runner::{CommandTestRunner, RemoteTestRunner, TestCommand};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::command::CommandSpec;
 use orchestrator_core::event::{Event, EventSink};
@@ -132,6 +132,10 @@ pub struct ReviewFixArgs {
     /// Groups of a parallel stage at once [default: 3].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel_groups: Option<u32>,
+    /// Where test runs run: `local`, or `ray` / `ray=http://head:8265` for
+    /// jobs on a Ray cluster (`[runner]` in orchestrator.toml; RAY_ADDRESS).
+    #[arg(long, value_name = "local|ray[=URL]")]
+    pub runner: Option<String>,
     /// How groups run: `worktree` (the groups of a parallel stage at once,
     /// each in its own git worktree) or `serial` (one group at a time, in
     /// one worktree). Never in your working tree, where you may be working.
@@ -399,6 +403,16 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             return Exit::SomeFailed;
         }
     };
+    let remote = match runtime.block_on(crate::remote::choose(&config, args.runner.as_deref())) {
+        Ok(remote) => remote,
+        Err(e) => return fail(format!("--runner: {e}")),
+    };
+    if let Some(r) = remote
+        .as_ref()
+        .filter(|_| args.max_parallel_groups.is_none())
+    {
+        flow.max_parallel_groups = r.width;
+    }
     let started = Instant::now();
     let json_mode = args.json;
     let yes = args.yes;
@@ -428,7 +442,10 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             agent,
             vcs: Arc::new(vcs),
             tests: match tests {
-                Some(tests) => Arc::new(CliTests::new(tests)),
+                Some(tests) => Arc::new(match &remote {
+                    Some(r) => CliTests::new(tests).remote(r.command_runner()),
+                    None => CliTests::new(tests),
+                }),
                 None => Arc::new(NoTests),
             },
             gate: setup::gate(yes),
@@ -454,6 +471,9 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                 if let Some(h) = &human {
                     h.finish();
                 }
+                if let Some(r) = &remote {
+                    r.runner.stop_all().await;
+                }
                 let open = !orchestrator_review_fix::session::unfinished_sessions(&fixes_dir).is_empty();
                 if open {
                     eprintln!(
@@ -474,6 +494,9 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         };
         if let Some(h) = &human {
             h.finish();
+        }
+        if let Some(r) = &remote {
+            eprint!("{}", r.report("review-fix"));
         }
         match result {
             Ok(passes) => {

@@ -111,21 +111,39 @@ pub fn resolve_resume_tests(
 /// (trees that share one could run each other's builds). The main tree keeps
 /// the caller's environment, so a `CARGO_TARGET_DIR` set by the user is used
 /// there.
+///
+/// With a remote runner (`--runner ray`) each run goes through it instead;
+/// the tree's local `CARGO_TARGET_DIR` is then not passed (the node keeps
+/// its own build cache).
 #[derive(Debug, Clone)]
 pub struct CliTests {
     tests: ResolvedTests,
+    remote: Option<Arc<dyn orchestrator_core::command::CommandRunner>>,
 }
 
 impl CliTests {
     /// A factory for `tests`.
     pub fn new(tests: ResolvedTests) -> Self {
-        Self { tests }
+        Self {
+            tests,
+            remote: None,
+        }
+    }
+
+    /// Builder: run every test run through `runner` (the Ray runner).
+    pub fn remote(mut self, runner: Arc<dyn orchestrator_core::command::CommandRunner>) -> Self {
+        self.remote = Some(runner);
+        self
     }
 
     /// The runner for `tree`, as a concrete type (for inspection).
     pub fn command_runner(&self, tree: &TreeEnv) -> CommandTestRunner {
         let mut runner = CommandTestRunner::new(self.tests.command.clone());
-        if let Some(dir) = &tree.cargo_target_dir {
+        if let Some(dir) = tree
+            .cargo_target_dir
+            .as_ref()
+            .filter(|_| self.remote.is_none())
+        {
             runner = runner.env("CARGO_TARGET_DIR", dir.display().to_string());
         }
         for (key, value) in &tree.env {
@@ -143,7 +161,13 @@ impl CliTests {
 
 impl TestRunnerFactory for CliTests {
     fn runner(&self, tree: &TreeEnv) -> Arc<dyn TestRunner> {
-        Arc::new(self.command_runner(tree))
+        match &self.remote {
+            Some(remote) => Arc::new(RemoteTestRunner::new(
+                self.command_runner(tree),
+                Arc::clone(remote),
+            )),
+            None => Arc::new(self.command_runner(tree)),
+        }
     }
 }
 

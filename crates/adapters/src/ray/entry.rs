@@ -1,0 +1,230 @@
+//! The job's entrypoint and how its result is read back.
+//!
+//! Ray runs the entrypoint with `/bin/sh -c`, merges stdout and stderr into
+//! one log file, races its own "Running entrypoint…" line with the
+//! command's output, and fails every log request when the output holds a
+//! byte that is not UTF-8. So the command never writes to the log: the
+//! entrypoint
+//! 1. copies the unpacked package into a private temporary directory (jobs
+//!    of the same package share Ray's unpacked folder, and a job's writes
+//!    would otherwise be seen by the next one);
+//! 2. exports the node-local cache variables (one folder per repository,
+//!    and a slot per concurrent job taken with `flock` where it exists, so
+//!    two builds on one node do not wait on each other's lock);
+//! 3. checks that the program exists (a missing one is reported as such,
+//!    not as exit 127);
+//! 4. runs the argv, every word quoted, with stdout, stderr and stdin as
+//!    files;
+//! 5. prints one marked block: the exit status, each stream's size and the
+//!    tail of each stream in base64. On SIGTERM (a stop) the block is
+//!    printed too, with what was written so far.
+//!
+//! POSIX `sh` and coreutils (`mktemp`, `cp`, `wc`, `tail`, `base64`) are all
+//! the node needs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+/// Variables pointed into the node-local cache, relative to the slot's
+/// folder.
+pub const CACHE_VARS: [(&str, &str); 5] = [
+    ("CARGO_TARGET_DIR", "cargo-target"),
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("GOCACHE", "go-build"),
+    ("UV_CACHE_DIR", "uv"),
+];
+
+/// What the entrypoint runs and with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The marker nonce: the job's submission id.
+    pub id: &'a str,
+    /// Program and arguments.
+    pub argv: &'a [String],
+    /// The directory to run in, relative to the package's root.
+    pub rel_cwd: &'a Path,
+    /// Standard input.
+    pub stdin: Option<&'a [u8]>,
+    /// Bytes kept per stream (the tail).
+    pub output_limit: usize,
+    /// The node-local cache folder of this repository (`None`: no cache).
+    pub cache_dir: Option<String>,
+}
+
+/// Quotes `s` as one word for a POSIX shell.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl Entry<'_> {
+    /// The `sh` script submitted as the job's entrypoint.
+    pub fn script(&self) -> String {
+        let id = self.id;
+        let limit = self.output_limit.max(1);
+        let mut s = String::from("set -u; umask 022; W=$(mktemp -d) || exit 125; ");
+        s.push_str("mkdir \"$W/t\" && cp -a . \"$W/t/\" || exit 125; : >\"$W/o\"; : >\"$W/e\"; ");
+        s.push_str(&format!(
+            "emit() {{ printf '\\n@@ORCH-RESULT %s rc=%d out=%d err=%d@@\\n' {q} \"$1\" \"$(wc -c <\"$W/o\")\" \"$(wc -c <\"$W/e\")\"; \
+             tail -c {limit} \"$W/o\" | base64; printf '@@ORCH-STDERR %s@@\\n' {q}; \
+             tail -c {limit} \"$W/e\" | base64; printf '@@ORCH-END %s@@\\n' {q}; cd /; rm -rf \"$W\"; }}; ",
+            q = quote(id)
+        ));
+        s.push_str("trap 'emit 143; exit 143' TERM; trap 'emit 130; exit 130' INT; ");
+        if let Some(cache) = &self.cache_dir {
+            s.push_str(&self.cache_exports(cache));
+        }
+        match self.stdin {
+            Some(input) => s.push_str(&format!(
+                "printf %s {} | base64 -d >\"$W/i\" || exit 125; ",
+                quote(&STANDARD.encode(input))
+            )),
+            None => s.push_str(": >\"$W/i\"; "),
+        }
+        let rel = self.rel_cwd.to_string_lossy();
+        s.push_str(&format!("cd \"$W/t\"/{} || exit 125; ", quote(&rel)));
+        let program = self.argv.first().map(String::as_str).unwrap_or_default();
+        s.push_str(&format!(
+            "if ! command -v {p} >/dev/null 2>&1; then printf '\\n@@ORCH-SPAWN %s@@\\n' {q}; cd /; rm -rf \"$W\"; exit 127; fi; ",
+            p = quote(program),
+            q = quote(id)
+        ));
+        let words: Vec<String> = self.argv.iter().map(|w| quote(w)).collect();
+        s.push_str(&format!(
+            "( exec {} ) <\"$W/i\" >\"$W/o\" 2>\"$W/e\"; rc=$?; emit $rc; exit $rc",
+            words.join(" ")
+        ));
+        s
+    }
+
+    /// `export VAR=<cache>/<slot>/<dir>; …` and the slot lock.
+    fn cache_exports(&self, cache: &str) -> String {
+        let mut s = format!(
+            "C={}; mkdir -p \"$C\"; S=0; if command -v flock >/dev/null 2>&1; then \
+             while [ $S -lt 64 ]; do exec 9>\"$C/slot$S.lock\"; flock -n 9 && break; S=$((S+1)); done; fi; ",
+            quote(cache)
+        );
+        for (var, dir) in CACHE_VARS {
+            s.push_str(&format!("export {var}=\"$C/slot$S/{dir}\"; "));
+        }
+        s
+    }
+}
+
+/// What the entrypoint reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran.
+    Ran {
+        /// Its exit status (`128 + n` when a signal ended it).
+        rc: i32,
+        /// The tail of its standard output.
+        stdout: Vec<u8>,
+        /// The tail of its standard error.
+        stderr: Vec<u8>,
+        /// Whether either stream was longer than what was kept.
+        truncated: bool,
+    },
+    /// The program was not found on the node.
+    NotFound,
+}
+
+/// Reads the marked block of job `id` out of Ray's log; `None` when there
+/// is none (the job never got that far, or its log is incomplete).
+pub fn parse(log: &str, id: &str) -> Option<Outcome> {
+    if log.contains(&format!("@@ORCH-SPAWN {id}@@")) {
+        return Some(Outcome::NotFound);
+    }
+    let head = format!("@@ORCH-RESULT {id} ");
+    let start = log.rfind(&head)?;
+    let rest = &log[start + head.len()..];
+    let (fields, body) = rest.split_once("@@\n")?;
+    let mut rc = None;
+    let mut sizes = BTreeMap::new();
+    for field in fields.split_whitespace() {
+        let (k, v) = field.split_once('=')?;
+        let v: i64 = v.parse().ok()?;
+        if k == "rc" {
+            rc = i32::try_from(v).ok();
+        } else {
+            sizes.insert(k.to_owned(), v);
+        }
+    }
+    let (out_b64, rest) = body.split_once(&format!("@@ORCH-STDERR {id}@@\n"))?;
+    let (err_b64, _) = rest.split_once(&format!("@@ORCH-END {id}@@"))?;
+    let stdout = decode(out_b64)?;
+    let stderr = decode(err_b64)?;
+    let truncated = sizes.get("out").copied()? > stdout.len() as i64
+        || sizes.get("err").copied()? > stderr.len() as i64;
+    Some(Outcome::Ran {
+        rc: rc?,
+        stdout,
+        stderr,
+        truncated,
+    })
+}
+
+/// base64 lines to bytes; lines that are not base64 (Ray's own racing
+/// "Running entrypoint…" line) are skipped.
+fn decode(text: &str) -> Option<Vec<u8>> {
+    let joined: String = text
+        .lines()
+        .filter(|l| {
+            l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
+        })
+        .collect();
+    STANDARD.decode(joined).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_block_around_ray_noise() {
+        let log = format!(
+            "2026 INFO -- Runtime env is setting up.\n\n@@ORCH-RESULT j1 rc=3 out=3 err=4@@\n{}\nRunning entrypoint for job j1: sh\n@@ORCH-STDERR j1@@\n{}\n@@ORCH-END j1@@\n",
+            STANDARD.encode("out"),
+            STANDARD.encode(b"\xff\xfeer")
+        );
+        assert_eq!(
+            parse(&log, "j1"),
+            Some(Outcome::Ran {
+                rc: 3,
+                stdout: b"out".to_vec(),
+                stderr: b"\xff\xfeer".to_vec(),
+                truncated: false
+            })
+        );
+        assert_eq!(parse(&log, "j2"), None);
+        assert_eq!(
+            parse("x\n@@ORCH-SPAWN j1@@\n", "j1"),
+            Some(Outcome::NotFound)
+        );
+    }
+
+    #[test]
+    fn every_word_is_quoted() {
+        let argv = vec![
+            "printf".to_owned(),
+            "%s".to_owned(),
+            "$(touch x) 'q'".to_owned(),
+        ];
+        let e = Entry {
+            id: "j",
+            argv: &argv,
+            rel_cwd: Path::new(""),
+            stdin: None,
+            output_limit: 10,
+            cache_dir: None,
+        };
+        assert!(
+            e.script()
+                .contains(r"( exec 'printf' '%s' '$(touch x) '\''q'\''' )")
+        );
+    }
+}
