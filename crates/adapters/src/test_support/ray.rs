@@ -76,7 +76,18 @@ impl RayHead {
         let temp_dir = PathBuf::from(format!("/tmp/orch-ray-{marker}"));
         std::fs::create_dir_all(&temp_dir)
             .unwrap_or_else(|e| panic!("creating {}: {e}", temp_dir.display()));
-        let dash = free_port();
+        // Every component gets a port of its own: the kernel's ephemeral
+        // ports (32768 and up on Linux) are handed out once each here, and
+        // the workers' range lies below them, so no two can meet (Ray
+        // refuses to start when they do).
+        let mut taken = std::collections::HashSet::new();
+        let mut own_port = || loop {
+            let port = free_port();
+            if taken.insert(port) {
+                return port;
+            }
+        };
+        let dash = own_port();
         let mut ports = String::new();
         for flag in [
             "port",
@@ -88,9 +99,10 @@ impl RayHead {
             "runtime-env-agent-port",
             "ray-client-server-port",
         ] {
-            ports.push_str(&format!(" --{flag}={}", free_port()));
+            ports.push_str(&format!(" --{flag}={}", own_port()));
         }
-        let workers = 20000 + (std::process::id() % 200) * 200;
+        // 200 worker ports between 20000 and 31999, below the ephemeral range.
+        let workers = 20000 + (std::process::id() % 60) * 200;
         let script = format!(
             r#"T={tmp}; ORCH_RAY_HEAD={marker} RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0 \
   {ray} start --head --block --node-ip-address=127.0.0.1 --dashboard-host=127.0.0.1 \
