@@ -81,10 +81,19 @@ pub async fn finish(remote: Option<&Remote>, flow: &str) {
 /// The Ray runner `--runner` (`flag`) and `[runner]` ask for, checked
 /// against the cluster; `None` to run locally.
 pub async fn choose(config: &Config, flag: Option<&str>) -> Result<Option<Remote>, String> {
-    let Some(ray) = config.runner.ray_config(flag, |v| std::env::var(v).ok())? else {
+    let Some(ray) = asked(config, flag)? else {
         return Ok(None);
     };
     connect(ray).await.map(Some)
+}
+
+/// The Ray settings `--runner` (`flag`), `[runner]` and `RAY_ADDRESS` /
+/// `RAY_AUTH_TOKEN` ask for; `None` when they ask for the local runner.
+fn asked(
+    config: &Config,
+    flag: Option<&str>,
+) -> Result<Option<orchestrator_adapters::ray::RayConfig>, String> {
+    config.runner.ray_config(flag, |v| std::env::var(v).ok())
 }
 
 /// The Ray runner `--runner` and the `[runner]` of `repo`'s configuration
@@ -101,7 +110,7 @@ pub fn for_repo(
     )
     .map_err(|e| e.to_string())?
     .into_config();
-    let Some(ray) = config.runner.ray_config(flag, |v| std::env::var(v).ok())? else {
+    let Some(ray) = asked(&config, flag)? else {
         return Ok(None);
     };
     // The probe's client dies with its runtime; the run gets a fresh one.
