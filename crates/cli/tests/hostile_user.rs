@@ -104,8 +104,16 @@ fn count(var: &str, least: usize) -> usize {
         .max(least)
 }
 
-/// Runs git in `dir`, retrying while another git holds a lock (the engine
-/// may be mid-command: a user would try again too).
+/// What git says while another git is mid-command in the same repository:
+/// a lock file, or (for the few milliseconds a landing's cherry-pick takes)
+/// the pick in progress that refuses a partial commit.
+fn busy(stderr: &str) -> bool {
+    stderr.contains(".lock") || stderr.contains("during a cherry-pick")
+}
+
+/// Runs git in `dir`, retrying while another git is mid-command (the engine
+/// may be landing a fix: a user would try again too). A state that never
+/// clears — a pick left behind — still fails, after about four seconds.
 fn git_try(dir: &Path, args: &[&str]) -> std::process::Output {
     for attempt in 0..40 {
         let out = Command::new("git")
@@ -115,12 +123,15 @@ fn git_try(dir: &Path, args: &[&str]) -> std::process::Output {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        if out.status.success() || !err.contains(".lock") {
+        if out.status.success() || !busy(&err) {
             return out;
         }
         std::thread::sleep(Duration::from_millis(10 + attempt * 5));
     }
-    panic!("git {args:?} in {}: a lock never went away", dir.display());
+    panic!(
+        "git {args:?} in {}: another git's lock or cherry-pick never went away",
+        dir.display()
+    );
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
