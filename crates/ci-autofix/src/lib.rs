@@ -25,11 +25,12 @@
 //!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report)
 //!      patch = the agent's write-set since a Vcs checkpoint, or the unified
 //!      diff of its answer (patch::apply: strict, all-or-nothing), protected
-//!      paths refused; made in place in a clean tree, in a temporary git
-//!      worktree at HEAD when the tree is dirty (then copied over only if it
-//!      touches no dirty file); the PR diff (capped) goes into the instruction;
-//!      commit `fix(ci): auto-fix <class> failure (iter N)`, push (never
-//!      forced), wait for the checks, next iteration
+//!      paths refused; always made and committed in a temporary git
+//!      worktree at HEAD (fix_tree), landed by cherry-pick, refused naming
+//!      the paths when the user's uncommitted work is in the way; the PR
+//!      diff (capped) goes into the instruction; commit `fix(ci): auto-fix
+//!      <class> failure (iter N)`, push (never forced), wait for the
+//!      checks, next iteration
 //!                                                 ▼
 //!   state::StateFile (.moai/state/ci-autofix-<PR>.json, locked, atomic)
 //!   report (append-only audit log, escalation report)
