@@ -1,6 +1,8 @@
 //! The milestone executor: rounds of attempts, permission questions, hints
 //! and escalation, with I/O only through [`Agent`], [`Gate`] and [`EventSink`].
 
+use std::ops::ControlFlow;
+
 use crate::agent::{Agent, AgentError, AgentRequest};
 use crate::event::{Event, EventSink};
 use crate::gate::{Answer, Gate, GateOption, Question, check_answer};
@@ -56,45 +58,117 @@ pub async fn run_milestone(
     request: AgentRequest,
     state: Option<MilestoneState>,
 ) -> MilestoneOutcome {
-    let attempts_per_round = policy.attempts_per_round.max(1);
-    let max_rounds = policy.max_rounds.max(1);
-    let mut st = match state {
-        None => MilestoneState::new(&milestone.id),
-        Some(mut s) => {
-            if s.version != MILESTONE_STATE_VERSION {
-                return MilestoneOutcome::Failed {
-                    reason: format!(
-                        "milestone state version {} is not supported (expected {MILESTONE_STATE_VERSION})",
-                        s.version
-                    ),
-                    history: s.history,
-                };
-            }
-            if s.milestone_id != milestone.id {
-                return MilestoneOutcome::Failed {
-                    reason: format!(
-                        "milestone state belongs to milestone `{}`, not `{}`",
-                        s.milestone_id, milestone.id
-                    ),
-                    history: s.history,
-                };
-            }
-            let note = s.human_note.take();
-            s.next_round = s.next_round.max(1);
-            s.history.push(HistoryEntry::HumanResumed {
-                round: s.next_round,
-                note,
-            });
-            s
-        }
+    let run = Run {
+        agent,
+        gate,
+        sink,
+        milestone,
+        policy,
+        request: &request,
     };
-
+    let mut st = match open_state(milestone, state) {
+        Ok(st) => st,
+        Err(refused) => return refused,
+    };
     loop {
         let round = st.next_round;
-        for attempt in 1..=attempts_per_round {
-            let prompt =
-                build_attempt_prompt(milestone, &st.history, round, attempt, policy.auto_mode);
-            let step = run_attempt(agent, gate, sink, milestone, policy, &request, &prompt).await;
+        st = match run.round(st, round).await {
+            ControlFlow::Continue(st) => st,
+            ControlFlow::Break(outcome) => return outcome,
+        };
+        // The round failed: analyse, then hints or a human.
+        st.next_round = round + 1;
+        let window = since_last_human(&st.history);
+        let analysis = analyze_failures(attempts(window));
+        let ctx = RoundContext::from_window(window, policy.max_rounds.max(1));
+        match intervene(&analysis, &ctx) {
+            Intervention::GiveHints { hints } => st.history.push(HistoryEntry::Hints {
+                round: round + 1,
+                hints,
+            }),
+            Intervention::AskHuman { reason } => {
+                return run.escalate(st, round, reason, &analysis).await;
+            }
+        }
+    }
+}
+
+/// The state a run starts from: a new one, or the state of an earlier
+/// [`MilestoneOutcome::NeedsHuman`] with the human's action recorded (its
+/// note, the round a resume starts). A state of another version or another
+/// milestone is refused as the outcome.
+fn open_state(
+    milestone: &Milestone,
+    state: Option<MilestoneState>,
+) -> Result<MilestoneState, MilestoneOutcome> {
+    let Some(mut s) = state else {
+        return Ok(MilestoneState::new(&milestone.id));
+    };
+    if s.version != MILESTONE_STATE_VERSION {
+        return Err(MilestoneOutcome::Failed {
+            reason: format!(
+                "milestone state version {} is not supported (expected {MILESTONE_STATE_VERSION})",
+                s.version
+            ),
+            history: s.history,
+        });
+    }
+    if s.milestone_id != milestone.id {
+        return Err(MilestoneOutcome::Failed {
+            reason: format!(
+                "milestone state belongs to milestone `{}`, not `{}`",
+                s.milestone_id, milestone.id
+            ),
+            history: s.history,
+        });
+    }
+    let note = s.human_note.take();
+    s.next_round = s.next_round.max(1);
+    s.history.push(HistoryEntry::HumanResumed {
+        round: s.next_round,
+        note,
+    });
+    Ok(s)
+}
+
+/// What every step of one [`run_milestone`] call shares.
+struct Run<'a> {
+    agent: &'a dyn Agent,
+    gate: &'a dyn Gate,
+    sink: &'a dyn EventSink,
+    milestone: &'a Milestone,
+    policy: &'a RetryPolicy,
+    request: &'a AgentRequest,
+}
+
+impl Run<'_> {
+    /// The attempts of `round`: [`ControlFlow::Break`] with the outcome
+    /// when one passes or the milestone ends (a refusal, a stop, a pause);
+    /// [`ControlFlow::Continue`] with the state when every attempt failed.
+    async fn round(
+        &self,
+        mut st: MilestoneState,
+        round: u32,
+    ) -> ControlFlow<MilestoneOutcome, MilestoneState> {
+        let milestone = self.milestone;
+        for attempt in 1..=self.policy.attempts_per_round.max(1) {
+            let prompt = build_attempt_prompt(
+                milestone,
+                &st.history,
+                round,
+                attempt,
+                self.policy.auto_mode,
+            );
+            let step = run_attempt(
+                self.agent,
+                self.gate,
+                self.sink,
+                milestone,
+                self.policy,
+                self.request,
+                &prompt,
+            )
+            .await;
             // `refused`: the agent declined; the attempt counts and ends it.
             let (result, permission_reasks, refused) = match step {
                 Step::Finished {
@@ -107,23 +181,12 @@ pub async fn run_milestone(
                     permission_reasks,
                 } => (result, permission_reasks, Some(reason)),
                 Step::Stop { reason } => {
-                    return MilestoneOutcome::Failed {
+                    return ControlFlow::Break(MilestoneOutcome::Failed {
                         reason,
                         history: st.history,
-                    };
+                    });
                 }
-                Step::Defer { reason } => {
-                    let round_started = attempts(&st.history).any(|a| a.round == round);
-                    st.next_round = if round_started { round + 1 } else { round };
-                    let analysis = failed_analysis(&st.history);
-                    let report =
-                        render_human_report(milestone, &st.history, &reason, analysis.as_ref());
-                    return MilestoneOutcome::NeedsHuman {
-                        reason,
-                        report_markdown: report,
-                        state: st,
-                    };
-                }
+                Step::Defer { reason } => return ControlFlow::Break(self.pause(st, round, reason)),
             };
             let record = AttemptRecord {
                 round,
@@ -133,7 +196,7 @@ pub async fn run_milestone(
             };
             let passed = record.passed();
             if !passed {
-                sink.emit(&Event::AttemptFailed {
+                self.sink.emit(&Event::AttemptFailed {
                     id: milestone.id.clone(),
                     round,
                     attempt,
@@ -142,77 +205,88 @@ pub async fn run_milestone(
             }
             st.history.push(HistoryEntry::Attempt(record));
             if let Some(reason) = refused {
-                return MilestoneOutcome::Failed {
+                return ControlFlow::Break(MilestoneOutcome::Failed {
                     reason,
                     history: st.history,
-                };
+                });
             }
             if passed {
-                return MilestoneOutcome::Passed {
+                return ControlFlow::Break(MilestoneOutcome::Passed {
                     attempts: st.total_attempts(),
                     history: st.history,
-                };
+                });
             }
         }
+        ControlFlow::Continue(st)
+    }
 
-        // The round failed: analyse, then hints or a human.
-        st.next_round = round + 1;
-        let window = since_last_human(&st.history);
-        let analysis = analyze_failures(attempts(window));
-        let ctx = RoundContext::from_window(window, max_rounds);
-        match intervene(&analysis, &ctx) {
-            Intervention::GiveHints { hints } => {
-                st.history.push(HistoryEntry::Hints {
-                    round: round + 1,
-                    hints,
-                });
+    /// The gate could not answer during `round`: pause for a human, the
+    /// round to resume at being the next one when this one had started.
+    fn pause(&self, mut st: MilestoneState, round: u32, reason: String) -> MilestoneOutcome {
+        let round_started = attempts(&st.history).any(|a| a.round == round);
+        st.next_round = if round_started { round + 1 } else { round };
+        let analysis = failed_analysis(&st.history);
+        let report = render_human_report(self.milestone, &st.history, &reason, analysis.as_ref());
+        MilestoneOutcome::NeedsHuman {
+            reason,
+            report_markdown: report,
+            state: st,
+        }
+    }
+
+    /// The failures of `round` need a human: record and report the
+    /// escalation, then ask the gate whether to stop or resume later.
+    async fn escalate(
+        &self,
+        mut st: MilestoneState,
+        round: u32,
+        reason: String,
+        analysis: &super::Analysis,
+    ) -> MilestoneOutcome {
+        let milestone = self.milestone;
+        st.history.push(HistoryEntry::Escalated {
+            round,
+            reason: reason.clone(),
+        });
+        self.sink.emit(&Event::Escalated {
+            id: Some(milestone.id.clone()),
+            reason: reason.clone(),
+        });
+        let report = render_human_report(milestone, &st.history, &reason, Some(analysis));
+        let question = Question::new(
+            ESCALATION_QUESTION_ID,
+            format!(
+                "Milestone {} ({}) needs a human: {reason}. Resolve the issue, then resume.",
+                milestone.id, milestone.title
+            ),
+            vec![
+                GateOption::new(
+                    "Resume later",
+                    "I will act, then resume the milestone from its saved state",
+                ),
+                GateOption::new("Stop", "Give up this milestone"),
+            ],
+        )
+        .with_details(report.clone())
+        .blocking();
+        match ask(self.gate, self.sink, &question).await {
+            Some(Answer::Chosen { index: 1, .. }) => MilestoneOutcome::Failed {
+                reason: format!("stopped at the gate after escalation: {reason}"),
+                history: st.history,
+            },
+            Some(Answer::Chosen { note, .. }) => {
+                st.human_note = note;
+                MilestoneOutcome::NeedsHuman {
+                    reason,
+                    report_markdown: report,
+                    state: st,
+                }
             }
-            Intervention::AskHuman { reason } => {
-                st.history.push(HistoryEntry::Escalated {
-                    round,
-                    reason: reason.clone(),
-                });
-                sink.emit(&Event::Escalated {
-                    id: Some(milestone.id.clone()),
-                    reason: reason.clone(),
-                });
-                let report = render_human_report(milestone, &st.history, &reason, Some(&analysis));
-                let question = Question::new(
-                    ESCALATION_QUESTION_ID,
-                    format!(
-                        "Milestone {} ({}) needs a human: {reason}. Resolve the issue, then resume.",
-                        milestone.id, milestone.title
-                    ),
-                    vec![
-                        GateOption::new(
-                            "Resume later",
-                            "I will act, then resume the milestone from its saved state",
-                        ),
-                        GateOption::new("Stop", "Give up this milestone"),
-                    ],
-                )
-                .with_details(report.clone())
-                .blocking();
-                return match ask(gate, sink, &question).await {
-                    Some(Answer::Chosen { index: 1, .. }) => MilestoneOutcome::Failed {
-                        reason: format!("stopped at the gate after escalation: {reason}"),
-                        history: st.history,
-                    },
-                    Some(Answer::Chosen { note, .. }) => {
-                        st.human_note = note;
-                        MilestoneOutcome::NeedsHuman {
-                            reason,
-                            report_markdown: report,
-                            state: st,
-                        }
-                    }
-                    Some(Answer::Deferred) | None => MilestoneOutcome::NeedsHuman {
-                        reason,
-                        report_markdown: report,
-                        state: st,
-                    },
-                };
-            }
+            Some(Answer::Deferred) | None => MilestoneOutcome::NeedsHuman {
+                reason,
+                report_markdown: report,
+                state: st,
+            },
         }
     }
 }
