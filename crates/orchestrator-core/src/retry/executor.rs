@@ -67,8 +67,8 @@ pub async fn run_milestone(
         request: &request,
     };
     let mut st = match open_state(milestone, state) {
-        Ok(st) => st,
-        Err(refused) => return refused,
+        ControlFlow::Continue(st) => st,
+        ControlFlow::Break(refused) => return refused,
     };
     loop {
         let round = st.next_round;
@@ -96,16 +96,16 @@ pub async fn run_milestone(
 /// The state a run starts from: a new one, or the state of an earlier
 /// [`MilestoneOutcome::NeedsHuman`] with the human's action recorded (its
 /// note, the round a resume starts). A state of another version or another
-/// milestone is refused as the outcome.
+/// milestone is refused: the outcome to return.
 fn open_state(
     milestone: &Milestone,
     state: Option<MilestoneState>,
-) -> Result<MilestoneState, MilestoneOutcome> {
+) -> ControlFlow<MilestoneOutcome, MilestoneState> {
     let Some(mut s) = state else {
-        return Ok(MilestoneState::new(&milestone.id));
+        return ControlFlow::Continue(MilestoneState::new(&milestone.id));
     };
     if s.version != MILESTONE_STATE_VERSION {
-        return Err(MilestoneOutcome::Failed {
+        return ControlFlow::Break(MilestoneOutcome::Failed {
             reason: format!(
                 "milestone state version {} is not supported (expected {MILESTONE_STATE_VERSION})",
                 s.version
@@ -114,7 +114,7 @@ fn open_state(
         });
     }
     if s.milestone_id != milestone.id {
-        return Err(MilestoneOutcome::Failed {
+        return ControlFlow::Break(MilestoneOutcome::Failed {
             reason: format!(
                 "milestone state belongs to milestone `{}`, not `{}`",
                 s.milestone_id, milestone.id
@@ -128,7 +128,7 @@ fn open_state(
         round: s.next_round,
         note,
     });
-    Ok(s)
+    ControlFlow::Continue(s)
 }
 
 /// What every step of one [`run_milestone`] call shares.
