@@ -100,6 +100,40 @@ pub fn render_human_report(
 ) -> String {
     let mut out = String::new();
     let all: Vec<&AttemptRecord> = attempts(history).collect();
+    render_report_header(&mut out, milestone, reason, &all);
+    let hints_tried = render_history(&mut out, history);
+    if all.is_empty() {
+        out.push_str("\n_No attempt finished yet._\n");
+    }
+    render_analysis(&mut out, analysis);
+    out.push_str("\n## Hints tried\n\n");
+    if hints_tried.is_empty() {
+        out.push_str("_none_\n");
+    }
+    for (round, hints) in &hints_tried {
+        let _ = writeln!(out, "- Round {round}:");
+        for h in hints.iter() {
+            let _ = writeln!(out, "  - {h}");
+        }
+    }
+    out.push_str("\n## Suggested next steps\n\n");
+    for (i, step) in next_steps(&all, analysis, !hints_tried.is_empty())
+        .iter()
+        .enumerate()
+    {
+        let _ = writeln!(out, "{}. {step}", i + 1);
+    }
+    out
+}
+
+/// The report's title block: milestone, reason, attempt count, status and
+/// the exit criteria.
+fn render_report_header(
+    out: &mut String,
+    milestone: &Milestone,
+    reason: &str,
+    all: &[&AttemptRecord],
+) {
     let mut rounds: Vec<u32> = all.iter().map(|a| a.round).collect();
     rounds.dedup();
     let _ = writeln!(out, "# Human intervention required\n");
@@ -123,7 +157,11 @@ pub fn render_human_report(
     for c in &milestone.exit_criteria {
         let _ = writeln!(out, "- {c}");
     }
+}
 
+/// The attempt history, round by round, with escalations and human
+/// actions in place; returns the hints given, by round.
+fn render_history<'h>(out: &mut String, history: &'h [HistoryEntry]) -> Vec<(u32, &'h [String])> {
     out.push_str("\n## Attempt history\n");
     let mut current_round = None;
     let mut hints_tried: Vec<(u32, &[String])> = Vec::new();
@@ -138,7 +176,7 @@ pub fn render_human_report(
                     }
                     out.push('\n');
                 }
-                render_attempt(&mut out, a);
+                render_attempt(out, a);
             }
             HistoryEntry::Hints { round, hints } => hints_tried.push((*round, hints)),
             HistoryEntry::Escalated { round, reason } => {
@@ -153,61 +191,42 @@ pub fn render_human_report(
             }
         }
     }
-    if all.is_empty() {
-        out.push_str("\n_No attempt finished yet._\n");
-    }
+    hints_tried
+}
 
+/// The failure analysis section: pattern, complexity, confidence and the
+/// distinct errors.
+fn render_analysis(out: &mut String, analysis: Option<&Analysis>) {
     out.push_str("\n## Analysis\n\n");
-    match analysis {
-        Some(a) => {
-            let pattern = match a.pattern {
-                ErrorPattern::SameError => "the same error every attempt",
-                ErrorPattern::DifferentErrors => "a different error each attempt",
-                ErrorPattern::Intermittent => "errors that come and go (intermittent)",
-            };
-            let _ = writeln!(
-                out,
-                "**Error pattern:** {pattern} (`{}`)  ",
-                a.pattern.as_str()
-            );
-            let complexity = match a.complexity {
-                Complexity::Simple => "simple",
-                Complexity::Complex => "complex (timeouts or non-deterministic behaviour)",
-            };
-            let _ = writeln!(out, "**Complexity:** {complexity}  ");
-            let confidence = match a.confidence {
-                super::Confidence::High => "high",
-                super::Confidence::Low => "low",
-            };
-            let _ = writeln!(out, "**Confidence in the root cause:** {confidence}  ");
-            let _ = writeln!(out, "**Failed attempts analysed:** {}\n", a.failed_attempts);
-            out.push_str("**Distinct errors:**\n\n");
-            for e in &a.unique_errors {
-                let _ = writeln!(out, "- {e}");
-            }
-        }
-        None => out.push_str("_No failed attempt to analyse._\n"),
+    let Some(a) = analysis else {
+        out.push_str("_No failed attempt to analyse._\n");
+        return;
+    };
+    let pattern = match a.pattern {
+        ErrorPattern::SameError => "the same error every attempt",
+        ErrorPattern::DifferentErrors => "a different error each attempt",
+        ErrorPattern::Intermittent => "errors that come and go (intermittent)",
+    };
+    let _ = writeln!(
+        out,
+        "**Error pattern:** {pattern} (`{}`)  ",
+        a.pattern.as_str()
+    );
+    let complexity = match a.complexity {
+        Complexity::Simple => "simple",
+        Complexity::Complex => "complex (timeouts or non-deterministic behaviour)",
+    };
+    let _ = writeln!(out, "**Complexity:** {complexity}  ");
+    let confidence = match a.confidence {
+        super::Confidence::High => "high",
+        super::Confidence::Low => "low",
+    };
+    let _ = writeln!(out, "**Confidence in the root cause:** {confidence}  ");
+    let _ = writeln!(out, "**Failed attempts analysed:** {}\n", a.failed_attempts);
+    out.push_str("**Distinct errors:**\n\n");
+    for e in &a.unique_errors {
+        let _ = writeln!(out, "- {e}");
     }
-
-    out.push_str("\n## Hints tried\n\n");
-    if hints_tried.is_empty() {
-        out.push_str("_none_\n");
-    }
-    for (round, hints) in &hints_tried {
-        let _ = writeln!(out, "- Round {round}:");
-        for h in hints.iter() {
-            let _ = writeln!(out, "  - {h}");
-        }
-    }
-
-    out.push_str("\n## Suggested next steps\n\n");
-    for (i, step) in next_steps(&all, analysis, !hints_tried.is_empty())
-        .iter()
-        .enumerate()
-    {
-        let _ = writeln!(out, "{}. {step}", i + 1);
-    }
-    out
 }
 
 fn render_attempt(out: &mut String, a: &AttemptRecord) {
