@@ -217,6 +217,19 @@ pub fn render_svg(title: &str, spans: &[Span]) -> String {
         r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
         escape(title)
     );
+    svg_slots(&mut svg, rows);
+    for (span, row) in spans.iter().zip(&lane) {
+        svg_bar(&mut svg, span, *row, scale);
+    }
+    let axis_y = TOP + ROW * rows as f64 + 4.0;
+    svg_axis(&mut svg, axis_y, total, scale);
+    svg_legend(&mut svg, axis_y + 36.0);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One labelled row per worker slot, with its guide line.
+fn svg_slots(svg: &mut String, rows: usize) {
     for row in 0..rows {
         let y = TOP + ROW * row as f64;
         let _ = writeln!(
@@ -233,43 +246,49 @@ pub fn render_svg(title: &str, spans: &[Span]) -> String {
             y + ROW - 2.0
         );
     }
-    for (span, row) in spans.iter().zip(&lane) {
-        let x = LEFT + span.start.as_secs_f64() * scale;
-        let w = ((span.end.as_secs_f64() - span.start.as_secs_f64()) * scale).max(2.0);
-        let y = TOP + ROW * *row as f64;
-        let mut tip = span.id.clone();
-        if let Some(t) = &span.title {
-            let _ = write!(tip, " {t}");
-        }
-        let _ = write!(
-            tip,
-            ": {}, {:.1}s to {:.1}s ({:.1}s)",
-            span.outcome.name(),
-            span.start.as_secs_f64(),
-            span.end.as_secs_f64(),
-            span.end.as_secs_f64() - span.start.as_secs_f64()
-        );
-        if let Some(cost) = span.cost_usd {
-            let _ = write!(tip, ", ${cost:.4}");
-        }
+}
+
+/// A span's bar in its slot's row, coloured by outcome, with its id inside
+/// when it fits and everything known of it in the tooltip.
+fn svg_bar(svg: &mut String, span: &Span, row: usize, scale: f64) {
+    let x = LEFT + span.start.as_secs_f64() * scale;
+    let w = ((span.end.as_secs_f64() - span.start.as_secs_f64()) * scale).max(2.0);
+    let y = TOP + ROW * row as f64;
+    let mut tip = span.id.clone();
+    if let Some(t) = &span.title {
+        let _ = write!(tip, " {t}");
+    }
+    let _ = write!(
+        tip,
+        ": {}, {:.1}s to {:.1}s ({:.1}s)",
+        span.outcome.name(),
+        span.start.as_secs_f64(),
+        span.end.as_secs_f64(),
+        span.end.as_secs_f64() - span.start.as_secs_f64()
+    );
+    if let Some(cost) = span.cost_usd {
+        let _ = write!(tip, ", ${cost:.4}");
+    }
+    let _ = writeln!(
+        svg,
+        r#"<g><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{BAR}" rx="3" fill="{}"/>"#,
+        escape(&tip),
+        span.outcome.colour()
+    );
+    if w >= 7.0 * span.id.len() as f64 + 6.0 {
         let _ = writeln!(
             svg,
-            r#"<g><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{BAR}" rx="3" fill="{}"/>"#,
-            escape(&tip),
-            span.outcome.colour()
+            r##"<text x="{:.1}" y="{:.1}" fill="#ffffff">{}</text>"##,
+            x + 4.0,
+            y + BAR * 0.7,
+            escape(&span.id)
         );
-        if w >= 7.0 * span.id.len() as f64 + 6.0 {
-            let _ = writeln!(
-                svg,
-                r##"<text x="{:.1}" y="{:.1}" fill="#ffffff">{}</text>"##,
-                x + 4.0,
-                y + BAR * 0.7,
-                escape(&span.id)
-            );
-        }
-        let _ = writeln!(svg, "</g>");
     }
-    let axis_y = TOP + ROW * rows as f64 + 4.0;
+    let _ = writeln!(svg, "</g>");
+}
+
+/// The time axis at `axis_y`, with five ticks from 0 to `total` seconds.
+fn svg_axis(svg: &mut String, axis_y: f64, total: f64, scale: f64) {
     let _ = writeln!(
         svg,
         r##"<line x1="{LEFT}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#333333"/>"##,
@@ -285,7 +304,10 @@ pub fn render_svg(title: &str, spans: &[Span]) -> String {
             axis_y + 18.0
         );
     }
-    let legend_y = axis_y + 36.0;
+}
+
+/// The outcome colours' legend, one swatch per outcome, at `legend_y`.
+fn svg_legend(svg: &mut String, legend_y: f64) {
     for (i, outcome) in [
         SpanOutcome::Done,
         SpanOutcome::Failed,
@@ -305,8 +327,6 @@ pub fn render_svg(title: &str, spans: &[Span]) -> String {
             outcome.name()
         );
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn escape(text: &str) -> String {
