@@ -76,64 +76,8 @@ impl Scheduler {
             return Err(SchedulerError::ZeroConcurrency);
         }
         let n = specs.len();
-        let (wave, rows_of_deps) = {
-            let tasks: Vec<WaveTask<'_>> = specs
-                .iter()
-                .map(|s| WaveTask {
-                    id: &s.id,
-                    deps: s.deps.iter().chain(&s.after).map(String::as_str).collect(),
-                    context_from: Vec::new(),
-                })
-                .collect();
-            let waves = compute_waves(&tasks, WaveOptions { lenient: false })?;
-            // Every id is known now; resolve the edges to rows.
-            let rows: Vec<(Vec<u32>, Vec<u32>)> = specs
-                .iter()
-                .map(|s| {
-                    let resolve = |ids: &[String]| -> Vec<u32> {
-                        ids.iter()
-                            .filter_map(|d| waves.row(d))
-                            .map(|r| r as u32)
-                            .collect()
-                    };
-                    (resolve(&s.deps), resolve(&s.after))
-                })
-                .collect();
-            (waves.by_row().to_vec(), rows)
-        };
-
-        // CSR of successors and of hard dependencies.
-        let mut out_degree = vec![0u32; n + 1];
-        let mut waiting = vec![0u32; n];
-        for (i, (deps, after)) in rows_of_deps.iter().enumerate() {
-            for &p in deps.iter().chain(after) {
-                out_degree[p as usize] += 1;
-            }
-            waiting[i] = (deps.len() + after.len()) as u32;
-        }
-        let mut succ_start = vec![0u32; n + 1];
-        for i in 0..n {
-            succ_start[i + 1] = succ_start[i] + out_degree[i];
-        }
-        let mut fill = succ_start.clone();
-        let mut succ = vec![(0u32, false); succ_start[n] as usize];
-        let mut hard_start = Vec::with_capacity(n + 1);
-        let mut hard = Vec::new();
-        hard_start.push(0u32);
-        for (i, (deps, after)) in rows_of_deps.iter().enumerate() {
-            for (&p, is_hard) in deps
-                .iter()
-                .map(|p| (p, true))
-                .chain(after.iter().map(|p| (p, false)))
-            {
-                let slot = &mut fill[p as usize];
-                succ[*slot as usize] = (i as u32, is_hard);
-                *slot += 1;
-            }
-            hard.extend_from_slice(deps);
-            hard_start.push(hard.len() as u32);
-        }
-
+        let (wave, rows_of_deps) = resolve_rows(&specs)?;
+        let edges = Edges::of(&rows_of_deps);
         let state: Vec<JobState> = specs
             .iter()
             .map(|s| match s.initial {
@@ -155,18 +99,17 @@ impl Scheduler {
             .enumerate()
             .map(|(i, s)| (s.id.clone(), i as u32))
             .collect();
-
         let mut sched = Self {
             specs,
             config,
             index,
             detail: vec![None; n],
             wave,
-            succ_start,
-            succ,
-            hard_start,
-            hard,
-            waiting,
+            succ_start: edges.succ_start,
+            succ: edges.succ,
+            hard_start: edges.hard_start,
+            hard: edges.hard,
+            waiting: edges.waiting,
             scopes,
             running: 0,
             scoped_running: Vec::new(),
@@ -184,23 +127,31 @@ impl Scheduler {
             next_layer: 0,
             wave_pending: VecDeque::new(),
         };
-        match config.mode {
+        sched.prepare();
+        Ok(sched)
+    }
+
+    /// Readies the first jobs for the mode (eager: ranked by priority; waves:
+    /// the layers) and carries the jobs finished before the run to their
+    /// dependents.
+    fn prepare(&mut self) {
+        let n = self.specs.len();
+        match self.config.mode {
             Mode::Eager => {
-                sched.rank_by_priority();
+                self.rank_by_priority();
                 for i in 0..n {
-                    if sched.state[i] == JobState::Pending && sched.waiting[i] == 0 {
-                        sched.ready.push(Reverse(sched.rank[i]));
+                    if self.state[i] == JobState::Pending && self.waiting[i] == 0 {
+                        self.ready.push(Reverse(self.rank[i]));
                     }
                 }
             }
-            Mode::Waves => sched.build_layers(),
+            Mode::Waves => self.build_layers(),
         }
         for i in 0..n {
-            if let JobState::Done(status) = sched.state[i] {
-                sched.propagate(i as u32, status);
+            if let JobState::Done(status) = self.state[i] {
+                self.propagate(i as u32, status);
             }
         }
-        Ok(sched)
     }
 
     /// The settings.
@@ -506,5 +457,90 @@ impl Scheduler {
             }
         }
         false
+    }
+}
+
+/// Checks the jobs (unique ids, known dependencies, no cycle) and resolves
+/// them to rows: each job's wave, and its hard dependencies and ordering-only
+/// predecessors (`after`) as rows.
+fn resolve_rows(specs: &[JobSpec]) -> Result<(Vec<u32>, Vec<RowEdges>), SchedulerError> {
+    let tasks: Vec<WaveTask<'_>> = specs
+        .iter()
+        .map(|s| WaveTask {
+            id: &s.id,
+            deps: s.deps.iter().chain(&s.after).map(String::as_str).collect(),
+            context_from: Vec::new(),
+        })
+        .collect();
+    let waves = compute_waves(&tasks, WaveOptions { lenient: false })?;
+    // Every id is known now; resolve the edges to rows.
+    let rows = specs
+        .iter()
+        .map(|s| {
+            let resolve = |ids: &[String]| -> Vec<u32> {
+                ids.iter()
+                    .filter_map(|d| waves.row(d))
+                    .map(|r| r as u32)
+                    .collect()
+            };
+            (resolve(&s.deps), resolve(&s.after))
+        })
+        .collect();
+    Ok((waves.by_row().to_vec(), rows))
+}
+
+/// A row's hard dependencies and ordering-only predecessors, as rows.
+type RowEdges = (Vec<u32>, Vec<u32>);
+
+/// The dependency graph in compressed (CSR) form, see [`Scheduler`]'s fields.
+struct Edges {
+    succ_start: Vec<u32>,
+    succ: Vec<(u32, bool)>,
+    hard_start: Vec<u32>,
+    hard: Vec<u32>,
+    waiting: Vec<u32>,
+}
+
+impl Edges {
+    /// From each row's (hard dependencies, ordering-only predecessors).
+    fn of(rows_of_deps: &[RowEdges]) -> Self {
+        let n = rows_of_deps.len();
+        let mut out_degree = vec![0u32; n + 1];
+        let mut waiting = vec![0u32; n];
+        for (i, (deps, after)) in rows_of_deps.iter().enumerate() {
+            for &p in deps.iter().chain(after) {
+                out_degree[p as usize] += 1;
+            }
+            waiting[i] = (deps.len() + after.len()) as u32;
+        }
+        let mut succ_start = vec![0u32; n + 1];
+        for i in 0..n {
+            succ_start[i + 1] = succ_start[i] + out_degree[i];
+        }
+        let mut fill = succ_start.clone();
+        let mut succ = vec![(0u32, false); succ_start[n] as usize];
+        let mut hard_start = Vec::with_capacity(n + 1);
+        let mut hard = Vec::new();
+        hard_start.push(0u32);
+        for (i, (deps, after)) in rows_of_deps.iter().enumerate() {
+            for (&p, is_hard) in deps
+                .iter()
+                .map(|p| (p, true))
+                .chain(after.iter().map(|p| (p, false)))
+            {
+                let slot = &mut fill[p as usize];
+                succ[*slot as usize] = (i as u32, is_hard);
+                *slot += 1;
+            }
+            hard.extend_from_slice(deps);
+            hard_start.push(hard.len() as u32);
+        }
+        Self {
+            succ_start,
+            succ,
+            hard_start,
+            hard,
+            waiting,
+        }
     }
 }
