@@ -212,127 +212,95 @@ impl Compiler {
         };
         let mut node = Node::default();
         for (keyword, v) in map {
-            let kpath = format!("{path}.{keyword}");
-            let kpointer = format!("{pointer}/{}", escape_pointer(keyword));
-            let invalid = |expected: &str| SchemaError::InvalidKeyword {
-                path: kpath.clone(),
-                keyword: keyword.clone(),
-                expected: expected.to_owned(),
-            };
-            match keyword.as_str() {
-                "type" => {
-                    let names: Vec<&Value> = match v {
-                        Value::Array(list) if !list.is_empty() => list.iter().collect(),
-                        Value::Array(_) => Vec::new(),
-                        single => vec![single],
-                    };
-                    let known = |n: &&Value| n.as_str().is_some_and(|n| TYPE_NAMES.contains(&n));
-                    if names.is_empty() || !names.iter().all(known) {
-                        return Err(invalid(
-                            "a type name (array, boolean, integer, null, number, object, string) or a non-empty list of them",
-                        ));
-                    }
-                }
-                "enum" | "examples" if !v.is_array() => return Err(invalid("an array")),
-                "enum" | "examples" | "const" | "default" => {}
-                "required" => {
-                    if !v.as_array().is_some_and(|l| l.iter().all(Value::is_string)) {
-                        return Err(invalid("an array of field names"));
-                    }
-                }
-                "properties" | "patternProperties" | "$defs" | "definitions" => {
-                    let Some(children) = v.as_object() else {
-                        return Err(invalid("an object whose values are schemas"));
-                    };
-                    for (name, child) in children {
-                        if keyword == "patternProperties" {
-                            self.pattern(name, &kpath)?;
-                        }
-                        self.walk(
-                            child,
-                            &format!("{kpointer}/{}", escape_pointer(name)),
-                            &format!("{kpath}.{name}"),
-                        )?;
-                    }
-                }
-                "items" if v.is_array() => {
-                    return Err(invalid(
-                        "a schema (tuples are written with `prefixItems`, as in JSON Schema 2020-12)",
-                    ));
-                }
-                "additionalProperties" | "propertyNames" | "contains" | "items" | "not" => {
-                    if keyword == "not" {
-                        node.in_place.push(kpointer.clone());
-                    }
-                    self.walk(v, &kpointer, &kpath)?;
-                }
-                "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
-                    let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
-                        return Err(invalid("a non-empty array of schemas"));
-                    };
-                    for (i, child) in list.iter().enumerate() {
-                        let cpointer = format!("{kpointer}/{i}");
-                        if keyword != "prefixItems" {
-                            node.in_place.push(cpointer.clone());
-                        }
-                        self.walk(child, &cpointer, &format!("{kpath}[{i}]"))?;
-                    }
-                }
-                "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
-                | "maxProperties" => {
-                    if as_count(v).is_none() {
-                        return Err(invalid("a non-negative integer"));
-                    }
-                }
-                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
-                    if !v.is_number() {
-                        return Err(invalid("a number"));
-                    }
-                }
-                "multipleOf" => {
-                    if !v.as_f64().is_some_and(|m| m > 0.0) {
-                        return Err(invalid("a number greater than 0"));
-                    }
-                }
-                "pattern" => match v {
-                    Value::String(p) => self.pattern(p, &kpath)?,
-                    _ => return Err(invalid("a string (a regular expression)")),
-                },
-                "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => {
-                    if !v.is_boolean() {
-                        return Err(invalid("a boolean"));
-                    }
-                }
-                "format" | "title" | "description" | "$comment" | "$schema" => {
-                    if !v.is_string() {
-                        return Err(invalid("a string"));
-                    }
-                }
-                "$id" => {
-                    if !pointer.is_empty() {
-                        return Err(invalid(
-                            "at the root only (embedded schema resources are not supported)",
-                        ));
-                    }
-                    if !v.is_string() {
-                        return Err(invalid("a string"));
-                    }
-                }
-                "$ref" => {
-                    let Some(reference) = v.as_str() else {
-                        return Err(invalid("a string"));
-                    };
-                    node.reference = Some((reference.to_owned(), kpath.clone()));
-                }
-                _ => {
-                    return Err(SchemaError::UnknownKeyword {
-                        path: kpath,
-                        keyword: keyword.clone(),
-                    });
-                }
-            }
+            self.keyword(&mut node, pointer, path, keyword, v)?;
         }
         self.nodes.insert(pointer.to_owned(), node);
+        Ok(())
+    }
+
+    /// Checks one keyword of the schema object at `pointer` (`path`) and
+    /// walks the subschemas it holds, recording in `node` those checked in
+    /// place and its `$ref`.
+    fn keyword(
+        &mut self,
+        node: &mut Node,
+        pointer: &str,
+        path: &str,
+        keyword: &str,
+        v: &Value,
+    ) -> Result<(), SchemaError> {
+        let kpath = format!("{path}.{keyword}");
+        let kpointer = format!("{pointer}/{}", escape_pointer(keyword));
+        let invalid = |expected: &str| SchemaError::InvalidKeyword {
+            path: kpath.clone(),
+            keyword: keyword.to_owned(),
+            expected: expected.to_owned(),
+        };
+        match keyword {
+            "properties" | "patternProperties" | "$defs" | "definitions" => {
+                let Some(children) = v.as_object() else {
+                    return Err(invalid("an object whose values are schemas"));
+                };
+                for (name, child) in children {
+                    if keyword == "patternProperties" {
+                        self.pattern(name, &kpath)?;
+                    }
+                    self.walk(
+                        child,
+                        &format!("{kpointer}/{}", escape_pointer(name)),
+                        &format!("{kpath}.{name}"),
+                    )?;
+                }
+            }
+            "items" if v.is_array() => {
+                return Err(invalid(
+                    "a schema (tuples are written with `prefixItems`, as in JSON Schema 2020-12)",
+                ));
+            }
+            "additionalProperties" | "propertyNames" | "contains" | "items" | "not" => {
+                if keyword == "not" {
+                    node.in_place.push(kpointer.clone());
+                }
+                self.walk(v, &kpointer, &kpath)?;
+            }
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
+                    return Err(invalid("a non-empty array of schemas"));
+                };
+                for (i, child) in list.iter().enumerate() {
+                    let cpointer = format!("{kpointer}/{i}");
+                    if keyword != "prefixItems" {
+                        node.in_place.push(cpointer.clone());
+                    }
+                    self.walk(child, &cpointer, &format!("{kpath}[{i}]"))?;
+                }
+            }
+            "pattern" => match v {
+                Value::String(p) => self.pattern(p, &kpath)?,
+                _ => return Err(invalid("a string (a regular expression)")),
+            },
+            "$id" if !pointer.is_empty() => {
+                return Err(invalid(
+                    "at the root only (embedded schema resources are not supported)",
+                ));
+            }
+            "$ref" => {
+                let Some(reference) = v.as_str() else {
+                    return Err(invalid("a string"));
+                };
+                node.reference = Some((reference.to_owned(), kpath.clone()));
+            }
+            _ => match value_keyword(keyword, v) {
+                Some(Ok(())) => {}
+                Some(Err(expected)) => return Err(invalid(expected)),
+                None => {
+                    return Err(SchemaError::UnknownKeyword {
+                        path: kpath,
+                        keyword: keyword.to_owned(),
+                    });
+                }
+            },
+        }
         Ok(())
     }
 
@@ -467,4 +435,47 @@ pub(super) fn check_count(
             format!("expected at most {max} {noun}, found {len}"),
         ));
     }
+}
+
+/// A keyword whose value holds no subschema: `None` when the keyword is not
+/// one, else whether its value is what it takes (`Err` with what is
+/// expected).
+fn value_keyword(keyword: &str, v: &Value) -> Option<Result<(), &'static str>> {
+    let takes = |good: bool, expected: &'static str| if good { Ok(()) } else { Err(expected) };
+    Some(match keyword {
+        "type" => {
+            let names: Vec<&Value> = match v {
+                Value::Array(list) => list.iter().collect(),
+                single => vec![single],
+            };
+            let known = |n: &&Value| n.as_str().is_some_and(|n| TYPE_NAMES.contains(&n));
+            takes(
+                !names.is_empty() && names.iter().all(known),
+                "a type name (array, boolean, integer, null, number, object, string) or a non-empty list of them",
+            )
+        }
+        "enum" | "examples" => takes(v.is_array(), "an array"),
+        "const" | "default" => Ok(()),
+        "required" => takes(
+            v.as_array().is_some_and(|l| l.iter().all(Value::is_string)),
+            "an array of field names",
+        ),
+        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties" => {
+            takes(as_count(v).is_some(), "a non-negative integer")
+        }
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+            takes(v.is_number(), "a number")
+        }
+        "multipleOf" => takes(
+            v.as_f64().is_some_and(|m| m > 0.0),
+            "a number greater than 0",
+        ),
+        "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => {
+            takes(v.is_boolean(), "a boolean")
+        }
+        "format" | "title" | "description" | "$comment" | "$schema" | "$id" => {
+            takes(v.is_string(), "a string")
+        }
+        _ => return None,
+    })
 }
