@@ -267,26 +267,7 @@ fn result_to_finding(
         .unwrap_or(run.tool.as_str())
         .to_owned();
     let message = result_message(result, rule).ok_or("has no `message.text`")?;
-    let level = result
-        .get("level")
-        .and_then(Value::as_str)
-        .or_else(|| {
-            rule.and_then(|r| r.get("defaultConfiguration"))
-                .and_then(|c| c.get("level"))
-                .and_then(Value::as_str)
-        })
-        .unwrap_or("warning");
-    let severity = match level {
-        "error" => Severity::High,
-        "warning" => Severity::Medium,
-        "note" | "none" => Severity::Low,
-        other => {
-            return Err(format!(
-                "`level` {:?} is not error, warning, note or none",
-                excerpt(other)
-            ));
-        }
-    };
+    let severity = result_severity(result, rule)?;
 
     let physical = result
         .get("locations")
@@ -318,13 +299,7 @@ fn result_to_finding(
         finding = finding.at(f.as_str(), line);
     }
     if let Some(rule) = rule {
-        let text_of = |k: &str| rule.get(k).and_then(|d| str_field(d, "text"));
-        if let Some(d) = text_of("fullDescription").or_else(|| text_of("shortDescription")) {
-            finding = finding.with_description(d);
-        }
-        if let Some(h) = text_of("help") {
-            finding = finding.with_recommendation(h);
-        }
+        finding = described_by_rule(finding, rule);
     }
     finding.snippet = region
         .and_then(|r| r.get("snippet"))
@@ -333,6 +308,55 @@ fn result_to_finding(
         .map(str::to_owned);
     finding.fingerprint = fingerprint(result, &rule_id, file.as_deref(), line, column, &message);
 
+    let notes = attach_fixes(&mut finding, result, run, location, sources);
+    Ok(Some((finding, notes)))
+}
+
+/// The result's severity: its `level`, else its rule's default level, else
+/// `warning`.
+fn result_severity(result: &Value, rule: Option<&Value>) -> Result<Severity, String> {
+    let level = result
+        .get("level")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            rule.and_then(|r| r.get("defaultConfiguration"))
+                .and_then(|c| c.get("level"))
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("warning");
+    match level {
+        "error" => Ok(Severity::High),
+        "warning" => Ok(Severity::Medium),
+        "note" | "none" => Ok(Severity::Low),
+        other => Err(format!(
+            "`level` {:?} is not error, warning, note or none",
+            excerpt(other)
+        )),
+    }
+}
+
+/// `finding` with its rule's description and help text.
+fn described_by_rule(mut finding: Finding, rule: &Value) -> Finding {
+    let text_of = |k: &str| rule.get(k).and_then(|d| str_field(d, "text"));
+    if let Some(d) = text_of("fullDescription").or_else(|| text_of("shortDescription")) {
+        finding = finding.with_description(d);
+    }
+    if let Some(h) = text_of("help") {
+        finding = finding.with_recommendation(h);
+    }
+    finding
+}
+
+/// Adds the result's `fixes` to `finding` as suggestions; returns a note
+/// for each fix left out (empty or unreadable) and one when a fix's edits
+/// carry no anchor.
+fn attach_fixes(
+    finding: &mut Finding,
+    result: &Value,
+    run: &RunContext<'_>,
+    location: &str,
+    sources: &mut SourceCache<'_, '_>,
+) -> Vec<String> {
     let mut notes = Vec::new();
     let mut unanchored = false;
     for (j, fix) in result
@@ -356,9 +380,9 @@ fn result_to_finding(
         }
     }
     if unanchored {
-        notes.push(unanchored_note(location, &id));
+        notes.push(unanchored_note(location, finding.id.as_str()));
     }
-    Ok(Some((finding, notes)))
+    notes
 }
 
 /// The result's message text, or the rule message string it names with its
