@@ -143,21 +143,7 @@ fn diagnostic_to_finding(
         _ => return Ok(None),
     };
     let message = str_field(d, "message").ok_or("diagnostic has no `message` text")?;
-    let spans = match d.get("spans") {
-        Some(Value::Array(spans)) => spans,
-        Some(other) => {
-            return Err(format!(
-                "`spans` is a {}, expected an array",
-                json_type(other)
-            ));
-        }
-        None => return Err("diagnostic has no `spans`".to_owned()),
-    };
-    let Some(primary) = spans
-        .iter()
-        .find(|s| s.get("is_primary").and_then(Value::as_bool) == Some(true))
-        .or_else(|| spans.first())
-    else {
+    let Some(primary) = primary_span(d)? else {
         // "aborting due to …" and similar summaries point nowhere.
         return Ok(None);
     };
@@ -199,11 +185,44 @@ fn diagnostic_to_finding(
         message,
     ]);
 
+    let (suggestion, notes) = machine_applicable(&children, location, &id);
+    finding.suggestions.extend(suggestion);
+    Ok(Some((finding, notes)))
+}
+
+/// The diagnostic's primary span (else its first); `None` for a summary
+/// that points nowhere.
+fn primary_span(d: &Value) -> Result<Option<&Value>, String> {
+    let spans = match d.get("spans") {
+        Some(Value::Array(spans)) => spans,
+        Some(other) => {
+            return Err(format!(
+                "`spans` is a {}, expected an array",
+                json_type(other)
+            ));
+        }
+        None => return Err("diagnostic has no `spans`".to_owned()),
+    };
+    Ok(spans
+        .iter()
+        .find(|s| s.get("is_primary").and_then(Value::as_bool) == Some(true))
+        .or_else(|| spans.first()))
+}
+
+/// The machine-applicable suggestions of a diagnostic's children as one
+/// suggestion (every edit once, their messages joined) — none when any of
+/// them cannot be read, since a partial fix is not the tool's fix — and a
+/// note for each left out.
+fn machine_applicable(
+    children: &[&Value],
+    location: &str,
+    id: &str,
+) -> (Option<Suggestion>, Vec<String>) {
     let mut notes = Vec::new();
     let mut edits: Vec<TextEdit> = Vec::new();
     let mut messages: Vec<String> = Vec::new();
     let mut complete = true;
-    for child in &children {
+    for child in children {
         let Some(child_spans) = child.get("spans").and_then(Value::as_array) else {
             continue;
         };
@@ -237,13 +256,11 @@ fn diagnostic_to_finding(
             }
         }
     }
-    if complete && !edits.is_empty() {
-        finding.suggestions.push(Suggestion {
-            message: (!messages.is_empty()).then(|| messages.join("; ")),
-            edits,
-        });
-    }
-    Ok(Some((finding, notes)))
+    let suggestion = (complete && !edits.is_empty()).then(|| Suggestion {
+        message: (!messages.is_empty()).then(|| messages.join("; ")),
+        edits,
+    });
+    (suggestion, notes)
 }
 
 /// The review dimension of a diagnostic (see the module docs).
