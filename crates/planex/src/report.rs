@@ -400,13 +400,6 @@ pub fn render_context_md(
 ) -> String {
     let max_wave = tasks.iter().filter_map(|t| t.wave).max().unwrap_or(0);
     let count = |s: RowStatus| tasks.iter().filter(|t| t.status == s).count();
-    let or = |s: &str, fallback: &str| {
-        if s.is_empty() {
-            fallback.to_owned()
-        } else {
-            s.to_owned()
-        }
-    };
     let mut out = String::new();
     let _ = write!(
         out,
@@ -437,64 +430,10 @@ pub fn render_context_md(
         count(RowStatus::Failed),
         count(RowStatus::Skipped),
     );
-    let explore_blocks: Vec<String> = explore
-        .iter()
-        .map(|e| {
-            format!(
-                "### {}: {} ({})\n{}\nKey files: {}",
-                e.id,
-                e.angle,
-                e.status,
-                or(&e.findings, "N/A"),
-                or(&e.key_files.join(";"), "none")
-            )
-        })
-        .collect();
+    let explore_blocks: Vec<String> = explore.iter().map(explore_block).collect();
     out.push_str(&explore_blocks.join("\n\n"));
     out.push_str("\n\n---\n\n## Task Results\n\n");
-    let task_blocks: Vec<String> = tasks
-        .iter()
-        .map(|t| {
-            let cell = |s: &str, fallback: &str| table_cell(&or(s, fallback));
-            let tests = t.tests_passed.map(|b| b.to_string()).unwrap_or_default();
-            format!(
-                "### {}: {} ({})\n\n\
-                 | Field | Value |\n\
-                 |-------|-------|\n\
-                 | Wave | {} |\n\
-                 | Scope | {} |\n\
-                 | Dependencies | {} |\n\
-                 | Context From | {} |\n\
-                 | Tests Passed | {} |\n\
-                 | Acceptance Met | {} |\n\
-                 | Error | {} |\n\n\
-                 **Description**: {}\n\n\
-                 **Test Cases**: {}\n\n\
-                 **Acceptance Criteria**: {}\n\n\
-                 **Hints**: {}\n\n\
-                 **Execution Directives**: {}\n\n\
-                 **Findings**: {}\n\n\
-                 **Files Modified**: {}",
-                t.id,
-                t.title,
-                t.status,
-                t.wave.map(|w| w.to_string()).unwrap_or_default(),
-                cell(&t.scope, "none"),
-                cell(&t.deps.join(";"), "none"),
-                cell(&t.context_from.join(";"), "none"),
-                cell(&tests, "N/A"),
-                cell(&t.acceptance_met, "N/A"),
-                cell(&t.error, "none"),
-                t.description,
-                or(&t.test, "N/A"),
-                or(&t.acceptance_criteria, "N/A"),
-                or(&t.hints, "N/A"),
-                or(&t.execution_directives, "N/A"),
-                or(&t.findings, "N/A"),
-                or(&t.files_modified.join(";"), "none"),
-            )
-        })
-        .collect();
+    let task_blocks: Vec<String> = tasks.iter().map(task_block).collect();
     out.push_str(&task_blocks.join("\n\n---\n\n"));
     if !waits.is_empty() {
         out.push_str(
@@ -519,6 +458,69 @@ pub fn render_context_md(
     }
     out.push('\n');
     out
+}
+
+/// `s`, or `fallback` when it is empty.
+fn or(s: &str, fallback: &str) -> String {
+    if s.is_empty() {
+        fallback.to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// One exploration angle's block of the report.
+fn explore_block(e: &ExploreRow) -> String {
+    format!(
+        "### {}: {} ({})\n{}\nKey files: {}",
+        e.id,
+        e.angle,
+        e.status,
+        or(&e.findings, "N/A"),
+        or(&e.key_files.join(";"), "none")
+    )
+}
+
+/// One task's block of the report: its fields table, then its texts.
+fn task_block(t: &TaskRow) -> String {
+    let cell = |s: &str, fallback: &str| table_cell(&or(s, fallback));
+    let tests = t.tests_passed.map(|b| b.to_string()).unwrap_or_default();
+    format!(
+        "### {}: {} ({})\n\n\
+         | Field | Value |\n\
+         |-------|-------|\n\
+         | Wave | {} |\n\
+         | Scope | {} |\n\
+         | Dependencies | {} |\n\
+         | Context From | {} |\n\
+         | Tests Passed | {} |\n\
+         | Acceptance Met | {} |\n\
+         | Error | {} |\n\n\
+         **Description**: {}\n\n\
+         **Test Cases**: {}\n\n\
+         **Acceptance Criteria**: {}\n\n\
+         **Hints**: {}\n\n\
+         **Execution Directives**: {}\n\n\
+         **Findings**: {}\n\n\
+         **Files Modified**: {}",
+        t.id,
+        t.title,
+        t.status,
+        t.wave.map(|w| w.to_string()).unwrap_or_default(),
+        cell(&t.scope, "none"),
+        cell(&t.deps.join(";"), "none"),
+        cell(&t.context_from.join(";"), "none"),
+        cell(&tests, "N/A"),
+        cell(&t.acceptance_met, "N/A"),
+        cell(&t.error, "none"),
+        t.description,
+        or(&t.test, "N/A"),
+        or(&t.acceptance_criteria, "N/A"),
+        or(&t.hints, "N/A"),
+        or(&t.execution_directives, "N/A"),
+        or(&t.findings, "N/A"),
+        or(&t.files_modified.join(";"), "none"),
+    )
 }
 
 /// A value safe inside a markdown table cell: `|` escaped, line breaks as `<br>`.
