@@ -261,137 +261,168 @@ fn message_of(v: &Value) -> String {
 /// Maps Codex's event stream. `structured`: parse the final message as JSON
 /// (the request had a schema).
 pub fn parse(raw: &RawOutput, workdir: &Path, structured: bool) -> Result<CodexOutput, AgentError> {
-    let mut events = 0usize;
-    let mut thread_id = None;
-    let mut usage = Usage::default();
-    let mut completed_turns = 0u32;
-    let mut text: Option<String> = None;
-    let mut files: Vec<String> = Vec::new();
-    let mut commands = Vec::new();
-    let mut failure: Option<String> = None;
-
+    let mut stream = Stream::default();
     for line in raw.stdout.lines() {
         let Ok(event) = serde_json::from_str::<Value>(line.trim()) else {
             continue;
         };
+        stream.event(&event, workdir);
+    }
+    stream.finish(raw, structured)
+}
+
+/// What `codex exec --json`'s events said so far.
+#[derive(Default)]
+struct Stream {
+    events: usize,
+    thread_id: Option<String>,
+    usage: Usage,
+    completed_turns: u32,
+    text: Option<String>,
+    files: Vec<String>,
+    commands: Vec<(String, Option<i64>)>,
+    /// The last failure not followed by a completed turn.
+    failure: Option<String>,
+}
+
+impl Stream {
+    /// One JSONL event; a line without a `type` is not one.
+    fn event(&mut self, event: &Value, workdir: &Path) {
         let Some(kind) = event.get("type").and_then(Value::as_str) else {
-            continue;
+            return;
         };
-        events += 1;
+        self.events += 1;
         match kind {
             "thread.started" => {
-                thread_id = event
+                self.thread_id = event
                     .get("thread_id")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
             }
             "turn.completed" => {
-                completed_turns += 1;
-                failure = None;
+                self.completed_turns += 1;
+                self.failure = None;
                 if let Some(u) = event.get("usage") {
                     let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-                    usage.input_tokens += get("input_tokens");
-                    usage.output_tokens += get("output_tokens");
+                    self.usage.input_tokens += get("input_tokens");
+                    self.usage.output_tokens += get("output_tokens");
                 }
             }
             "turn.failed" => {
-                failure = Some(
+                self.failure = Some(
                     event
                         .get("error")
                         .map_or_else(|| "turn failed".to_owned(), message_of),
                 );
             }
-            "error" => failure = Some(message_of(&event)),
+            "error" => self.failure = Some(message_of(event)),
             "item.completed" => {
-                let Some(item) = event.get("item") else {
-                    continue;
-                };
-                match item.get("type").and_then(Value::as_str) {
-                    Some("agent_message") => {
-                        if let Some(t) = item.get("text").and_then(Value::as_str) {
-                            text = Some(t.to_owned());
-                        }
-                    }
-                    Some("file_change")
-                        if item.get("status").and_then(Value::as_str) == Some("failed") =>
-                    {
-                        // A patch that did not apply changed nothing.
-                        tracing::debug!(?item, "codex reported a failed file change");
-                    }
-                    Some("file_change") => {
-                        let changes = item.get("changes").and_then(Value::as_array);
-                        for change in changes.into_iter().flatten() {
-                            if let Some(path) = change.get("path").and_then(Value::as_str) {
-                                let path = relative_to(path, workdir);
-                                if !files.contains(&path) {
-                                    files.push(path);
-                                }
-                            }
-                        }
-                    }
-                    Some("command_execution") => {
-                        let command = item
-                            .get("command")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned();
-                        let exit = item.get("exit_code").and_then(Value::as_i64);
-                        tracing::debug!(%command, ?exit, "codex ran a command");
-                        commands.push((command, exit));
-                    }
-                    _ => {}
+                if let Some(item) = event.get("item") {
+                    self.item(item, workdir);
                 }
             }
             _ => {}
         }
     }
 
-    if let Some(message) = failure {
-        if is_auth_failure(&message) {
-            return Err(authentication_error("codex", &message, AUTH_HINT));
+    /// A completed item: the agent's message, a file change, a command.
+    fn item(&mut self, item: &Value, workdir: &Path) {
+        match item.get("type").and_then(Value::as_str) {
+            Some("agent_message") => {
+                if let Some(t) = item.get("text").and_then(Value::as_str) {
+                    self.text = Some(t.to_owned());
+                }
+            }
+            Some("file_change") if item.get("status").and_then(Value::as_str) == Some("failed") => {
+                // A patch that did not apply changed nothing.
+                tracing::debug!(?item, "codex reported a failed file change");
+            }
+            Some("file_change") => {
+                let changes = item.get("changes").and_then(Value::as_array);
+                for change in changes.into_iter().flatten() {
+                    if let Some(path) = change.get("path").and_then(Value::as_str) {
+                        let path = relative_to(path, workdir);
+                        if !self.files.contains(&path) {
+                            self.files.push(path);
+                        }
+                    }
+                }
+            }
+            Some("command_execution") => {
+                let command = item
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let exit = item.get("exit_code").and_then(Value::as_i64);
+                tracing::debug!(%command, ?exit, "codex ran a command");
+                self.commands.push((command, exit));
+            }
+            _ => {}
         }
-        return Err(AgentError::Failed {
-            message: format!("codex failed: {message}"),
-            exit_code: raw.code,
-        });
     }
-    if events == 0 {
+
+    /// The run's outcome once every event is read: a failure (an
+    /// authentication one named as such), a process that failed or printed
+    /// no event, or the answer.
+    fn finish(self, raw: &RawOutput, structured: bool) -> Result<CodexOutput, AgentError> {
+        let Self {
+            events,
+            thread_id,
+            mut usage,
+            completed_turns,
+            text,
+            files,
+            commands,
+            failure,
+        } = self;
+        if let Some(message) = failure {
+            if is_auth_failure(&message) {
+                return Err(authentication_error("codex", &message, AUTH_HINT));
+            }
+            return Err(AgentError::Failed {
+                message: format!("codex failed: {message}"),
+                exit_code: raw.code,
+            });
+        }
+        if events == 0 {
+            if raw.code != Some(0) {
+                return Err(raw.failed("codex"));
+            }
+            return Err(AgentError::Garbage {
+                message: "expected JSONL events from `codex exec --json`".into(),
+                snippet: snippet(raw.stdout.trim()),
+            });
+        }
         if raw.code != Some(0) {
             return Err(raw.failed("codex"));
         }
-        return Err(AgentError::Garbage {
-            message: "expected JSONL events from `codex exec --json`".into(),
-            snippet: snippet(raw.stdout.trim()),
-        });
+        if text.is_none() && completed_turns == 0 {
+            return Err(AgentError::Garbage {
+                message: "codex ended without a turn.completed event or an agent message".into(),
+                snippet: snippet(raw.stdout.trim()),
+            });
+        }
+        usage.turns = completed_turns;
+        let text = text.unwrap_or_default();
+        let structured_value = if structured {
+            extract_json(&text)
+        } else {
+            None
+        };
+        tracing::debug!(?thread_id, "codex finished");
+        Ok(CodexOutput {
+            response: AgentResponse {
+                text,
+                structured: structured_value,
+                files_changed: files,
+                usage: Some(usage),
+                session: thread_id.clone(),
+            },
+            thread_id,
+            commands,
+        })
     }
-    if raw.code != Some(0) {
-        return Err(raw.failed("codex"));
-    }
-    if text.is_none() && completed_turns == 0 {
-        return Err(AgentError::Garbage {
-            message: "codex ended without a turn.completed event or an agent message".into(),
-            snippet: snippet(raw.stdout.trim()),
-        });
-    }
-    usage.turns = completed_turns;
-    let text = text.unwrap_or_default();
-    let structured_value = if structured {
-        extract_json(&text)
-    } else {
-        None
-    };
-    tracing::debug!(?thread_id, "codex finished");
-    Ok(CodexOutput {
-        response: AgentResponse {
-            text,
-            structured: structured_value,
-            files_changed: files,
-            usage: Some(usage),
-            session: thread_id.clone(),
-        },
-        thread_id,
-        commands,
-    })
 }
 
 #[cfg(test)]
