@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 use super::capture::{LineTap, Stream};
 use super::output::{ExitKind, ProcessError, ProcessOutput};
@@ -41,62 +41,10 @@ async fn run_tapped(
     lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 ) -> Result<ProcessOutput, ProcessError> {
     let command = spec.display();
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Some(dir) = &spec.cwd {
-        cmd.current_dir(dir);
-    }
-    for key in &spec.env_remove {
-        cmd.env_remove(key);
-    }
-    for (key, value) in &spec.env {
-        cmd.env(key, value);
-    }
     let tag = new_tree_tag();
-    let inherited = spec
-        .env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == TREE_ENV)
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var_os(TREE_ENV))
-        .filter(|v| !v.is_empty());
-    let mut tree = inherited.unwrap_or_default();
-    if !tree.is_empty() {
-        tree.push(":");
-    }
-    tree.push(&tag);
-    cmd.env(TREE_ENV, tree);
-
+    let mut cmd = command_for(spec, &tag);
     let started = Instant::now();
-    // "Text file busy": the executable was just written and another thread's
-    // fork still holds it open for writing until that child execs. It clears
-    // within milliseconds; cargo and Go retry the same way.
-    let mut busy_retries = 0u32;
-    let mut child = loop {
-        match cmd.spawn() {
-            Ok(child) => break child,
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && busy_retries < 6 => {
-                busy_retries += 1;
-                tokio::time::sleep(Duration::from_millis(5 << busy_retries)).await;
-            }
-            Err(source) => {
-                return Err(ProcessError::Spawn {
-                    command: command.clone(),
-                    source,
-                });
-            }
-        }
-    };
+    let mut child = spawn_retrying(&mut cmd, &command).await?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -184,6 +132,70 @@ async fn run_tapped(
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// The command for `spec`: its program, arguments and environment, in a
+/// process group of its own, with the tree tag `tag` appended to the one it
+/// inherits (so every process it starts can be found).
+fn command_for(spec: &ProcessSpec, tag: &str) -> Command {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    for key in &spec.env_remove {
+        cmd.env_remove(key);
+    }
+    for (key, value) in &spec.env {
+        cmd.env(key, value);
+    }
+    let inherited = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == TREE_ENV)
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os(TREE_ENV))
+        .filter(|v| !v.is_empty());
+    let mut tree = inherited.unwrap_or_default();
+    if !tree.is_empty() {
+        tree.push(":");
+    }
+    tree.push(tag);
+    cmd.env(TREE_ENV, tree);
+    cmd
+}
+
+/// Starts `cmd`, retrying a few times while its executable is busy.
+async fn spawn_retrying(cmd: &mut Command, command: &str) -> Result<Child, ProcessError> {
+    // "Text file busy": the executable was just written and another thread's
+    // fork still holds it open for writing until that child execs. It clears
+    // within milliseconds; cargo and Go retry the same way.
+    let mut busy_retries = 0u32;
+    loop {
+        match cmd.spawn() {
+            Ok(child) => return Ok(child),
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && busy_retries < 6 => {
+                busy_retries += 1;
+                tokio::time::sleep(Duration::from_millis(5 << busy_retries)).await;
+            }
+            Err(source) => {
+                return Err(ProcessError::Spawn {
+                    command: command.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
