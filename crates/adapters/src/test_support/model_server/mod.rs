@@ -326,138 +326,155 @@ fn render(protocol: Protocol, turn: &Turn, n: u64, stream: bool) -> ResponseTemp
         .insert_header("retry-after", seconds.to_string().as_str());
     }
     if let Turn::Status(status, message) = turn {
-        let body = match protocol {
-            Protocol::OpenAiResponses | Protocol::OpenAiChat => json!({"error": {
-                "message": message, "type": "invalid_request_error", "code": status_code_name(*status)}}),
-            Protocol::Anthropic => json!({"type": "error", "error": {
-                "type": anthropic_error_type(*status), "message": message}}),
-            Protocol::Gemini => json!({"error": {
-                "code": status, "message": message, "status": gemini_status(*status)}}),
-        };
-        return ResponseTemplate::new(*status).set_body_json(body);
+        return error_response(protocol, *status, message);
     }
     match protocol {
-        Protocol::OpenAiChat => {
-            let (message, finish) = match turn {
-                Turn::ToolCall { name, args } => (
-                    json!({"role": "assistant", "content": null, "tool_calls": [{
-                        "id": format!("call_{n}"), "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}}]}),
-                    "tool_calls",
-                ),
-                Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
-                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
-            };
-            ResponseTemplate::new(200).set_body_json(json!({
-                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "scripted",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}
-            }))
-        }
-        Protocol::OpenAiResponses => {
-            let id = format!("resp_{n}");
-            let item = match turn {
-                Turn::ToolCall { name, args } => json!({
-                    "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
-                    "name": name, "arguments": args.to_string()}),
-                Turn::Text(text) => json!({
-                    "type": "message", "id": format!("msg_{n}"), "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
-            };
-            sse(
-                &[
-                    (
-                        "response.created",
-                        json!({"type": "response.created", "response": {"id": id}}),
-                    ),
-                    (
-                        "response.output_item.done",
-                        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
-                    ),
-                    (
-                        "response.completed",
-                        json!({"type": "response.completed", "response": {
-                        "id": id,
-                        "usage": {"input_tokens": 200, "input_tokens_details": {"cached_tokens": 0},
-                                  "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
-                                  "total_tokens": 240}}}),
-                    ),
-                ],
-                true,
-            )
-        }
-        Protocol::Gemini => {
-            let parts = match turn {
-                Turn::ToolCall { name, args } => {
-                    json!([{"functionCall": {"name": name, "args": args}}])
-                }
-                Turn::Text(text) => json!([{"text": text}]),
-                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
-            };
-            sse(&[("", gemini_chunk(parts, "STOP"))], false)
-        }
-        Protocol::Anthropic => {
-            let (block, delta, stop) = match turn {
-                Turn::ToolCall { name, args } => (
-                    json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
-                    json!({"type": "input_json_delta", "partial_json": args.to_string()}),
-                    "tool_use",
-                ),
-                Turn::Text(text) => (
-                    json!({"type": "text", "text": ""}),
-                    json!({"type": "text_delta", "text": text}),
-                    "end_turn",
-                ),
-                Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
-            };
-            let message = json!({
-                "id": format!("msg_{n}"), "type": "message", "role": "assistant",
-                "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 200, "output_tokens": 1}});
-            if !stream {
-                let mut block = block.clone();
-                match turn {
-                    Turn::ToolCall { args, .. } => block["input"] = args.clone(),
-                    Turn::Text(text) => block["text"] = json!(text),
-                    Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
-                }
-                let mut message = message;
-                message["content"] = json!([block]);
-                message["stop_reason"] = json!(stop);
-                message["usage"] = json!({"input_tokens": 200, "output_tokens": 40});
-                return ResponseTemplate::new(200).set_body_json(message);
-            }
-            sse(
-                &[
-                    (
-                        "message_start",
-                        json!({"type": "message_start", "message": message}),
-                    ),
-                    (
-                        "content_block_start",
-                        json!({"type": "content_block_start", "index": 0, "content_block": block}),
-                    ),
-                    (
-                        "content_block_delta",
-                        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-                    ),
-                    (
-                        "content_block_stop",
-                        json!({"type": "content_block_stop", "index": 0}),
-                    ),
-                    (
-                        "message_delta",
-                        json!({"type": "message_delta",
-                        "delta": {"stop_reason": stop, "stop_sequence": null},
-                        "usage": {"output_tokens": 40}}),
-                    ),
-                    ("message_stop", json!({"type": "message_stop"})),
-                ],
-                true,
-            )
-        }
+        Protocol::OpenAiChat => openai_chat(turn, n),
+        Protocol::OpenAiResponses => openai_responses(turn, n),
+        Protocol::Gemini => gemini(turn),
+        Protocol::Anthropic => anthropic(turn, n, stream),
     }
+}
+
+/// An error answer with `status`, in the protocol's error shape.
+fn error_response(protocol: Protocol, status: u16, message: &str) -> ResponseTemplate {
+    let body = match protocol {
+        Protocol::OpenAiResponses | Protocol::OpenAiChat => json!({"error": {
+            "message": message, "type": "invalid_request_error", "code": status_code_name(status)}}),
+        Protocol::Anthropic => json!({"type": "error", "error": {
+            "type": anthropic_error_type(status), "message": message}}),
+        Protocol::Gemini => json!({"error": {
+            "code": status, "message": message, "status": gemini_status(status)}}),
+    };
+    ResponseTemplate::new(status).set_body_json(body)
+}
+
+/// A chat-completions answer (not streamed).
+fn openai_chat(turn: &Turn, n: u64) -> ResponseTemplate {
+    let (message, finish) = match turn {
+        Turn::ToolCall { name, args } => (
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": format!("call_{n}"), "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}]}),
+            "tool_calls",
+        ),
+        Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+        Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+    };
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 200, "completion_tokens": 40, "total_tokens": 240}
+    }))
+}
+
+/// A Responses API answer, as server-sent events.
+fn openai_responses(turn: &Turn, n: u64) -> ResponseTemplate {
+    let id = format!("resp_{n}");
+    let item = match turn {
+        Turn::ToolCall { name, args } => json!({
+            "type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+            "name": name, "arguments": args.to_string()}),
+        Turn::Text(text) => json!({
+            "type": "message", "id": format!("msg_{n}"), "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+        Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+    };
+    sse(
+        &[
+            (
+                "response.created",
+                json!({"type": "response.created", "response": {"id": id}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "response": {
+                "id": id,
+                "usage": {"input_tokens": 200, "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
+                          "total_tokens": 240}}}),
+            ),
+        ],
+        true,
+    )
+}
+
+/// A Gemini `streamGenerateContent` answer, as server-sent events.
+fn gemini(turn: &Turn) -> ResponseTemplate {
+    let parts = match turn {
+        Turn::ToolCall { name, args } => {
+            json!([{"functionCall": {"name": name, "args": args}}])
+        }
+        Turn::Text(text) => json!([{"text": text}]),
+        Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+    };
+    sse(&[("", gemini_chunk(parts, "STOP"))], false)
+}
+
+/// An Anthropic Messages answer: streamed as events, or one JSON message.
+fn anthropic(turn: &Turn, n: u64, stream: bool) -> ResponseTemplate {
+    let (block, delta, stop) = match turn {
+        Turn::ToolCall { name, args } => (
+            json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": args.to_string()}),
+            "tool_use",
+        ),
+        Turn::Text(text) => (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": text}),
+            "end_turn",
+        ),
+        Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+    };
+    let message = json!({
+        "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 200, "output_tokens": 1}});
+    if !stream {
+        let mut block = block.clone();
+        match turn {
+            Turn::ToolCall { args, .. } => block["input"] = args.clone(),
+            Turn::Text(text) => block["text"] = json!(text),
+            Turn::Status(..) | Turn::Hang(_) | Turn::RateLimited(_) => unreachable!(),
+        }
+        let mut message = message;
+        message["content"] = json!([block]);
+        message["stop_reason"] = json!(stop);
+        message["usage"] = json!({"input_tokens": 200, "output_tokens": 40});
+        return ResponseTemplate::new(200).set_body_json(message);
+    }
+    sse(
+        &[
+            (
+                "message_start",
+                json!({"type": "message_start", "message": message}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            (
+                "message_delta",
+                json!({"type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": null},
+                "usage": {"output_tokens": 40}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ],
+        true,
+    )
 }
 
 fn status_code_name(status: u16) -> &'static str {
