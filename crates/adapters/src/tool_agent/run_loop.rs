@@ -238,37 +238,7 @@ impl<'a> Attempt<'a> {
     /// The tool loop: until the model answers without a tool call.
     async fn work(&mut self) -> Result<String, AgentError> {
         loop {
-            if self.stats.turns >= self.agent.config.max_turns {
-                return Err(AgentError::Budget {
-                    message: format!(
-                        "the tool agent used its {} turns without finishing",
-                        self.agent.config.max_turns
-                    ),
-                });
-            }
-            let tokens = self.stats.input_tokens + self.stats.output_tokens;
-            if let Some(max) = self.request.spend_limits.max_tokens
-                && tokens >= max
-            {
-                // The request's own limit (a ci-autofix iteration's): the
-                // loop stops before the next model request.
-                return Err(AgentError::CallLimit {
-                    message: format!(
-                        "the tool agent used {tokens} tokens in {} turns, reaching the call's limit of {max}",
-                        self.stats.turns
-                    ),
-                });
-            }
-            if let Some(deadline) = self.wall_deadline
-                && Instant::now() >= deadline
-            {
-                return Err(AgentError::Budget {
-                    message: format!(
-                        "the tool agent used its {:.0}s of wall time without finishing",
-                        self.agent.config.max_wall.unwrap_or_default().as_secs_f64()
-                    ),
-                });
-            }
+            self.check_limits()?;
             let mode = self.agent.negotiated.tools();
             let Some(toolbox) = self.toolbox.clone() else {
                 return Ok(String::new());
@@ -299,53 +269,111 @@ impl<'a> Attempt<'a> {
                 }
             };
             if mode == ToolMode::Native && !reply.calls.is_empty() {
-                self.messages.push(reply.message.clone());
-                for call in &reply.calls {
-                    let result = match &call.args {
-                        Ok(args) => self.call_tool(&toolbox, &call.name, args).await?,
-                        Err(e) => {
-                            self.failure(&call.name, &Value::Null, e)?;
-                            format!("error: {e}")
-                        }
-                    };
-                    self.messages
-                        .push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
-                }
+                self.native_calls(&toolbox, &reply).await?;
                 continue;
             }
-            let parsed = parse_text_reply(&reply.content);
-            if mode == ToolMode::Native {
-                if !matches!(parsed, TextReply::Action { .. }) {
-                    return Ok(reply.content);
-                }
-                // The model speaks the text protocol: keep to it.
-                self.agent
-                    .negotiated
-                    .use_text_protocol("the model answered a native request with a text action");
-                self.log(
-                    "negotiation",
-                    json!({"what": "tools", "from": "native", "to": "text",
-                    "message": "the model answered with a text action"}),
-                )
-                .await;
-                self.new_system_prompt();
-            }
-            self.messages
-                .push(json!({"role": "assistant", "content": reply.content}));
-            match parsed {
-                TextReply::Final(text) => return Ok(text),
-                TextReply::Action { tool, args } => {
-                    let result = self.call_tool(&toolbox, &tool, &args).await?;
-                    self.messages.push(json!({"role": "user",
-                        "content": format!("Result of {tool}:\n```\n{result}\n```")}));
-                }
-                TextReply::Malformed(problem) => {
-                    self.failure("protocol", &Value::Null, &problem)?;
-                    self.messages.push(json!({"role": "user", "content": format!(
-                        "Protocol error: {problem}. Reply with exactly one ```action block, or with your final answer and no action block.")}));
-                }
+            if let Some(answer) = self.text_turn(&toolbox, mode, reply.content).await? {
+                return Ok(answer);
             }
         }
+    }
+
+    /// Stops the loop before the next model request once a limit is
+    /// reached: the turns, the request's token limit, the wall time.
+    fn check_limits(&self) -> Result<(), AgentError> {
+        if self.stats.turns >= self.agent.config.max_turns {
+            return Err(AgentError::Budget {
+                message: format!(
+                    "the tool agent used its {} turns without finishing",
+                    self.agent.config.max_turns
+                ),
+            });
+        }
+        let tokens = self.stats.input_tokens + self.stats.output_tokens;
+        if let Some(max) = self.request.spend_limits.max_tokens
+            && tokens >= max
+        {
+            // The request's own limit (a ci-autofix iteration's): the
+            // loop stops before the next model request.
+            return Err(AgentError::CallLimit {
+                message: format!(
+                    "the tool agent used {tokens} tokens in {} turns, reaching the call's limit of {max}",
+                    self.stats.turns
+                ),
+            });
+        }
+        if let Some(deadline) = self.wall_deadline
+            && Instant::now() >= deadline
+        {
+            return Err(AgentError::Budget {
+                message: format!(
+                    "the tool agent used its {:.0}s of wall time without finishing",
+                    self.agent.config.max_wall.unwrap_or_default().as_secs_f64()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a native reply's tool calls and gives the model their results.
+    async fn native_calls(&mut self, toolbox: &Toolbox, reply: &Reply) -> Result<(), AgentError> {
+        self.messages.push(reply.message.clone());
+        for call in &reply.calls {
+            let result = match &call.args {
+                Ok(args) => self.call_tool(toolbox, &call.name, args).await?,
+                Err(e) => {
+                    self.failure(&call.name, &Value::Null, e)?;
+                    format!("error: {e}")
+                }
+            };
+            self.messages
+                .push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+        }
+        Ok(())
+    }
+
+    /// A reply in text: the final answer (`Some`), or an action run and its
+    /// result (or the protocol error) given back to the model. A text action
+    /// in answer to a native request switches the run to the text protocol.
+    async fn text_turn(
+        &mut self,
+        toolbox: &Toolbox,
+        mode: ToolMode,
+        content: String,
+    ) -> Result<Option<String>, AgentError> {
+        let parsed = parse_text_reply(&content);
+        if mode == ToolMode::Native {
+            if !matches!(parsed, TextReply::Action { .. }) {
+                return Ok(Some(content));
+            }
+            // The model speaks the text protocol: keep to it.
+            self.agent
+                .negotiated
+                .use_text_protocol("the model answered a native request with a text action");
+            self.log(
+                "negotiation",
+                json!({"what": "tools", "from": "native", "to": "text",
+                "message": "the model answered with a text action"}),
+            )
+            .await;
+            self.new_system_prompt();
+        }
+        self.messages
+            .push(json!({"role": "assistant", "content": content}));
+        match parsed {
+            TextReply::Final(text) => return Ok(Some(text)),
+            TextReply::Action { tool, args } => {
+                let result = self.call_tool(toolbox, &tool, &args).await?;
+                self.messages.push(json!({"role": "user",
+                    "content": format!("Result of {tool}:\n```\n{result}\n```")}));
+            }
+            TextReply::Malformed(problem) => {
+                self.failure("protocol", &Value::Null, &problem)?;
+                self.messages.push(json!({"role": "user", "content": format!(
+                    "Protocol error: {problem}. Reply with exactly one ```action block, or with your final answer and no action block.")}));
+            }
+        }
+        Ok(None)
     }
 
     /// Runs one tool call, records it and applies the repeat guard; returns
