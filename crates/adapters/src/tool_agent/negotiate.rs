@@ -200,7 +200,29 @@ pub fn parse_reply(body: &str) -> Result<Reply, AgentError> {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let calls: Vec<Call> = message
+    let calls = tool_calls(&message);
+    let usage = value.get("usage").map(|u| Usage {
+        input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+        output_tokens: u
+            .get("completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        cost_usd: 0.0,
+        turns: 1,
+    });
+    let echo = echo_message(&message, &calls);
+    Ok(Reply {
+        message: echo,
+        content,
+        calls,
+        usage,
+    })
+}
+
+/// The message's tool calls, each with its id (made up when missing), name
+/// and arguments (an error saying why when they are not a JSON object).
+fn tool_calls(message: &Value) -> Vec<Call> {
+    message
         .get("tool_calls")
         .and_then(Value::as_array)
         .map(|calls| {
@@ -232,16 +254,13 @@ pub fn parse_reply(body: &str) -> Result<Reply, AgentError> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let usage = value.get("usage").map(|u| Usage {
-        input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        output_tokens: u
-            .get("completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        cost_usd: 0.0,
-        turns: 1,
-    });
+        .unwrap_or_default()
+}
+
+/// The assistant message as it goes back to the server in the next
+/// request: its content, and its tool calls with our ids and the arguments
+/// as a string, as the API takes them.
+fn echo_message(message: &Value, calls: &[Call]) -> Value {
     let mut echo = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null)});
     if let Some(raw) = message.get("tool_calls").and_then(Value::as_array)
         && !raw.is_empty()
@@ -264,12 +283,7 @@ pub fn parse_reply(body: &str) -> Result<Reply, AgentError> {
             .collect();
         echo["tool_calls"] = Value::Array(clean);
     }
-    Ok(Reply {
-        message: echo,
-        content,
-        calls,
-        usage,
-    })
+    echo
 }
 
 /// A reply under the text protocol.
