@@ -252,7 +252,7 @@ fn three_discussions_give_two_pushed_commits_two_fixed_replies_and_one_failure_r
     assert_eq!(again.status.code(), Some(0), "{}", show(&again));
     assert_eq!(w.server.with(|s| s.pushes.len()), pushed.len());
     assert!(
-        String::from_utf8_lossy(&again.stdout).contains("3 thread(s) left out"),
+        String::from_utf8_lossy(&again.stdout).contains("3 threads left out"),
         "{}",
         show(&again)
     );
@@ -362,6 +362,61 @@ fn a_fork_merge_request_without_push_rights_is_refused_before_any_agent_call() {
     assert!(
         !calls.iter().any(|c| c.contains("/discussions")),
         "{calls:#?}"
+    );
+    w.user_tree_untouched();
+}
+
+/// A `--fix` finding on a line the MR does not add (line 1 is the target
+/// branch's) cannot be a suggestion: with `--deliver suggestions` it goes
+/// into the review's summary note as a patch, beside the two suggestions.
+#[test]
+fn a_fix_outside_the_merge_requests_diff_goes_into_the_summary_as_a_patch() {
+    let w = World::new();
+    let findings = w.tmp.path().join("extra.rdjson");
+    std::fs::write(
+        &findings,
+        r#"{"source": {"name": "lint"}, "diagnostics": [{"message": "Capitalise the first note",
+            "location": {"path": "notes.txt", "range": {"start": {"line": 1}}},
+            "code": {"value": "capital"},
+            "suggestions": [{"range": {"start": {"line": 1}, "end": {"line": 1}}, "text": "Alpha\n"}]}]}"#,
+    )
+    .unwrap();
+    let o = w.run(&[
+        "--deliver",
+        "suggestions",
+        "--fix",
+        findings.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let notes: Vec<String> = w.server.with(|s| {
+        s.discussions
+            .iter()
+            .filter(|d| d.individual_note && d.notes[0].author == "orchestrator")
+            .map(|d| d.notes[0].body.clone())
+            .collect()
+    });
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(
+        notes[0]
+            .starts_with("orchestrator review-fix: 2 verified fixes as committable suggestions")
+            && notes[0].contains("capital@notes.txt:1:1:\n\n```diff\n")
+            && notes[0].contains("-alpha\n+Alpha\n"),
+        "{}",
+        notes[0]
+    );
+    let suggestions = w.server.with(|s| {
+        s.discussions
+            .iter()
+            .filter(|d| !d.individual_note && d.notes[0].author == "orchestrator")
+            .count()
+    });
+    assert_eq!(suggestions, 2);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(
+            "posted one review: 2 suggestions, 1 fix as a patch in its summary; nothing pushed"
+        ),
+        "{}",
+        show(&o)
     );
     w.user_tree_untouched();
 }

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use orchestrator_core::forge::{ChangeRequest, Forge, NewComment, NewReview};
+use orchestrator_core::text::counted;
 use orchestrator_core::vcs::{CommitId, PushOutcome, Vcs};
 
 use super::hunks::{self, FileHunks, Hunk};
@@ -235,11 +236,9 @@ fn refusal(why: &str) -> String {
 
 fn summary(suggestions: usize, patches: &str) -> String {
     let mut body = format!(
-        "orchestrator review-fix: {} verified fix{} as committable suggestion{} on this request's lines \
+        "orchestrator review-fix: {} as committable suggestions on this request's lines \
          (each passed the tests on the request's head).",
-        suggestions,
-        if suggestions == 1 { "" } else { "es" },
-        if suggestions == 1 { "" } else { "s" },
+        counted(suggestions as u64, "verified fix", "verified fixes")
     );
     if !patches.is_empty() {
         body.push_str(

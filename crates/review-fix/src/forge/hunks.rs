@@ -216,6 +216,52 @@ index 1111111..2222222 100644
         assert_eq!(hunks[0].new_text(), "one\nzwei\ndrei\nvier\nfive\n");
     }
 
+    proptest::proptest! {
+        /// Against `similar`'s own alignment: every line it keeps maps to
+        /// its old place, every line it inserts is an added line and maps
+        /// nowhere.
+        #[test]
+        fn lines_map_as_the_diff_aligns_them(
+            old in proptest::collection::vec("[a-d]", 0..30),
+            edits in proptest::collection::vec((0usize..30, 0u8..3, "[a-f]"), 0..8),
+        ) {
+            let mut new = old.clone();
+            for (at, kind, text) in edits {
+                let at = at.min(new.len());
+                match kind {
+                    0 => new.insert(at, text),
+                    1 if at < new.len() => { new.remove(at); }
+                    _ if at < new.len() => new[at] = text,
+                    _ => new.push(text),
+                }
+            }
+            let (old_text, new_text) = (old.join("\n") + "\n", new.join("\n") + "\n");
+            let diff = similar::TextDiff::from_lines(&old_text, &new_text);
+            let unified = format!(
+                "diff --git a/f b/f\n{}",
+                diff.unified_diff().context_radius(3).header("a/f", "b/f")
+            );
+            let files = parse(&unified);
+            let hunks = files.get("f").cloned().unwrap_or_default();
+            let mut added = Vec::new();
+            for op in diff.ops() {
+                for change in diff.iter_changes(op) {
+                    match (change.tag(), change.old_index(), change.new_index()) {
+                        (similar::ChangeTag::Equal, Some(o), Some(n)) => proptest::prop_assert_eq!(
+                            to_old_side(&hunks, n as u64 + 1), Some(o as u64 + 1), "{}", unified
+                        ),
+                        (similar::ChangeTag::Insert, _, Some(n)) => {
+                            added.push(n as u64 + 1);
+                            proptest::prop_assert_eq!(to_old_side(&hunks, n as u64 + 1), None);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(added_lines(&files, "f"), added);
+        }
+    }
+
     #[test]
     fn lines_map_back_to_the_old_side_unless_a_hunk_made_them() {
         let hunks = &parse(DIFF)["notes.txt"];

@@ -444,7 +444,7 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         }
         match result {
             Ok((None, Some(request))) => {
-                out(&render_delivery(&request));
+                out(&if json_mode { render_delivery_json(&request) } else { render_delivery(&request) });
                 reporter.finish(0, RunState::Done, None);
                 Exit::Success
             }
@@ -459,6 +459,9 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                     run_spend: counter.spent(),
                 };
                 if json_mode {
+                    if let Some(request) = &request {
+                        out(&render_delivery_json(request));
+                    }
                     out(&render_passes_json(&passes, &context));
                 } else {
                     out(&render_passes(&passes, &context));

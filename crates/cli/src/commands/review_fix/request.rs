@@ -9,6 +9,7 @@ use std::sync::Arc;
 use orchestrator_adapters::forge::{GitlabForge, GitlabLocation, GitlabToken, detect_forge};
 use orchestrator_core::agent::Agent;
 use orchestrator_core::forge::{Forge, ForgeKind};
+use orchestrator_core::text::counted;
 use orchestrator_core::vcs::Vcs;
 use orchestrator_review_fix::forge::{Delivery, RequestOptions, RequestReport, RoutedAgent};
 
@@ -127,10 +128,10 @@ pub fn render_delivery(report: &RequestReport) -> String {
         out,
         "{}: {} from review threads{}",
         report.label,
-        orchestrator_core::text::counted(report.threads.len() as u64, "finding", "findings"),
+        counted(report.threads.len() as u64, "finding", "findings"),
         match report.skipped.len() {
             0 => String::new(),
-            k => format!(", {k} thread(s) left out"),
+            k => format!(", {} left out", counted(k as u64, "thread", "threads")),
         }
     );
     for (thread, why) in &report.skipped {
@@ -147,9 +148,9 @@ pub fn render_delivery(report: &RequestReport) -> String {
         None if d.suggestions > 0 || !d.patches.is_empty() => {
             let _ = writeln!(
                 out,
-                "  posted one review: {} suggestion(s), {} fix(es) as a patch in its summary; nothing pushed",
-                d.suggestions,
-                d.patches.len()
+                "  posted one review: {}, {} as a patch in its summary; nothing pushed",
+                counted(d.suggestions as u64, "suggestion", "suggestions"),
+                counted(d.patches.len() as u64, "fix", "fixes")
             );
         }
         None => {
@@ -157,14 +158,139 @@ pub fn render_delivery(report: &RequestReport) -> String {
         }
     }
     for (thread, body) in &d.replies {
-        let _ = writeln!(out, "  replied in {}: {body}", short(thread));
+        let first = body.lines().next().unwrap_or_default();
+        let _ = writeln!(out, "  replied in {}: {first}", short(thread));
     }
     if !d.resolved.is_empty() {
-        let _ = writeln!(out, "  resolved {} thread(s)", d.resolved.len());
+        let _ = writeln!(
+            out,
+            "  resolved {}",
+            counted(d.resolved.len() as u64, "thread", "threads")
+        );
     }
     out
 }
 
+/// The `--json` line of what was delivered (before the `summary` line).
+pub fn render_delivery_json(report: &RequestReport) -> String {
+    let d = &report.delivered;
+    let pair =
+        |(thread, body): &(String, String)| serde_json::json!({"thread": thread, "body": body});
+    let line = serde_json::json!({
+        "event": "delivery",
+        "request": report.label,
+        "threads": report.threads.iter().map(|t| serde_json::json!({
+            "thread": t.thread, "finding": t.finding_id, "suggestion": t.suggestion,
+        })).collect::<Vec<_>>(),
+        "skipped": report.skipped.iter().map(|(thread, why)| serde_json::json!({"thread": thread, "why": why})).collect::<Vec<_>>(),
+        "pushed": d.pushed.as_ref().map(|(sha, branch)| serde_json::json!({"sha": sha, "branch": branch})),
+        "replies": d.replies.iter().map(pair).collect::<Vec<_>>(),
+        "resolved": d.resolved,
+        "suggestions": d.suggestions,
+        "patches": d.patches,
+    });
+    format!("{line}\n")
+}
+
 fn short(thread: &str) -> &str {
     &thread[..thread.len().min(8)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orchestrator_core::forge::ChangeRequest;
+    use orchestrator_review_fix::forge::Delivered;
+    use orchestrator_review_fix::forge::threads::ThreadFinding;
+
+    fn report(delivered: Delivered) -> RequestReport {
+        let thread = |id: &str, line| ThreadFinding {
+            thread: id.into(),
+            finding_id: format!("thread:{id}@notes.txt:{line}:1"),
+            path: "notes.txt".into(),
+            line,
+            suggestion: line == 2,
+        };
+        RequestReport {
+            label: "MR !7".into(),
+            request: ChangeRequest {
+                number: 7,
+                head_branch: "feature".into(),
+                head_repo: "group/demo".into(),
+                base_repo: "group/demo".into(),
+                head_sha: "1".repeat(40),
+                base_branch: "main".into(),
+                cross_repository: false,
+                can_push: true,
+                head_push_url: None,
+                head_ref: "refs/merge-requests/7/head".into(),
+            },
+            threads: vec![thread("d15c0001aa", 2), thread("d15c0002bb", 3)],
+            skipped: vec![("d15c0003cc".into(), "resolved".into())],
+            passes: None,
+            delivered,
+        }
+    }
+
+    #[test]
+    fn what_was_delivered_reads_per_mode() {
+        let pushed = Delivered {
+            pushed: Some(("abcdef1234567".into(), "feature".into())),
+            replies: vec![
+                ("d15c0001aa".into(), "Fixed in abcdef0.".into()),
+                (
+                    "d15c0002bb".into(),
+                    "Not fixed by orchestrator review-fix: the tests failed\n\n```\nnot ok\n```"
+                        .into(),
+                ),
+            ],
+            resolved: vec!["d15c0001aa".into()],
+            ..Delivered::default()
+        };
+        let suggested = Delivered {
+            suggestions: 1,
+            patches: vec!["lint@notes.txt:1:1".into()],
+            ..Delivered::default()
+        };
+        insta::assert_snapshot!(
+            "json",
+            render_delivery_json(&report(Delivered {
+                pushed: Some(("abcdef1234567".into(), "feature".into())),
+                replies: vec![("d15c0001aa".into(), "Fixed in abcdef0.".into())],
+                ..Delivered::default()
+            }))
+        );
+        insta::assert_snapshot!(format!(
+            "{}---\n{}---\n{}",
+            render_delivery(&report(pushed)),
+            render_delivery(&report(suggested)),
+            render_delivery(&report(Delivered::default()))
+        ));
+    }
+
+    #[test]
+    fn request_flags_need_a_request() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: RequestFlags,
+        }
+        let parse = |args: &[&str]| Cli::try_parse_from([&["x"], args].concat()).map(|c| c.flags);
+        assert_eq!(parse(&["--resolve"]).unwrap().stray(), Some("--resolve"));
+        assert_eq!(
+            parse(&["--deliver", "suggestions"]).unwrap().stray(),
+            Some("--deliver")
+        );
+        assert_eq!(parse(&["--mr", "3", "--resolve"]).unwrap().stray(), None);
+        assert!(parse(&["--mr", "3", "--pr", "3"]).is_err());
+        assert!(parse(&["--mr", "0"]).is_err());
+        let options = parse(&["--pr", "4", "--deliver", "suggestions"])
+            .unwrap()
+            .options(4);
+        assert_eq!(
+            (options.number, options.delivery),
+            (4, Delivery::Suggestions)
+        );
+    }
 }
