@@ -420,3 +420,47 @@ fn a_fix_outside_the_merge_requests_diff_goes_into_the_summary_as_a_patch() {
     );
     w.user_tree_untouched();
 }
+
+/// With `--agent builtin` (no LLM) only the suggestion is fixed; the two
+/// prose discussions are declined before any agent call, each with one
+/// reply saying an LLM agent is needed. `--pr N` with `--gitlab-url` reads
+/// the same merge request.
+#[test]
+fn prose_discussions_without_an_llm_are_declined_with_one_reply_each() {
+    let w = World::new();
+    let _guard = w.rt.enter();
+    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        .args([
+            "review-fix",
+            "--pr",
+            "7",
+            "--gitlab-url",
+            &w.server.url(),
+            "-y",
+        ])
+        .args(["--agent", "builtin", "--test-cmd", "sh check.sh"])
+        .current_dir(&w.clone)
+        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .env("ORCHESTRATOR_CACHE_DIR", w.tmp.path().join("cache"))
+        .env("GITLAB_TOKEN", TOKEN)
+        .env_remove("ORCHESTRATOR_AGENT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let head = w.server.with(|s| s.branch_head(10, "feature")).unwrap();
+    assert_eq!(
+        w.replies(&w.threads[0]),
+        [format!("Fixed in {}.", &head[..7])]
+    );
+    for t in &w.threads[1..] {
+        let replies = w.replies(t);
+        assert_eq!(replies.len(), 1, "{replies:?}");
+        assert!(
+            replies[0].starts_with("Not fixed by orchestrator review-fix: ")
+                && replies[0].contains("needs an LLM agent"),
+            "{replies:?}"
+        );
+    }
+    w.user_tree_untouched();
+}
