@@ -216,12 +216,25 @@ index 1111111..2222222 100644
         assert_eq!(hunks[0].new_text(), "one\nzwei\ndrei\nvier\nfive\n");
     }
 
+    /// `git diff --no-index` of two texts: the diff delivery reads.
+    fn git_diff(dir: &std::path::Path, old: &str, new: &str) -> String {
+        std::fs::write(dir.join("old"), old).unwrap();
+        std::fs::write(dir.join("new"), new).unwrap();
+        let out = std::process::Command::new("git")
+            .args(["diff", "--no-index", "--no-color", "-U3", "old", "new"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).replace("+++ b/new", "+++ b/f")
+    }
+
     proptest::proptest! {
-        /// Against `similar`'s own alignment: every line it keeps maps to
-        /// its old place, every line it inserts is an added line and maps
-        /// nowhere.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Against real git's diffs of random edits: every line the diff
+        /// does not add maps to an old line with the same text, in order,
+        /// and every added line maps nowhere.
         #[test]
-        fn lines_map_as_the_diff_aligns_them(
+        fn every_line_git_keeps_maps_to_its_old_place(
             old in proptest::collection::vec("[a-d]", 0..30),
             edits in proptest::collection::vec((0usize..30, 0u8..3, "[a-f]"), 0..8),
         ) {
@@ -235,30 +248,26 @@ index 1111111..2222222 100644
                     _ => new.push(text),
                 }
             }
-            let (old_text, new_text) = (old.join("\n") + "\n", new.join("\n") + "\n");
-            let diff = similar::TextDiff::from_lines(&old_text, &new_text);
-            let unified = format!(
-                "diff --git a/f b/f\n{}",
-                diff.unified_diff().context_radius(3).header("a/f", "b/f")
-            );
+            let dir = tempfile::tempdir().unwrap();
+            let lines = |v: &[String]| v.iter().map(|l| format!("{l}\n")).collect::<String>();
+            let unified = git_diff(dir.path(), &lines(&old), &lines(&new));
             let files = parse(&unified);
             let hunks = files.get("f").cloned().unwrap_or_default();
-            let mut added = Vec::new();
-            for op in diff.ops() {
-                for change in diff.iter_changes(op) {
-                    match (change.tag(), change.old_index(), change.new_index()) {
-                        (similar::ChangeTag::Equal, Some(o), Some(n)) => proptest::prop_assert_eq!(
-                            to_old_side(&hunks, n as u64 + 1), Some(o as u64 + 1), "{}", unified
-                        ),
-                        (similar::ChangeTag::Insert, _, Some(n)) => {
-                            added.push(n as u64 + 1);
-                            proptest::prop_assert_eq!(to_old_side(&hunks, n as u64 + 1), None);
-                        }
-                        _ => {}
-                    }
+            let added = added_lines(&files, "f");
+            let mut last_old = 0;
+            for n in 1..=new.len() as u64 {
+                let mapped = to_old_side(&hunks, n);
+                if added.contains(&n) {
+                    proptest::prop_assert_eq!(mapped, None, "{}", unified);
+                    continue;
                 }
+                let Some(o) = mapped else {
+                    return Err(proptest::test_runner::TestCaseError::fail(format!("line {n} kept but not mapped:\n{unified}")));
+                };
+                proptest::prop_assert!(o > last_old, "{}", unified);
+                proptest::prop_assert_eq!(&old[o as usize - 1], &new[n as usize - 1], "{}", unified);
+                last_old = o;
             }
-            proptest::prop_assert_eq!(added_lines(&files, "f"), added);
         }
     }
 
