@@ -235,6 +235,15 @@ fn three_discussions_give_two_pushed_commits_two_fixed_replies_and_one_failure_r
         "nothing resolved without --resolve"
     );
     w.user_tree_untouched();
+    // The request's session is kept apart: a `--resume` on the checkout
+    // never finds it.
+    let sessions = w.clone.join(".review/requests/gitlab-mr-7/.review/fixes");
+    assert!(
+        std::fs::read_dir(&sessions).unwrap().count() > 0,
+        "{}",
+        sessions.display()
+    );
+    assert!(!w.clone.join(".review/fixes").exists());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("MR !7: 3 findings from review threads"),

@@ -7,7 +7,8 @@
 //!        ▼
 //!  Forge::threads + Forge::diff ──► threads::from_threads (unresolved
 //!        │   threads on diff lines → rdjson; a ```suggestion block is a
-//!        │   machine-applicable finding)      ── .review/requests/<forge>-<n>/threads.rdjson
+//!        │   machine-applicable finding)
+//!        │        ── .review/requests/<forge>-<n>/.review/threads.rdjson (its sessions beside it)
 //!        ▼
 //!  Vcs::fetch_ref(head ref) ──► Vcs::worktree_add at the head (outside the
 //!        │   repository: the user's tree is never touched)
@@ -245,8 +246,11 @@ async fn fetch_head(
     Ok(head)
 }
 
-/// `<repo>/.review/requests/<forge>-<n>/threads.rdjson`, written
-/// atomically; inside `.review` so the session goes to `.review/fixes`.
+/// `<repo>/.review/requests/<forge>-<n>/.review/threads.rdjson`, written
+/// atomically. The inner `.review` makes the session's folder
+/// `.review/requests/<forge>-<n>/.review/fixes`: apart from the sessions of
+/// the checked-out branch, so a `review-fix --resume` there never picks up
+/// a request's session (whose commits belong to the request's head).
 fn write_threads(
     repo: &std::path::Path,
     kind: orchestrator_core::forge::ForgeKind,
@@ -256,7 +260,8 @@ fn write_threads(
     let dir = repo
         .join(".review")
         .join("requests")
-        .join(format!("{}-{n}", kind_name(kind)));
+        .join(format!("{}-{n}", kind_name(kind)))
+        .join(".review");
     let path = dir.join("threads.rdjson");
     std::fs::create_dir_all(&dir).map_err(|e| ReviewFixError::io("create", &dir, e))?;
     orchestrator_core::state::write_json_atomic(&path, rdjson)?;

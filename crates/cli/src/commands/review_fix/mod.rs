@@ -10,7 +10,9 @@
 //! - a closing summary on stdout: the counts, the commits, the failures and
 //!   the path of `fix-summary.md` (with `--json`: one last line
 //!   `{"event": "summary", …}`);
-//! - with `--dry-run`, the plan.
+//! - with `--dry-run`, the plan;
+//! - with `--mr N` / `--pr N` (GitLab), what was delivered into the request
+//!   (`request`: the forge, the routed agent, the delivery lines).
 //!
 //! Exit codes come from the library: 0 every finding fixed (or a dry run),
 //! 1 some failed, were not fixable or were rejected, 2 unreadable input or
