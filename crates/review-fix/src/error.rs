@@ -122,6 +122,21 @@ pub enum ReviewFixError {
         /// The supported one.
         expected: u32,
     },
+    /// A pull/merge request cannot be fixed as asked (a fork we may not
+    /// push to, a head that moved); refused before any agent call.
+    #[error("{reason}")]
+    Request {
+        /// Why, naming the request.
+        reason: String,
+    },
+    /// A forge call failed (reading a request, replying, posting a review).
+    #[error("the forge failed while {action}: {message}")]
+    Forge {
+        /// What was being done.
+        action: String,
+        /// The forge's error.
+        message: String,
+    },
     /// Any other I/O failure on the session directory.
     #[error("failed to {action} {}: {message}", path.display())]
     Io {
@@ -157,7 +172,8 @@ impl ReviewFixError {
             | ReviewFixError::Locked { .. }
             | ReviewFixError::RepoBusy { .. }
             | ReviewFixError::NothingToResume { .. }
-            | ReviewFixError::Version { .. } => 2,
+            | ReviewFixError::Version { .. }
+            | ReviewFixError::Request { .. } => 2,
             ReviewFixError::State(e) if matches!(**e, StateError::Json { .. }) => 2,
             _ => 1,
         }

@@ -51,6 +51,10 @@
 //! - The session files, versioned and documented in `FORMATS.md`: [`files`]
 //!   (their types), [`session`] (their paths), [`ledger`]
 //!   (`edit-history.json`), [`summary`] (`fix-summary.md`).
+//! - Pull/merge requests: [`forge`] (`run_on_request`: the open review
+//!   threads as findings, fixes made in a worktree at the request's head,
+//!   delivered by push with "Fixed in abc1234." replies or as one review of
+//!   committable suggestions; [`forge::RoutedAgent`]).
 //! - Everything else (`exec`, `landing`, `stages`, `open`, `complete`) is
 //!   internal.
 //!
@@ -70,6 +74,7 @@ mod config;
 pub mod error;
 mod exec;
 pub mod files;
+pub mod forge;
 pub mod input;
 mod landing;
 pub mod ledger;

@@ -353,6 +353,37 @@ fn thread(wire: WireDiscussion) -> Option<ReviewThread> {
     })
 }
 
+/// The old-side line of new-side `line` of `path` when `diff` shows it
+/// as an unchanged (context) line; `None` for an added line or one the
+/// diff does not show.
+fn unchanged_old_line(diff: &str, path: &str, line: u64) -> Option<u64> {
+    let mut in_file = false;
+    let (mut new, mut old) = (0u64, 0u64);
+    for l in diff.lines() {
+        if let Some(p) = l.strip_prefix("+++ ") {
+            in_file = p.strip_prefix("b/") == Some(path);
+        } else if l.starts_with("diff --git ") {
+            in_file = false;
+        } else if !in_file {
+        } else if let Some(header) = l.strip_prefix("@@ -") {
+            let num = |r: &str| r.split(',').next().and_then(|n| n.parse::<u64>().ok());
+            let mut parts = header.split(' ');
+            old = parts.next().and_then(num)?;
+            new = parts.next().and_then(|r| num(r.trim_start_matches('+')))?;
+        } else if l.starts_with(' ') {
+            if new == line {
+                return Some(old);
+            }
+            (new, old) = (new + 1, old + 1);
+        } else if l.starts_with('+') {
+            new += 1;
+        } else if l.starts_with('-') {
+            old += 1;
+        }
+    }
+    None
+}
+
 #[async_trait]
 impl Forge for GitlabForge {
     fn kind(&self) -> ForgeKind {
@@ -452,19 +483,23 @@ impl Forge for GitlabForge {
                     what: self.mr_path(number),
                     message: "`diff_refs` is empty (the MR's diff is not ready yet)".into(),
                 })?;
+            // discussions.md "Create a new thread in the merge request
+            // diff": an unchanged line needs its `old_line` too.
+            let diff = self.diff(number).await?;
             for c in &review.comments {
-                let body = json!({
-                    "body": c.body,
-                    "position": {
-                        "position_type": "text",
-                        "base_sha": refs.base_sha,
-                        "start_sha": refs.start_sha,
-                        "head_sha": refs.head_sha,
-                        "old_path": c.path,
-                        "new_path": c.path,
-                        "new_line": c.line,
-                    }
+                let mut position = json!({
+                    "position_type": "text",
+                    "base_sha": refs.base_sha,
+                    "start_sha": refs.start_sha,
+                    "head_sha": refs.head_sha,
+                    "old_path": c.path,
+                    "new_path": c.path,
+                    "new_line": c.line,
                 });
+                if let Some(old) = unchanged_old_line(&diff, &c.path, c.line) {
+                    position["old_line"] = json!(old);
+                }
+                let body = json!({ "body": c.body, "position": position });
                 let path = format!("{}/discussions", self.mr_path(number));
                 let _: Value = self.write(reqwest::Method::POST, &path, &body).await?;
             }
@@ -528,6 +563,18 @@ mod tests {
             format!("{:?}", GitlabToken::Private("secret".into())),
             "Private(..)"
         );
+    }
+
+    #[test]
+    fn only_an_unchanged_line_gets_an_old_line() {
+        let diff = "diff --git a/a.rs b/a.rs\n--- a/a.rs\n+++ b/a.rs\n@@ -1,3 +1,3 @@\n one\n-two\n+zwei\n three\n\
+                    diff --git a/b.rs b/b.rs\n--- a/b.rs\n+++ b/b.rs\n@@ -4,1 +4,2 @@\n four\n+new\n";
+        assert_eq!(unchanged_old_line(diff, "a.rs", 1), Some(1));
+        assert_eq!(unchanged_old_line(diff, "a.rs", 2), None);
+        assert_eq!(unchanged_old_line(diff, "a.rs", 3), Some(3));
+        assert_eq!(unchanged_old_line(diff, "b.rs", 4), Some(4));
+        assert_eq!(unchanged_old_line(diff, "b.rs", 5), None);
+        assert_eq!(unchanged_old_line(diff, "c.rs", 1), None);
     }
 
     #[test]

@@ -340,6 +340,21 @@ fn new_thread(s: &mut Scenario, project: u64, iid: &str, req: &ApiRequest<'_>) -
             Err(reply) => return reply,
         },
     };
+    // discussions.md "Create a new thread in the merge request diff": an
+    // added line takes `new_line` alone, an unchanged one both lines; any
+    // other line gets GitLab's line-code error.
+    if let Some(p) = &position
+        && let Some(line) = p.new_line
+    {
+        let (added, context) = s.diff_lines(project, iid, &p.new_path);
+        let shown = match p.old_line {
+            None => added.contains(&line),
+            Some(old) => context.contains(&(line, old)),
+        };
+        if !shown {
+            return message(400, LINE_CODE);
+        }
+    }
     let note = Note {
         id: s.next(),
         body,
@@ -356,6 +371,10 @@ fn new_thread(s: &mut Scenario, project: u64, iid: &str, req: &ApiRequest<'_>) -
         |d| Reply::json(201, &discussion_json(d)),
     )
 }
+
+/// GitLab's answer to a position on no line of the diff.
+const LINE_CODE: &str =
+    "400 Bad request - Note {:line_code=>[\"can't be blank\", \"must be a valid line code\"]}";
 
 /// A `position` hash: `position_type` must be `text`, `image` or `file`
 /// (else Grape's `{"error": …}`); the three SHAs and the paths are required.
@@ -379,10 +398,7 @@ fn position(p: &Value) -> Result<NotePosition, Reply> {
         text("old_path"),
         text("new_path"),
     ) else {
-        return Err(message(
-            400,
-            "400 Bad request - Note {:line_code=>[\"can't be blank\", \"must be a valid line code\"]}",
-        ));
+        return Err(message(400, LINE_CODE));
     };
     Ok(NotePosition {
         shas: [base, start, head],

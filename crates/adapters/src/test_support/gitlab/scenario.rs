@@ -406,6 +406,49 @@ impl Scenario {
         [base.clone(), base, head]
     }
 
+    /// The lines of `path` that MR `iid`'s diff shows (`git diff`, three
+    /// lines of context, as GitLab's diff view): the added new-side lines,
+    /// and the unchanged ones as (new line, old line).
+    pub fn diff_lines(&self, project: u64, iid: u64, path: &str) -> (Vec<u64>, Vec<(u64, u64)>) {
+        let mr = self
+            .merge_requests
+            .iter()
+            .find(|m| m.target_project == project && m.iid == iid);
+        let (Some(m), Some(p)) = (mr, self.projects.get(&project)) else {
+            return Default::default();
+        };
+        let base = format!("refs/heads/{}", m.target_branch);
+        let head = format!("refs/merge-requests/{iid}/head");
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(&p.bare)
+            .args(["diff", &base, &head, "--", path])
+            .output();
+        let diff = out.map_or_else(
+            |_| String::new(),
+            |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+        );
+        let (mut added, mut context, mut at) = (Vec::new(), Vec::new(), (0, 0));
+        for line in diff.lines() {
+            if let Some(header) = line.strip_prefix("@@ -") {
+                let num = |r: &str| r.split(',').next().and_then(|n| n.parse().ok());
+                let mut parts = header.split(' ');
+                let old = parts.next().and_then(num).unwrap_or(0);
+                let new = parts.next().and_then(|r| num(r.trim_start_matches('+')));
+                at = (new.unwrap_or(0), old);
+            } else if line.starts_with('+') && !line.starts_with("+++") {
+                added.push(at.0);
+                at.0 += 1;
+            } else if line.starts_with(' ') {
+                context.push(at);
+                at = (at.0 + 1, at.1 + 1);
+            } else if line.starts_with('-') && !line.starts_with("---") {
+                at.1 += 1;
+            }
+        }
+        (added, context)
+    }
+
     /// The pipeline's `status`, from its current jobs (pipelines.md: a
     /// failed job that may fail leaves it `success`).
     pub fn pipeline_status(&self, pipeline: u64) -> &'static str {

@@ -10,7 +10,9 @@
 //! - a closing summary on stdout: the counts, the commits, the failures and
 //!   the path of `fix-summary.md` (with `--json`: one last line
 //!   `{"event": "summary", …}`);
-//! - with `--dry-run`, the plan.
+//! - with `--dry-run`, the plan;
+//! - with `--mr N` / `--pr N` (GitLab), what was delivered into the request
+//!   (`request`: the forge, the routed agent, the delivery lines).
 //!
 //! Exit codes come from the library: 0 every finding fixed (or a dry run),
 //! 1 some failed, were not fixable or were rejected, 2 unreadable input or
@@ -44,10 +46,14 @@ use serde_json::json;
 use super::{Exit, out};
 use crate::setup::{self, ConfigFiles};
 
+mod options;
 mod render;
+mod request;
 mod tests_cmd;
 
+pub use options::*;
 pub use render::*;
+pub use request::*;
 pub use tests_cmd::*;
 
 /// How `--verify` tests fixes.
@@ -178,6 +184,9 @@ pub struct ReviewFixArgs {
     /// Print events as JSON lines on stdout (the last line is the summary).
     #[arg(long)]
     pub json: bool,
+    /// A pull/merge request whose review threads to fix, and delivery.
+    #[command(flatten)]
+    pub request: RequestFlags,
 }
 
 const REVIEW_FIX_EXIT_CODES: &str = "\
@@ -186,102 +195,6 @@ Exit codes:
   1  some findings failed, were not fixable or were rejected
   2  an input cannot be read or parsed, or wrong usage
   3  a human must approve the plan, or the run was interrupted (--resume)";
-
-/// The library options for `args`: flags over `[review_fix]` of
-/// `orchestrator.toml` over the flow's defaults. `inputs` are the `--fix`
-/// paths made absolute against the current directory.
-pub fn flow_config(
-    args: &ReviewFixArgs,
-    config: &Config,
-    inputs: Vec<PathBuf>,
-    planner: PlannerMode,
-) -> ReviewFixConfig {
-    let defaults = ReviewFixConfig::default();
-    let section = &config.review_fix;
-    let usize_of = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
-    ReviewFixConfig::default()
-        .with_inputs(inputs)
-        .with_max_iterations(
-            args.max_iterations
-                .or(section.max_iterations.map(|n| n.get()))
-                .unwrap_or(defaults.max_iterations),
-        )
-        .with_batch_size(
-            args.batch_size
-                .map(usize_of)
-                .or(section.batch_size.map(|n| n.get()))
-                .unwrap_or(defaults.batch_size),
-        )
-        .with_max_parallel(
-            args.max_parallel
-                .map(usize_of)
-                .or(section.max_parallel.map(|n| n.get()))
-                .unwrap_or(defaults.max_parallel),
-        )
-        .with_max_parallel_groups(
-            args.max_parallel_groups
-                .map(usize_of)
-                .unwrap_or(defaults.max_parallel_groups),
-        )
-        .with_isolation(args.isolation.into())
-        .with_verify(args.verify.into())
-        .with_flaky_reruns(args.flaky_reruns)
-        .with_allow_dirty(args.allow_dirty)
-        .with_require_green_base(args.require_green_base)
-        .with_dry_run(args.dry_run)
-        .with_resume(args.resume)
-        .with_planner(planner)
-        .with_item_limits(ItemLimits::new(
-            config.budget.item_max_cost_usd,
-            config.budget.item_max_tokens,
-            config.budget.item_max_agent_calls,
-        ))
-}
-
-/// The default number of passes with a re-lint command.
-pub const DEFAULT_RELINT_PASSES: u32 = 4;
-
-/// The re-lint command and pass limit: `--relint` (split into words like
-/// `--test-cmd`) over `[review_fix] relint`; `None` without either.
-pub fn resolve_relint(
-    args: &ReviewFixArgs,
-    config: &Config,
-    repo: &Path,
-) -> Result<Option<Relint>, String> {
-    let argv = match (&args.relint, config.review_fix.relint_command()) {
-        (Some(line), _) => {
-            let argv = split_command(line).map_err(|e| {
-                format!("--relint {line:?}: {e} (for a shell pipeline use: --relint \"sh -c '…'\")")
-            })?;
-            if argv.is_empty() {
-                return Err("--relint is empty".to_owned());
-            }
-            argv
-        }
-        (None, Some(Ok(CommandLine::Argv(argv)))) => argv,
-        (None, Some(Ok(CommandLine::Shell(script)))) => vec!["sh".into(), "-c".into(), script],
-        (None, Some(Err(e))) => return Err(e.to_string()),
-        (None, None) => {
-            if args.relint_passes.is_some() {
-                return Err(
-                    "--relint-passes needs a re-lint command: --relint CMD or [review_fix] relint in orchestrator.toml"
-                        .to_owned(),
-                );
-            }
-            return Ok(None);
-        }
-    };
-    let passes = args
-        .relint_passes
-        .or(config.review_fix.relint_passes.map(|n| n.get()))
-        .unwrap_or(DEFAULT_RELINT_PASSES);
-    let (program, rest) = argv.split_first().ok_or("--relint is empty")?;
-    Ok(Some(Relint::new(
-        CommandSpec::new(program.clone(), rest.iter().cloned(), repo),
-        Arc::new(ProcessRunner::default()),
-        passes,
-    )))
-}
 
 fn fail(message: impl std::fmt::Display) -> Exit {
     eprintln!("error: {message}");
@@ -299,10 +212,19 @@ fn exit_of(code: u8) -> Exit {
 
 /// Runs the command.
 pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
-    if args.fix.is_empty() && !args.resume {
+    let number = args.request.number();
+    if args.fix.is_empty() && !args.resume && number.is_none() {
         return fail(
-            "give at least one findings file or review directory (--fix PATH), or --resume",
+            "give at least one findings file or review directory (--fix PATH), a request (--mr N, --pr N), or --resume",
         );
+    }
+    if let Some(flag) = args.request.stray() {
+        return fail(format!(
+            "{flag} needs a request to deliver into: --mr N or --pr N"
+        ));
+    }
+    if number.is_some() && (args.resume || args.dry_run) {
+        return fail("--mr/--pr run a fresh session: drop --resume and --dry-run");
     }
     // Inputs in the order a user reads them: the findings first (`--fix`
     // paths are relative to where the user typed them, not to --repo; one
@@ -377,6 +299,12 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             }
             Err(e) => return fail(format!("--agent: {e}")),
         };
+    // On a request: suggestions go to the builtin agent, the rest to the LLM.
+    let agent = match (number, planner) {
+        (None, _) => agent,
+        (Some(_), PlannerMode::Deterministic) => routed(agent, None),
+        (Some(_), _) => routed(Arc::new(SuggestionAgent::new()), Some(agent)),
+    };
     eprintln!("review-fix: agent {agent_name}");
     match &tests {
         Some(t) => eprintln!("review-fix: test command `{}` ({})", t.display(), t.source),
@@ -465,8 +393,26 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                 r.max_passes
             )
         });
+        let forge = match number {
+            Some(_) => match request_forge(&args.request, services.vcs.as_ref()).await {
+                Ok(f) => Some(f),
+                Err(e) => return fail(e),
+            },
+            None => None,
+        };
+        let run = async {
+            match (forge, number) {
+                (Some(forge), Some(n)) => {
+                    let options = args.request.options(n);
+                    orchestrator_review_fix::forge::run_on_request(forge, &options, flow, services, relint.as_ref())
+                        .await
+                        .map(|r| (r.passes.clone(), Some(r)))
+                }
+                _ => run_with_relint(flow, services, relint.as_ref()).await.map(|p| (Some(p), None)),
+            }
+        };
         let result = tokio::select! {
-            r = run_with_relint(flow, services, relint.as_ref()) => r,
+            r = run => r,
             _ = tokio::signal::ctrl_c() => {
                 if let Some(h) = &human {
                     h.finish();
@@ -499,7 +445,15 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             eprint!("{}", r.report("review-fix"));
         }
         match result {
-            Ok(passes) => {
+            Ok((None, Some(request))) => {
+                out(&if json_mode { render_delivery_json(&request) } else { render_delivery(&request) });
+                reporter.finish(0, RunState::Done, None);
+                Exit::Success
+            }
+            Ok((passes, request)) => {
+                let Some(passes) = passes else {
+                    return Exit::Success;
+                };
                 let context = SummaryContext {
                     test_command: test_display,
                     test_source,
@@ -507,9 +461,15 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
                     run_spend: counter.spent(),
                 };
                 if json_mode {
+                    if let Some(request) = &request {
+                        out(&render_delivery_json(request));
+                    }
                     out(&render_passes_json(&passes, &context));
                 } else {
                     out(&render_passes(&passes, &context));
+                }
+                if let Some(request) = request.as_ref().filter(|_| !json_mode) {
+                    out(&render_delivery(request));
                 }
                 let (state, reason) = run_state(&passes.outcome());
                 reporter.finish(i32::from(passes.outcome().exit_code()), state, reason);
