@@ -341,32 +341,7 @@ async fn run_attempt(
         };
         let response = match agent.run(request).await {
             Ok(r) => r,
-            // A cancelled call (Ctrl-C, shutdown) is not a failure to retry:
-            // pause resumably instead of calling the agent again.
-            Err(AgentError::Cancelled) => {
-                return Step::Defer {
-                    reason: AgentError::Cancelled.to_string(),
-                };
-            }
-            // Declined, unauthorized, out of budget…: asking again cannot
-            // help, so the attempt counts once and the milestone fails.
-            Err(e) if e.is_final() => {
-                return Step::Refused {
-                    result: AttemptResult::AgentError {
-                        message: e.to_string(),
-                    },
-                    reason: e.to_string(),
-                    permission_reasks: reasks,
-                };
-            }
-            Err(e) => {
-                return Step::Finished {
-                    result: AttemptResult::AgentError {
-                        message: e.to_string(),
-                    },
-                    permission_reasks: reasks,
-                };
-            }
+            Err(e) => return agent_error_step(&e, reasks),
         };
         let reported = parse_report(&response.text, response.structured.as_ref());
         let question = if reported.is_empty() {
@@ -388,33 +363,70 @@ async fn run_attempt(
                 permission_reasks: reasks,
             };
         }
-        if !policy.auto_mode {
-            let q = Question::new(
-                PERMISSION_QUESTION_ID,
-                format!(
-                    "The agent working on milestone {} asks: {question}",
-                    milestone.id
-                ),
-                vec![
-                    GateOption::new("Proceed", "Tell the agent to go on"),
-                    GateOption::new("Stop", "Stop this milestone"),
-                ],
-            );
-            match ask(gate, sink, &q).await {
-                Some(Answer::Chosen { index: 0, .. }) => {}
-                Some(Answer::Chosen { .. }) => {
-                    return Step::Stop {
-                        reason: format!("the gate declined to let the agent proceed: {question}"),
-                    };
-                }
-                Some(Answer::Deferred) | None => {
-                    return Step::Defer {
-                        reason: format!("the agent asked permission to proceed: {question}"),
-                    };
-                }
-            }
+        if !policy.auto_mode
+            && let Some(step) = ask_permission(gate, sink, milestone, &question).await
+        {
+            return step;
         }
         reasks += 1;
+    }
+}
+
+/// The step an agent error makes of an attempt made after `reasks`
+/// permission re-asks.
+fn agent_error_step(e: &AgentError, reasks: u32) -> Step {
+    match e {
+        // A cancelled call (Ctrl-C, shutdown) is not a failure to retry:
+        // pause resumably instead of calling the agent again.
+        AgentError::Cancelled => Step::Defer {
+            reason: AgentError::Cancelled.to_string(),
+        },
+        // Declined, unauthorized, out of budget…: asking again cannot
+        // help, so the attempt counts once and the milestone fails.
+        e if e.is_final() => Step::Refused {
+            result: AttemptResult::AgentError {
+                message: e.to_string(),
+            },
+            reason: e.to_string(),
+            permission_reasks: reasks,
+        },
+        e => Step::Finished {
+            result: AttemptResult::AgentError {
+                message: e.to_string(),
+            },
+            permission_reasks: reasks,
+        },
+    }
+}
+
+/// Asks the gate whether the agent may go on after asking `question`:
+/// `None` to go on, else the step that ends the attempt (stopped, or
+/// deferred to a human).
+async fn ask_permission(
+    gate: &dyn Gate,
+    sink: &dyn EventSink,
+    milestone: &Milestone,
+    question: &str,
+) -> Option<Step> {
+    let q = Question::new(
+        PERMISSION_QUESTION_ID,
+        format!(
+            "The agent working on milestone {} asks: {question}",
+            milestone.id
+        ),
+        vec![
+            GateOption::new("Proceed", "Tell the agent to go on"),
+            GateOption::new("Stop", "Stop this milestone"),
+        ],
+    );
+    match ask(gate, sink, &q).await {
+        Some(Answer::Chosen { index: 0, .. }) => None,
+        Some(Answer::Chosen { .. }) => Some(Step::Stop {
+            reason: format!("the gate declined to let the agent proceed: {question}"),
+        }),
+        Some(Answer::Deferred) | None => Some(Step::Defer {
+            reason: format!("the agent asked permission to proceed: {question}"),
+        }),
     }
 }
 
