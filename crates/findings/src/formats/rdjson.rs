@@ -200,6 +200,21 @@ fn diagnostic_to_finding(
         message,
     ]);
 
+    let notes = attach_suggestions(&mut finding, d, path, source.as_deref(), location, sources)?;
+    Ok((finding, notes))
+}
+
+/// Adds the diagnostic's `suggestions` to `finding` as one suggestion (ruff's
+/// read as ruff writes them); returns the notes on what was left out. A
+/// `suggestions` that is not an array rejects the entry.
+fn attach_suggestions(
+    finding: &mut Finding,
+    d: &Value,
+    path: Option<&str>,
+    source: Option<&str>,
+    location: &str,
+    sources: &mut SourceCache<'_, '_>,
+) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     let suggestions = match d.get("suggestions") {
         None | Some(Value::Null) => &[][..],
@@ -212,23 +227,24 @@ fn diagnostic_to_finding(
         }
     };
     if !suggestions.is_empty() {
-        let ruff = source
-            .as_deref()
-            .is_some_and(|s| s.eq_ignore_ascii_case("ruff"));
+        let ruff = source.is_some_and(|s| s.eq_ignore_ascii_case("ruff"));
         match suggestions_to_edits(suggestions, path, ruff, sources) {
             Ok(edits) => {
                 if edits.iter().any(is_unanchored) {
-                    notes.push(unanchored_note(location, &id));
+                    notes.push(unanchored_note(location, finding.id.as_str()));
                 }
                 finding.suggestions.push(Suggestion {
                     message: None,
                     edits,
                 });
             }
-            Err(why) => notes.push(format!("{location}: {id}: suggestions left out: {why}")),
+            Err(why) => notes.push(format!(
+                "{location}: {}: suggestions left out: {why}",
+                finding.id
+            )),
         }
     }
-    Ok((finding, notes))
+    Ok(notes)
 }
 
 fn suggestions_to_edits(
