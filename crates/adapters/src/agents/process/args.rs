@@ -25,36 +25,7 @@ impl ProcessAgent {
         let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
         let mut args: Vec<OsString> = Vec::new();
         match self.dialect {
-            Dialect::Claude => {
-                args.extend(["-p", "--output-format", "json"].map(OsString::from));
-                if let Some(schema) = &request.schema {
-                    args.push("--json-schema".into());
-                    args.push(schema.to_string().into());
-                }
-                if writes {
-                    if !request.allowed_commands.is_empty() {
-                        // Variadic: the flag after the values ends them.
-                        args.push("--allowedTools".into());
-                        args.extend(
-                            request
-                                .allowed_commands
-                                .iter()
-                                .map(|argv| OsString::from(format!("Bash({}:*)", argv.join(" ")))),
-                        );
-                    }
-                    args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
-                }
-                if let Some(usd) = request.spend_limits.max_cost_usd {
-                    // Claude checks it after each turn and stops with
-                    // `error_max_budget_usd`.
-                    args.push("--max-budget-usd".into());
-                    args.push(usd.to_string().into());
-                }
-                if let Some(session) = &request.resume_session {
-                    args.push("--resume".into());
-                    args.push(session.into());
-                }
-            }
+            Dialect::Claude => claude_args(&mut args, request, writes),
             Dialect::Codex => {
                 args.extend(["exec", "--json"].map(OsString::from));
                 if let Some(file) = schema_file {
@@ -109,6 +80,40 @@ impl ProcessAgent {
             _ => {}
         }
         args
+    }
+}
+
+/// Claude's flags: JSON output, the answer's schema, the edit permission and
+/// granted commands for a role that writes, the spending limit, a resumed
+/// session.
+fn claude_args(args: &mut Vec<OsString>, request: &AgentRequest, writes: bool) {
+    args.extend(["-p", "--output-format", "json"].map(OsString::from));
+    if let Some(schema) = &request.schema {
+        args.push("--json-schema".into());
+        args.push(schema.to_string().into());
+    }
+    if writes {
+        if !request.allowed_commands.is_empty() {
+            // Variadic: the flag after the values ends them.
+            args.push("--allowedTools".into());
+            args.extend(
+                request
+                    .allowed_commands
+                    .iter()
+                    .map(|argv| OsString::from(format!("Bash({}:*)", argv.join(" ")))),
+            );
+        }
+        args.extend(["--permission-mode", "acceptEdits"].map(OsString::from));
+    }
+    if let Some(usd) = request.spend_limits.max_cost_usd {
+        // Claude checks it after each turn and stops with
+        // `error_max_budget_usd`.
+        args.push("--max-budget-usd".into());
+        args.push(usd.to_string().into());
+    }
+    if let Some(session) = &request.resume_session {
+        args.push("--resume".into());
+        args.push(session.into());
     }
 }
 
