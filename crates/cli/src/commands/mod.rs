@@ -4,6 +4,7 @@
 mod batch;
 pub mod ci_autofix;
 mod config;
+mod gitlab;
 pub mod mcp;
 pub mod planex;
 pub mod review_fix;

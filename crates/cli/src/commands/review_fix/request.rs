@@ -6,12 +6,13 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use orchestrator_adapters::forge::{GitlabForge, GitlabLocation, GitlabToken, detect_forge};
 use orchestrator_core::agent::Agent;
-use orchestrator_core::forge::{Forge, ForgeKind};
+use orchestrator_core::forge::Forge;
 use orchestrator_core::text::counted;
 use orchestrator_core::vcs::Vcs;
 use orchestrator_review_fix::forge::{Delivery, RequestOptions, RequestReport, RoutedAgent};
+
+use crate::commands::gitlab::{RemoteForge, remote_forge};
 
 /// How `--deliver` hands verified fixes to the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,34 +85,20 @@ impl RequestFlags {
 
 /// The forge the flags and the remote name; `Err` says what is missing.
 pub async fn request_forge(flags: &RequestFlags, vcs: &dyn Vcs) -> Result<Arc<dyn Forge>, String> {
-    let url = vcs
-        .remote_url(&flags.remote)
-        .await
-        .map_err(|e| format!("cannot read remote `{}`: {e}", flags.remote))?;
-    let gitlab = flags.mr.is_some()
-        || flags.gitlab_url.is_some()
-        || detect_forge(&url) == Some(ForgeKind::Gitlab);
-    if !gitlab {
-        return Err(format!(
+    let found = remote_forge(
+        vcs,
+        &flags.remote,
+        flags.mr.is_some(),
+        flags.gitlab_url.as_deref(),
+    );
+    match found.await? {
+        RemoteForge::Gitlab(forge) => Ok(forge),
+        RemoteForge::Other { url } => Err(format!(
             "review-fix --pr reads GitLab merge requests for now, and remote `{}` ({url}) is not \
              GitLab; give --gitlab-url for a self-hosted GitLab under another host name",
             flags.remote
-        ));
+        )),
     }
-    let mut location = GitlabLocation::from_remote(&url).map_err(|e| e.to_string())?;
-    if let Some(instance) = &flags.gitlab_url {
-        location = location.with_instance(instance);
-    }
-    let token = GitlabToken::from_env(|k| std::env::var(k).ok()).ok_or_else(|| {
-        format!(
-            "no GitLab token: set GITLAB_TOKEN to an access token with the `api` scope \
-             (or CI_JOB_TOKEN inside a GitLab job) for {}",
-            location.api_base()
-        )
-    })?;
-    Ok(Arc::new(
-        GitlabForge::new(location, token).map_err(|e| e.to_string())?,
-    ))
 }
 
 /// The agent of a request run: suggestions to the builtin agent, the rest
