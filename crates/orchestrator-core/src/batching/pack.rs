@@ -64,57 +64,18 @@ pub(crate) fn pack_group(
     let mut order: Vec<usize> = (0..units.len()).collect();
     order.sort_by_key(|&u| (Reverse(units[u].members.len()), Reverse(units[u].high), u));
 
-    let mut bins: Vec<Bin> = Vec::new();
-    // free room → {(high count, bin index)}, only for bins with free room.
-    let mut by_free: BTreeMap<usize, BTreeSet<(usize, usize)>> = BTreeMap::new();
-    let open = |bins: &mut Vec<Bin>, by_free: &mut BTreeMap<usize, BTreeSet<(usize, usize)>>| {
-        let b = bins.len();
-        bins.push(Bin {
-            units: Vec::new(),
-            free: batch_size,
-            high: 0,
-        });
-        by_free.entry(batch_size).or_default().insert((0, b));
-        b
-    };
-    for _ in 0..total.div_ceil(batch_size) {
-        open(&mut bins, &mut by_free);
-    }
-
+    let mut bins = Bins::new(batch_size, total.div_ceil(batch_size));
     for u in order {
         let unit = &units[u];
-        let size = unit.members.len();
-        let chosen = if unit.high > 0 {
-            by_free
-                .range(size..)
-                .filter_map(|(&free, set)| set.first().map(|&(high, b)| (high, Reverse(free), b)))
-                .min()
-                .map(|(_, _, b)| b)
-        } else {
-            by_free
-                .range(size..)
-                .find_map(|(_, set)| set.first().map(|&(_, b)| b))
-        };
-        let b = match chosen {
-            Some(b) => b,
-            None => open(&mut bins, &mut by_free),
-        };
-        let bin = &mut bins[b];
-        if let Some(set) = by_free.get_mut(&bin.free) {
-            set.remove(&(bin.high, b));
-            if set.is_empty() {
-                by_free.remove(&bin.free);
-            }
-        }
-        bin.units.push(u);
-        bin.free -= size;
-        bin.high += unit.high;
-        if bin.free > 0 {
-            by_free.entry(bin.free).or_default().insert((bin.high, b));
-        }
+        let b = bins.choose(unit.members.len(), unit.high);
+        bins.put(b, u, unit);
     }
 
-    let mut bins: Vec<Bin> = bins.into_iter().filter(|b| !b.units.is_empty()).collect();
+    let mut bins: Vec<Bin> = bins
+        .bins
+        .into_iter()
+        .filter(|b| !b.units.is_empty())
+        .collect();
     for bin in &mut bins {
         bin.units.sort_unstable();
     }
@@ -127,4 +88,81 @@ pub(crate) fn pack_group(
                 .collect()
         })
         .collect()
+}
+
+/// The bins being filled, indexed by their free room.
+struct Bins {
+    bins: Vec<Bin>,
+    /// free room → {(high count, bin index)}, only for bins with free room.
+    by_free: BTreeMap<usize, BTreeSet<(usize, usize)>>,
+    batch_size: usize,
+}
+
+impl Bins {
+    /// `count` empty bins of `batch_size`.
+    fn new(batch_size: usize, count: usize) -> Self {
+        let mut bins = Self {
+            bins: Vec::new(),
+            by_free: BTreeMap::new(),
+            batch_size,
+        };
+        for _ in 0..count {
+            bins.open();
+        }
+        bins
+    }
+
+    /// A new empty bin; its index.
+    fn open(&mut self) -> usize {
+        let b = self.bins.len();
+        self.bins.push(Bin {
+            units: Vec::new(),
+            free: self.batch_size,
+            high: 0,
+        });
+        self.by_free
+            .entry(self.batch_size)
+            .or_default()
+            .insert((0, b));
+        b
+    }
+
+    /// The bin a unit of `size` findings, `high` of them critical or high,
+    /// goes to, among those with room for it: when it has high findings, the
+    /// one with the fewest (the emptiest of those), to spread them; else the
+    /// fullest (best fit). A new bin when none has room.
+    fn choose(&mut self, size: usize, high: usize) -> usize {
+        let chosen = if high > 0 {
+            self.by_free
+                .range(size..)
+                .filter_map(|(&free, set)| set.first().map(|&(high, b)| (high, Reverse(free), b)))
+                .min()
+                .map(|(_, _, b)| b)
+        } else {
+            self.by_free
+                .range(size..)
+                .find_map(|(_, set)| set.first().map(|&(_, b)| b))
+        };
+        chosen.unwrap_or_else(|| self.open())
+    }
+
+    /// Puts unit `u` into bin `b`, keeping the index of free room.
+    fn put(&mut self, b: usize, u: usize, unit: &Unit<'_>) {
+        let bin = &mut self.bins[b];
+        if let Some(set) = self.by_free.get_mut(&bin.free) {
+            set.remove(&(bin.high, b));
+            if set.is_empty() {
+                self.by_free.remove(&bin.free);
+            }
+        }
+        bin.units.push(u);
+        bin.free -= unit.members.len();
+        bin.high += unit.high;
+        if bin.free > 0 {
+            self.by_free
+                .entry(bin.free)
+                .or_default()
+                .insert((bin.high, b));
+        }
+    }
 }
