@@ -143,6 +143,28 @@ async fn status_lists_modified_staged_deleted_and_untracked_with_odd_paths() {
     );
 }
 
+/// Every invocation is counted per subcommand (what `perf-report` splits
+/// a flow's wall time by); other tests run in parallel, so the counts only
+/// grow by at least this test's own.
+#[tokio::test]
+async fn git_invocations_are_counted_per_subcommand() {
+    let repo = Repo::new(&[("a.txt", "a\n")]).await;
+    let before = orchestrator_adapters::git::spent();
+    repo.vcs.status().await.unwrap();
+    repo.vcs.status().await.unwrap();
+    repo.vcs.head().await.unwrap();
+    let after = orchestrator_adapters::git::spent();
+    let grew = |k: &str| after.get(k).map_or(0, |s| s.runs) - before.get(k).map_or(0, |s| s.runs);
+    assert!(grew("status") >= 2, "{before:?} → {after:?}");
+    assert!(grew("rev-parse") >= 1, "{before:?} → {after:?}");
+    assert!(
+        after["status"].time
+            > before
+                .get("status")
+                .map_or_else(Default::default, |s| s.time)
+    );
+}
+
 #[tokio::test]
 async fn head_and_current_branch() {
     let repo = Repo::new(&[("a", "a")]).await;

@@ -43,6 +43,7 @@ use orchestrator_core::vcs::{CherryPick, CommitInfo, PushOutcome, Status};
 use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 use tokio::sync::Mutex;
 
+pub use run::{GitSpent, spent};
 use run::{os_args, stderr_text};
 
 /// Options for [`GitVcs::open_with`].
