@@ -252,7 +252,8 @@ pub async fn run_ours(run: &OurRun) -> Result<(Split, PassesReport), String> {
         .with_inputs(vec![findings])
         .with_batch_size(100)
         .with_planner(PlannerMode::Deterministic)
-        .with_test_command(Some(run.tests.clone()));
+        .with_test_command(Some(run.tests.clone()))
+        .with_cargo_seed(run.env.get("CARGO_TARGET_DIR").map(PathBuf::from));
     let report = run_with_relint(config, services, relint.as_ref())
         .await
         .map_err(|e| e.to_string())?;

@@ -180,7 +180,7 @@ pub(super) async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
         .map_err(|e| format!("the verification worktree: {e}"))?;
     // The slot's Cargo target directory is the slot's own: no other tree
     // uses it while the lease is held.
-    let env = crate::exec::lease_env(shared, &lease);
+    let env = crate::exec::lease_env(shared, &lease).await;
     Ok(TrialTree {
         vcs: Arc::clone(&lease.vcs),
         lease,
