@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use orchestrator_core::vcs::{CherryPick, CommitInfo, PushOutcome, Status};
+use orchestrator_core::vcs::{CherryPick, CommitInfo, FastForward, PushOutcome, Status};
 use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 use tokio::sync::Mutex;
 
@@ -218,6 +218,10 @@ impl Vcs for GitVcs {
 
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
         self.cherry_pick_commit(commit).await
+    }
+
+    async fn fast_forward(&self, onto: &CommitId, to: &CommitId) -> Result<FastForward, VcsError> {
+        self.fast_forward_to(onto, to).await
     }
 
     async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
