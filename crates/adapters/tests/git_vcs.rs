@@ -1027,6 +1027,50 @@ async fn a_range_lands_by_fast_forward_only_where_nothing_of_the_users_is_in_the
     repo.vcs.worktree_remove(&wt_path, "ff").await.unwrap();
 }
 
+/// A pick into a worktree the engine made skips the checks for the user's
+/// work before it, but a change in its way still stops it with nothing
+/// changed and the paths named (git refuses, and the refusal is read).
+#[tokio::test]
+async fn a_pick_into_an_engine_worktree_is_still_refused_over_a_change_in_its_way() {
+    let repo = Repo::new(&[("a.txt", "a\n"), ("b.txt", "b\n")]).await;
+    let base = repo.vcs.head().await.unwrap();
+    let wt_path = repo.tmp().join("trial");
+    let wt = repo
+        .vcs
+        .worktree_add(&wt_path, "trial", &base)
+        .await
+        .unwrap();
+    repo.write("a.txt", "a fixed\n");
+    let fix = repo
+        .vcs
+        .commit(&strings(&["a.txt"]), "fix a")
+        .await
+        .unwrap();
+    write(&wt_path, "a.txt", "left in the trial tree\n");
+    assert_eq!(
+        wt.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Blocked {
+            paths: strings(&["a.txt"])
+        }
+    );
+    assert_eq!(wt.head().await.unwrap(), base);
+    assert_eq!(
+        std::fs::read_to_string(wt_path.join("a.txt")).unwrap(),
+        "left in the trial tree\n"
+    );
+    write(&wt_path, "a.txt", "a\n");
+    assert!(matches!(
+        wt.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Applied { .. }
+    ));
+    assert_eq!(
+        std::fs::read_to_string(wt_path.join("a.txt")).unwrap(),
+        "a fixed\n"
+    );
+    drop(wt);
+    repo.vcs.worktree_remove(&wt_path, "trial").await.unwrap();
+}
+
 /// The user's own git (or an editor's) holding the index lock for a moment
 /// does not fail the engine's command: git refused before doing anything,
 /// and the command runs again once the lock is gone.

@@ -121,7 +121,13 @@ impl GitVcs {
     ) -> Result<CherryPick, VcsError> {
         let id = self.resolve_commit(commit).await?;
         let _guard = self.write_lock.lock().await;
-        let blocked = self.in_the_way(&format!("{id}^"), &id).await?;
+        // An engine worktree holds nothing of the user's: no check first
+        // (four git processes per pick); a refusal is still checked below.
+        let blocked = if self.engine_tree {
+            Vec::new()
+        } else {
+            self.in_the_way(&format!("{id}^"), &id).await?
+        };
         if !blocked.is_empty() {
             return Ok(CherryPick::Blocked { paths: blocked });
         }

@@ -71,6 +71,11 @@ pub struct GitVcs {
     root: PathBuf,
     program: PathBuf,
     write_lock: Arc<Mutex<()>>,
+    /// A worktree this adapter made for the engine (`worktree_add`,
+    /// `worktree_move`): nothing of the user's is ever in it, so a
+    /// cherry-pick there skips the checks for the user's work before it
+    /// (git's own refusal is still checked after).
+    engine_tree: bool,
 }
 
 impl GitVcs {
@@ -94,6 +99,7 @@ impl GitVcs {
             root,
             program: options.program,
             write_lock: Arc::new(Mutex::new(())),
+            engine_tree: false,
         };
         let version = vcs
             .run("version", Vec::new(), None)
