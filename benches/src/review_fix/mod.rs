@@ -358,13 +358,25 @@ pub fn median(xs: &[f64]) -> f64 {
 
 /// The figures: registry crates, then the synthetic repositories.
 pub fn perf_figures() -> Vec<(String, f64)> {
-    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+    let mut out = synthetic_figures();
+    out.extend(registry_figures());
+    out
+}
+
+/// The synthetic repositories' figures alone (`perf-report
+/// review-fix-synthetic`).
+pub fn synthetic_figures() -> Vec<(String, f64)> {
+    runtime().map_or_else(Vec::new, |rt| synthetic::perf_figures(&rt))
+}
+
+/// The registry crates' figures alone (`perf-report review-fix-registry`).
+pub fn registry_figures() -> Vec<(String, f64)> {
+    runtime().map_or_else(Vec::new, |rt| registry::perf_figures(&rt))
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    else {
-        return Vec::new();
-    };
-    let mut out = synthetic::perf_figures(&rt);
-    out.extend(registry::perf_figures(&rt));
-    out
+        .ok()
 }
