@@ -8,5 +8,6 @@ pub mod clustering;
 pub mod dag;
 pub mod dashboard;
 pub mod planex;
+pub mod review_fix;
 pub mod rng;
 pub mod verify;

@@ -8,20 +8,29 @@
 //!
 //! Run it in release: `cargo run --release -p orchestrator-benches --bin perf-report`;
 //! with arguments, only the named collectors run (`clustering`, `scheduling`,
-//! `verification`, `planex`).
+//! `verification`, `planex`, `review-fix`, or its halves
+//! `review-fix-synthetic` and `review-fix-registry`, which can run at the
+//! same time in two processes). `review-fix` runs only when named: it takes
+//! minutes and fetches crates from the registry.
 
 use std::time::Instant;
 
-use orchestrator_benches::{clustering, dag, planex, verify};
+use orchestrator_benches::{clustering, dag, planex, review_fix, verify};
 
 type Collector = fn() -> Vec<(String, f64)>;
 
+/// Collectors that run only when named.
+const ON_REQUEST: [&str; 3] = ["review-fix", "review-fix-synthetic", "review-fix-registry"];
+
 fn main() {
-    let collectors: [(&str, Collector); 4] = [
+    let collectors: [(&str, Collector); 7] = [
         ("clustering", clustering::perf_figures),
         ("scheduling", dag::perf_figures),
         ("verification", verify::perf_figures),
         ("planex", planex::perf_figures),
+        ("review-fix", review_fix::perf_figures),
+        ("review-fix-synthetic", review_fix::synthetic_figures),
+        ("review-fix-registry", review_fix::registry_figures),
     ];
     let only: Vec<String> = std::env::args().skip(1).collect();
     if let Some(unknown) = only
@@ -29,14 +38,16 @@ fn main() {
         .find(|a| !collectors.iter().any(|(name, _)| name == a))
     {
         eprintln!(
-            "perf-report: no collector `{unknown}`; the collectors: clustering, scheduling, verification, planex"
+            "perf-report: no collector `{unknown}`; the collectors: clustering, scheduling, verification, planex, review-fix, review-fix-synthetic, review-fix-registry"
         );
         std::process::exit(2);
     }
     let started = Instant::now();
     let mut figures = serde_json::Map::new();
     for (name, collect) in collectors {
-        if !only.is_empty() && !only.iter().any(|a| a == name) {
+        // Named, or (nothing named) one of the default collectors.
+        let named = only.iter().any(|a| a == name);
+        if !named && (!only.is_empty() || ON_REQUEST.contains(&name)) {
             continue;
         }
         let t = Instant::now();

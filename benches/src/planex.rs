@@ -15,17 +15,22 @@
 //!   work / 4)` of the true sleeps;
 //! - `planex_verify_overhead_ms_per_task`: (verified eager − unverified
 //!   eager) × 4 slots / tasks, in ms: what worktree, measurement, commit
-//!   and landing add to one task.
+//!   and landing add to one task;
+//! - `planex_verified_git_runs_per_task`, `planex_verified_git_ms_per_task`:
+//!   the git invocations of the verified eager runs per task and their
+//!   process time (summed: concurrent tasks overlap), the measured split of
+//!   that overhead (the subcommands that cost most go to stderr).
 //!
 //! DAG ([`sleep_dag`]): `n` tasks, task `i` depends on 0–3 of the 8 before
 //! it, sleeps drawn uniformly from a range in ms.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::git::{GitSpent, GitVcs};
 use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_core::event::NullSink;
 use orchestrator_core::gate::AutoYes;
@@ -123,6 +128,9 @@ pub struct Timed {
     pub outcome: Outcome,
     /// Commits on the branch after the run, the repository's first aside.
     pub commits: usize,
+    /// Git invocations the run made, per subcommand (process time summed:
+    /// concurrent tasks overlap).
+    pub git: BTreeMap<String, GitSpent>,
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
@@ -178,12 +186,14 @@ pub async fn run_once(base: &Path, csv: &str, run: Run) -> Result<Timed, String>
             Verification::new(Arc::new(vcs), runner).with_executor_runs_directives(true),
         );
     }
+    let git_before = orchestrator_adapters::git::spent();
     let started = Instant::now();
     let outcome = planex
         .run_tasks_file(&file)
         .await
         .map_err(|e| e.to_string())?;
     let wall = started.elapsed();
+    let git_spent = crate::review_fix::git_delta(&git_before, &orchestrator_adapters::git::spent());
     let commits = git(&repo, &["rev-list", "--count", "HEAD"])?
         .trim()
         .parse::<usize>()
@@ -193,6 +203,7 @@ pub async fn run_once(base: &Path, csv: &str, run: Run) -> Result<Timed, String>
         wall,
         outcome,
         commits,
+        git: git_spent,
     })
 }
 
@@ -234,6 +245,7 @@ pub fn perf_figures() -> Vec<(String, f64)> {
     };
     let mut sums = [0.0f64; 4];
     let mut n_tasks = 0usize;
+    let mut git = BTreeMap::<String, GitSpent>::new();
     let mut seeds = SplitMix64::new(0x9_1a4e);
     for _ in 0..2 {
         let n = 30 + seeds.below(16) as usize;
@@ -245,6 +257,11 @@ pub fn perf_figures() -> Vec<(String, f64)> {
                 sums[2] += plain.wall.as_secs_f64();
                 sums[3] += lower_bound_s(&tasks, CONCURRENCY);
                 n_tasks += tasks.len();
+                for (k, v) in eager.git {
+                    let e = git.entry(k).or_default();
+                    e.runs += v.runs;
+                    e.time += v.time;
+                }
             }
             Err(e) => {
                 eprintln!("  planex makespan not measured: {e}");
@@ -253,7 +270,32 @@ pub fn perf_figures() -> Vec<(String, f64)> {
         }
     }
     let [eager, waves, plain, bound] = sums;
+    let per_task = |x: f64| x / n_tasks as f64;
+    let git_runs: u64 = git.values().map(|s| s.runs).sum();
+    let git_s: f64 = git.values().map(|s| s.time.as_secs_f64()).sum();
+    let mut by: Vec<_> = git.iter().collect();
+    by.sort_by_key(|b| std::cmp::Reverse(b.1.time));
+    let top: Vec<String> = by
+        .iter()
+        .take(8)
+        .map(|(k, s)| {
+            format!(
+                "{k}×{:.1}={:.1}ms",
+                per_task(s.runs as f64),
+                per_task(s.time.as_secs_f64()) * 1000.0
+            )
+        })
+        .collect();
+    eprintln!("  verified eager, git per task: {}", top.join(" "));
     vec![
+        (
+            "planex_verified_git_runs_per_task".to_owned(),
+            per_task(git_runs as f64),
+        ),
+        (
+            "planex_verified_git_ms_per_task".to_owned(),
+            per_task(git_s) * 1000.0,
+        ),
         ("planex_verified_eager_over_waves".to_owned(), eager / waves),
         (
             "planex_verified_eager_over_lower_bound".to_owned(),

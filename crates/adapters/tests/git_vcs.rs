@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use orchestrator_adapters::git::{GitOptions, GitVcs};
-use orchestrator_core::vcs::{CherryPick, PushOutcome, Status};
+use orchestrator_core::vcs::{CherryPick, FastForward, PushOutcome, Status};
 use orchestrator_core::{CommitId, Vcs, VcsError};
 use tempfile::TempDir;
 
@@ -140,6 +140,28 @@ async fn status_lists_modified_staged_deleted_and_untracked_with_odd_paths() {
             modified: strings(&["gone.txt", "staged.txt", "with space.txt"]),
             untracked: strings(&["dir/naïve 漢字.txt", "new\nline.txt", "quote\"d.txt"]),
         }
+    );
+}
+
+/// Every invocation is counted per subcommand (what `perf-report` splits
+/// a flow's wall time by); other tests run in parallel, so the counts only
+/// grow by at least this test's own.
+#[tokio::test]
+async fn git_invocations_are_counted_per_subcommand() {
+    let repo = Repo::new(&[("a.txt", "a\n")]).await;
+    let before = orchestrator_adapters::git::spent();
+    repo.vcs.status().await.unwrap();
+    repo.vcs.status().await.unwrap();
+    repo.vcs.head().await.unwrap();
+    let after = orchestrator_adapters::git::spent();
+    let grew = |k: &str| after.get(k).map_or(0, |s| s.runs) - before.get(k).map_or(0, |s| s.runs);
+    assert!(grew("status") >= 2, "{before:?} → {after:?}");
+    assert!(grew("rev-parse") >= 1, "{before:?} → {after:?}");
+    assert!(
+        after["status"].time
+            > before
+                .get("status")
+                .map_or_else(Default::default, |s| s.time)
     );
 }
 
@@ -914,6 +936,139 @@ async fn a_pick_is_blocked_by_staged_work_and_by_an_ignored_file_it_would_overwr
     assert_eq!(repo.git(&["status", "--porcelain"]), " M b.txt\n");
     drop(wt);
     repo.vcs.worktree_remove(&wt_path, "pick").await.unwrap();
+}
+
+/// A verified range lands with one fast-forward, keeping its commit ids and
+/// the user's unrelated work; uncommitted work in its way (a modified path
+/// it changes, anything staged, an ignored file where it adds one) blocks
+/// it with nothing changed; a branch that moved on, or a `merge.autoStash`
+/// setting, never makes it stash, merge or move anything.
+#[tokio::test]
+async fn a_range_lands_by_fast_forward_only_where_nothing_of_the_users_is_in_the_way() {
+    let repo = Repo::new(&[
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        ("c.txt", "c\n"),
+        (".gitignore", "*.log\n"),
+    ])
+    .await;
+    repo.git(&["config", "merge.autoStash", "true"]);
+    let base = repo.vcs.head().await.unwrap();
+    let wt_path = repo.tmp().join("wt");
+    let wt = repo.vcs.worktree_add(&wt_path, "ff", &base).await.unwrap();
+    write(&wt_path, "a.txt", "a fixed\n");
+    let first = wt.commit(&strings(&["a.txt"]), "fix a").await.unwrap();
+    write(&wt_path, "new.log", "made by the fix\n");
+    git(&wt_path, &["add", "-f", "new.log"]);
+    git(&wt_path, &["commit", "-q", "-m", "add a log"]);
+    let tip = wt.head().await.unwrap();
+
+    // In the way: a path the range changes, modified; then anything staged;
+    // then an ignored file where the range adds one.
+    repo.write("a.txt", "the user's a\n");
+    let ff = repo.vcs.fast_forward(&base, &tip).await.unwrap();
+    assert_eq!(
+        ff,
+        FastForward::Blocked {
+            paths: strings(&["a.txt"])
+        }
+    );
+    repo.write("a.txt", "a\n");
+    repo.write("b.txt", "staged by the user\n");
+    repo.git(&["add", "b.txt"]);
+    let ff = repo.vcs.fast_forward(&base, &tip).await.unwrap();
+    assert_eq!(
+        ff,
+        FastForward::Blocked {
+            paths: strings(&["b.txt"])
+        }
+    );
+    repo.git(&["reset", "-q", "b.txt"]);
+    repo.write("new.log", "the user's log\n");
+    let ff = repo.vcs.fast_forward(&base, &tip).await.unwrap();
+    assert_eq!(
+        ff,
+        FastForward::Blocked {
+            paths: strings(&["new.log"])
+        }
+    );
+    assert_eq!(repo.read("new.log").unwrap(), b"the user's log\n");
+    std::fs::remove_file(repo.dir.join("new.log")).unwrap();
+    assert_eq!(repo.vcs.head().await.unwrap(), base);
+
+    // Not where the caller said: nothing moves.
+    let ff = repo.vcs.fast_forward(&first, &tip).await.unwrap();
+    assert_eq!(ff, FastForward::NotPossible);
+    assert_eq!(repo.vcs.head().await.unwrap(), base);
+
+    // Lands with the same ids; the user's unrelated change stays unstaged.
+    assert_eq!(
+        repo.vcs.fast_forward(&base, &tip).await.unwrap(),
+        FastForward::Moved
+    );
+    assert_eq!(repo.vcs.head().await.unwrap(), tip);
+    assert_eq!(repo.read("a.txt").unwrap(), b"a fixed\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), " M b.txt\n");
+    assert_eq!(repo.git(&["stash", "list"]), "");
+
+    // The user committed meanwhile: a range from the old tip does not land.
+    repo.write("c.txt", "the user's commit\n");
+    repo.git(&["commit", "-qam", "user work"]);
+    write(&wt_path, "c.txt", "c fixed\n");
+    let later = wt.commit(&strings(&["c.txt"]), "fix c").await.unwrap();
+    let user_tip = repo.vcs.head().await.unwrap();
+    assert_eq!(
+        repo.vcs.fast_forward(&tip, &later).await.unwrap(),
+        FastForward::NotPossible
+    );
+    assert_eq!(repo.vcs.head().await.unwrap(), user_tip);
+    assert_eq!(repo.read("c.txt").unwrap(), b"the user's commit\n");
+    drop(wt);
+    repo.vcs.worktree_remove(&wt_path, "ff").await.unwrap();
+}
+
+/// A pick into a worktree the engine made skips the checks for the user's
+/// work before it, but a change in its way still stops it with nothing
+/// changed and the paths named (git refuses, and the refusal is read).
+#[tokio::test]
+async fn a_pick_into_an_engine_worktree_is_still_refused_over_a_change_in_its_way() {
+    let repo = Repo::new(&[("a.txt", "a\n"), ("b.txt", "b\n")]).await;
+    let base = repo.vcs.head().await.unwrap();
+    let wt_path = repo.tmp().join("trial");
+    let wt = repo
+        .vcs
+        .worktree_add(&wt_path, "trial", &base)
+        .await
+        .unwrap();
+    repo.write("a.txt", "a fixed\n");
+    let fix = repo
+        .vcs
+        .commit(&strings(&["a.txt"]), "fix a")
+        .await
+        .unwrap();
+    write(&wt_path, "a.txt", "left in the trial tree\n");
+    assert_eq!(
+        wt.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Blocked {
+            paths: strings(&["a.txt"])
+        }
+    );
+    assert_eq!(wt.head().await.unwrap(), base);
+    assert_eq!(
+        std::fs::read_to_string(wt_path.join("a.txt")).unwrap(),
+        "left in the trial tree\n"
+    );
+    write(&wt_path, "a.txt", "a\n");
+    assert!(matches!(
+        wt.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Applied { .. }
+    ));
+    assert_eq!(
+        std::fs::read_to_string(wt_path.join("a.txt")).unwrap(),
+        "a fixed\n"
+    );
+    drop(wt);
+    repo.vcs.worktree_remove(&wt_path, "trial").await.unwrap();
 }
 
 /// The user's own git (or an editor's) holding the index lock for a moment

@@ -113,6 +113,25 @@ pub enum CherryPick {
     },
 }
 
+/// The result of moving the current branch forward to a descendant of its
+/// tip ([`Vcs::fast_forward`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum FastForward {
+    /// The branch, the index and the tracked files are at the target.
+    Moved,
+    /// Not done, nothing changed: the branch is not where the caller said
+    /// (the user committed meanwhile), the target does not descend from
+    /// it, or the repository cannot. Land commit by commit instead.
+    NotPossible,
+    /// Uncommitted work in this tree stands in the way, as for
+    /// [`CherryPick::Blocked`]; nothing changed.
+    Blocked {
+        /// The paths in the way.
+        paths: Vec<String>,
+    },
+}
+
 /// The result of a push. There is no force variant: a rejected push is
 /// reported, never overridden.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,6 +322,19 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// [`CherryPick::Blocked`] and changes nothing.
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
 
+    /// Moves the current branch from `onto` (its tip, as the caller last
+    /// saw it) to `to`, a descendant, as a fast-forward: the commits between
+    /// land as they are, with their ids. Never touches uncommitted work: a
+    /// path the commits change that is modified here, anything staged, or
+    /// an ignored file where they add one answers [`FastForward::Blocked`]
+    /// and changes nothing, as [`Vcs::cherry_pick`] does.
+    ///
+    /// Default: [`FastForward::NotPossible`] (the caller cherry-picks).
+    async fn fast_forward(&self, onto: &CommitId, to: &CommitId) -> Result<FastForward, VcsError> {
+        let _ = (onto, to);
+        Ok(FastForward::NotPossible)
+    }
+
     /// Pushes `branch` to `remote` as a fast-forward. There is no way to force.
     ///
     /// Default: unsupported (an error); only ci-autofix's PR mode pushes.
@@ -429,6 +461,13 @@ macro_rules! forward_vcs {
             }
             async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
                 (**self).cherry_pick(commit).await
+            }
+            async fn fast_forward(
+                &self,
+                onto: &CommitId,
+                to: &CommitId,
+            ) -> Result<FastForward, VcsError> {
+                (**self).fast_forward(onto, to).await
             }
             async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
                 (**self).push(remote, branch).await

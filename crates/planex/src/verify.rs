@@ -49,6 +49,7 @@
 //! they are its verification, run once, and a task of it that changes
 //! nothing passes.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -210,8 +211,11 @@ pub fn commit_message(row: &TaskRow) -> String {
 
 /// The trailer line of a task's commit.
 fn trailer(id: &str) -> String {
-    format!("Planex-Task: {id}")
+    format!("{TRAILER_KEY}{id}")
 }
+
+/// The trailer's key, with its separator.
+const TRAILER_KEY: &str = "Planex-Task: ";
 
 /// The commit since `base` (HEAD when the session's first verified run
 /// started, so every commit after it was made in the session's lifetime)
@@ -221,13 +225,25 @@ pub(crate) async fn landed_commit(
     base: &CommitId,
     id: &str,
 ) -> Result<Option<CommitId>, VcsError> {
-    let line = trailer(id);
-    Ok(vcs
-        .log_since(base)
-        .await?
-        .into_iter()
-        .find(|c| c.message.lines().any(|l| l.trim() == line))
-        .map(|c| c.id))
+    Ok(landed_commits(vcs, base).await?.remove(id))
+}
+
+/// Every task that landed since `base`, with the first commit that landed
+/// it (by its `Planex-Task` trailer): one read of the history, so a run
+/// looks its tasks up instead of reading the history once per task.
+pub(crate) async fn landed_commits(
+    vcs: &dyn Vcs,
+    base: &CommitId,
+) -> Result<HashMap<String, CommitId>, VcsError> {
+    let mut landed = HashMap::new();
+    for c in vcs.log_since(base).await? {
+        for line in c.message.lines() {
+            if let Some(id) = line.trim().strip_prefix(TRAILER_KEY) {
+                landed.entry(id.to_owned()).or_insert_with(|| c.id.clone());
+            }
+        }
+    }
+    Ok(landed)
 }
 
 /// A verified task in flight: the checkpoint its change is measured from,

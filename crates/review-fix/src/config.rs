@@ -85,6 +85,11 @@ pub struct ReviewFixConfig {
     /// [`TestRunnerFactory`] runs), so that a resume can use the same one;
     /// the library itself only writes it down.
     pub test_command: Option<Vec<String>>,
+    /// The main tree's Cargo target folder, which seeds a worktree slot's
+    /// own on its first use (see `exec/seed.rs`); `None`: `CARGO_TARGET_DIR`
+    /// when set (relative to the repository), else the repository's
+    /// `target`. Only read, never written.
+    pub cargo_seed: Option<PathBuf>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -218,6 +223,12 @@ impl ReviewFixConfig {
         self.test_command = test_command;
         self
     }
+
+    /// Sets [`ReviewFixConfig::cargo_seed`].
+    pub fn with_cargo_seed(mut self, cargo_seed: Option<PathBuf>) -> Self {
+        self.cargo_seed = cargo_seed;
+        self
+    }
 }
 
 impl Default for ReviewFixConfig {
@@ -244,6 +255,7 @@ impl Default for ReviewFixConfig {
             flaky_reruns: 1,
             skip: relint::KeyCounts::new(),
             test_command: None,
+            cargo_seed: None,
         }
     }
 }

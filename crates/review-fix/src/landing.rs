@@ -12,7 +12,11 @@
 //! A trial tree is a temporary worktree (`worktrees/r{run}-verify`, its own
 //! branch) started at the branch tip — the last good state — with the
 //! candidates cherry-picked on top, one commit each. A passing trial's
-//! commits are cherry-picked onto the checked-out branch, in order: only
+//! commits reach the checked-out branch in order: with one fast-forward to
+//! the trial's commit of the last decided fix when the branch is still the
+//! trial's base (`Vcs::fast_forward`: same ids, one git merge for the whole
+//! run of fixes, the same checks for the user's work), else cherry-picked
+//! one by one, which stops at exactly the fix the user's work blocks. Only
 //! commits known good ever reach it, and nothing is reset or forced. A
 //! trial that needs fewer candidates than the worktree holds starts a new
 //! worktree at the tip (the old one is removed).
@@ -42,7 +46,7 @@ use std::sync::Arc;
 
 use orchestrator_core::event::{Event, JobStatus};
 use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
-use orchestrator_core::vcs::{CherryPick, CommitId, Vcs};
+use orchestrator_core::vcs::{CherryPick, CommitId, FastForward, Vcs};
 use orchestrator_core::verify::{RunOutcome, Step, Verifier, VerifyConfig, VerifyMode};
 
 use crate::TreeEnv;
@@ -182,6 +186,10 @@ struct TrialTree {
     /// The pool's worktree it is built in.
     lease: orchestrator_core::worktree::Lease,
     env: TreeEnv,
+    /// The branch tip the built commits sit on, while the branch has only
+    /// moved by fast-forwards to them (`None` once a fix landed by
+    /// cherry-pick: the branch then has its own ids).
+    base: Option<CommitId>,
     /// It holds a fix that is no longer in the queue: start a new one.
     stale: bool,
     /// Commits on top of the last good state, one per queue position from
@@ -274,7 +282,21 @@ pub(crate) async fn verify_stage(
         let mut synced = 0usize;
         loop {
             let report = verifier.report();
-            // Land what the verifier decided, in order.
+            // Land what the verifier decided, in order: with one
+            // fast-forward where the branch is still the trial's base.
+            if synced < report.landed.len() {
+                let landed = land_fast_forward(
+                    shared,
+                    &mut trial,
+                    state.queue.get(synced..).unwrap_or_default(),
+                    report.landed.len() - synced,
+                    progress,
+                    &mut on_branch,
+                )
+                .await;
+                count.landed += landed as u32;
+                synced += landed;
+            }
             while synced < report.landed.len() {
                 let Some(fid) = state.queue.get(synced).map(|q| q.finding_id.clone()) else {
                     break 'segments;
@@ -289,6 +311,7 @@ pub(crate) async fn verify_stage(
                         && !t.built.is_empty()
                     {
                         t.built.remove(0);
+                        t.base = None;
                     }
                     land(
                         shared,
@@ -329,6 +352,7 @@ pub(crate) async fn verify_stage(
                     break 'segments;
                 };
                 let (fid, commit) = t.built.remove(0);
+                t.base = None;
                 if !land(shared, &fid, &commit, progress, &mut on_branch).await {
                     // The user's work is in the way: the decided fixes wait
                     // in the verification state for --resume.

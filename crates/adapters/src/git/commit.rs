@@ -4,7 +4,9 @@
 use std::ffi::OsString;
 use std::path::{Component, Path};
 
-use orchestrator_core::vcs::{CherryPick, CommitInfo, PushOutcome, check_relative_path};
+use orchestrator_core::vcs::{
+    CherryPick, CommitInfo, FastForward, PushOutcome, check_relative_path,
+};
 use orchestrator_core::{CommitId, Vcs, VcsError};
 
 use super::run::os_args;
@@ -119,7 +121,13 @@ impl GitVcs {
     ) -> Result<CherryPick, VcsError> {
         let id = self.resolve_commit(commit).await?;
         let _guard = self.write_lock.lock().await;
-        let blocked = self.in_the_way(&id).await?;
+        // An engine worktree holds nothing of the user's: no check first
+        // (four git processes per pick); a refusal is still checked below.
+        let blocked = if self.engine_tree {
+            Vec::new()
+        } else {
+            self.in_the_way(&format!("{id}^"), &id).await?
+        };
         if !blocked.is_empty() {
             return Ok(CherryPick::Blocked { paths: blocked });
         }
@@ -143,7 +151,7 @@ impl GitVcs {
         if !in_progress {
             // git refused before starting (the user changed a path between
             // the check and the pick): nothing was changed.
-            let blocked = self.in_the_way(&id).await?;
+            let blocked = self.in_the_way(&format!("{id}^"), &id).await?;
             if !blocked.is_empty() {
                 return Ok(CherryPick::Blocked { paths: blocked });
             }
@@ -166,13 +174,49 @@ impl GitVcs {
         Ok(CherryPick::Conflict { paths: conflicted })
     }
 
-    /// What stands in the way of picking commit `id`: the paths it changes
-    /// that are modified in the working tree or the index, then every
-    /// staged path (git refuses to pick over a dirty index, and a pick
-    /// must never be mixed with the user's staged work). Sorted, without
+    /// [`Vcs::fast_forward`]: `git merge --ff-only` from `onto` to `to`,
+    /// after the checks a cherry-pick makes, over the whole range.
+    pub(super) async fn fast_forward_to(
+        &self,
+        onto: &CommitId,
+        to: &CommitId,
+    ) -> Result<FastForward, VcsError> {
+        let _guard = self.write_lock.lock().await;
+        if self.head().await? != *onto {
+            return Ok(FastForward::NotPossible);
+        }
+        let blocked = self.in_the_way(onto.as_str(), to.as_str()).await?;
+        if !blocked.is_empty() {
+            return Ok(FastForward::Blocked { paths: blocked });
+        }
+        // `--no-autostash`: a `merge.autoStash` setting would stash the
+        // user's work and apply it again afterwards.
+        let out = self
+            .run(
+                "merge",
+                os_args(["--ff-only", "--no-autostash", "--quiet", to.as_str()]),
+                None,
+            )
+            .await?;
+        if out.status.success() {
+            return Ok(FastForward::Moved);
+        }
+        // A fast-forward that git refuses changes nothing.
+        let blocked = self.in_the_way(onto.as_str(), to.as_str()).await?;
+        if blocked.is_empty() {
+            Ok(FastForward::NotPossible)
+        } else {
+            Ok(FastForward::Blocked { paths: blocked })
+        }
+    }
+
+    /// What stands in the way of landing the commits from `parent` to
+    /// `id`: the paths they change that are modified in the working tree or
+    /// the index, then every staged path (git refuses to pick over a dirty
+    /// index, and a pick must never be mixed with the user's staged work),
+    /// then the ignored files where they add one. Sorted, without
     /// duplicates.
-    async fn in_the_way(&self, id: &str) -> Result<Vec<String>, VcsError> {
-        let parent = format!("{id}^");
+    async fn in_the_way(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
         let touched = parse::nul_list(
             &self
                 .run_ok(
@@ -182,7 +226,7 @@ impl GitVcs {
                         "-z",
                         "--no-renames",
                         "--no-ext-diff",
-                        &parent,
+                        parent,
                         id,
                         "--",
                     ]),
@@ -223,7 +267,7 @@ impl GitVcs {
                         "--no-renames",
                         "--no-ext-diff",
                         "--diff-filter=A",
-                        &parent,
+                        parent,
                         id,
                         "--",
                     ]),

@@ -13,6 +13,11 @@
 //! `--prune`): what it fetches lands in `FETCH_HEAD` only. `git remote`
 //! only reads a URL (`remote get-url <name>`).
 //!
+//! `git merge` lands a verified range on the user's branch
+//! (`Vcs::fast_forward`) in one shape only: `--ff-only --no-autostash
+//! --quiet <commit id>` (no merge commit, and never a stash of the user's
+//! work).
+//!
 //! Two subcommands move an engine worktree to a new base
 //! (`Vcs::worktree_move`) and take exactly one shape each, nothing else:
 //! `git checkout --detach --quiet <commit id>` (never a path, a branch or
@@ -37,6 +42,7 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "hash-object",
     "ls-files",
     "ls-tree",
+    "merge",
     "merge-base",
     "push",
     "remote",
@@ -81,6 +87,7 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
     }
     match subcommand {
         "checkout" => return check_detach(args),
+        "merge" => return check_fast_forward(args),
         "update-ref" => return check_update_ref(args),
         "remote" => return check_remote_get_url(args),
         "fetch" => check_fetch(args)?,
@@ -150,6 +157,30 @@ fn check_detach(args: &[OsString]) -> Result<(), VcsError> {
             "checkout",
             &text.join(" "),
             "only `checkout --detach --quiet <commit id>` of an engine worktree is allowed",
+        )),
+    }
+}
+
+/// `merge`: only `--ff-only --no-autostash --quiet <commit id>` (a
+/// fast-forward of the current branch that never stashes the user's work).
+fn check_fast_forward(args: &[OsString]) -> Result<(), VcsError> {
+    let text: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    match text.as_slice() {
+        [ff, stash, quiet, id]
+            if ff == "--ff-only"
+                && stash == "--no-autostash"
+                && quiet == "--quiet"
+                && is_object_id(id) =>
+        {
+            Ok(())
+        }
+        _ => Err(refused(
+            "merge",
+            &text.join(" "),
+            "only `merge --ff-only --no-autostash --quiet <commit id>` is allowed",
         )),
     }
 }
@@ -309,6 +340,18 @@ mod tests {
             &["refs/tags/v1", id, id],
         ] {
             assert!(check("update-ref", args).is_err(), "update-ref {args:?}");
+        }
+        assert!(check("merge", &["--ff-only", "--no-autostash", "--quiet", id]).is_ok());
+        for args in [
+            &[id][..],
+            &["--ff-only", "--quiet", id],
+            &["--ff-only", "--no-autostash", "--quiet", "main"],
+            &["--ff-only", "--autostash", "--quiet", id],
+            &["--no-ff", "--no-autostash", "--quiet", id],
+            &["--ff-only", "--no-autostash", "--quiet", id, "--", "."],
+            &["--abort"],
+        ] {
+            assert!(check("merge", args).is_err(), "merge {args:?}");
         }
     }
 

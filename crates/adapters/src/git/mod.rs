@@ -39,10 +39,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use orchestrator_core::vcs::{CherryPick, CommitInfo, PushOutcome, Status};
+use orchestrator_core::vcs::{CherryPick, CommitInfo, FastForward, PushOutcome, Status};
 use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 use tokio::sync::Mutex;
 
+pub use run::{GitSpent, spent};
 use run::{os_args, stderr_text};
 
 /// Options for [`GitVcs::open_with`].
@@ -70,6 +71,11 @@ pub struct GitVcs {
     root: PathBuf,
     program: PathBuf,
     write_lock: Arc<Mutex<()>>,
+    /// A worktree this adapter made for the engine (`worktree_add`,
+    /// `worktree_move`): nothing of the user's is ever in it, so a
+    /// cherry-pick there skips the checks for the user's work before it
+    /// (git's own refusal is still checked after).
+    engine_tree: bool,
 }
 
 impl GitVcs {
@@ -93,6 +99,7 @@ impl GitVcs {
             root,
             program: options.program,
             write_lock: Arc::new(Mutex::new(())),
+            engine_tree: false,
         };
         let version = vcs
             .run("version", Vec::new(), None)
@@ -217,6 +224,10 @@ impl Vcs for GitVcs {
 
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
         self.cherry_pick_commit(commit).await
+    }
+
+    async fn fast_forward(&self, onto: &CommitId, to: &CommitId) -> Result<FastForward, VcsError> {
+        self.fast_forward_to(onto, to).await
     }
 
     async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {

@@ -2,8 +2,11 @@
 //! (`GitVcs::run`), with its fixed configuration and environment, and the
 //! helpers that shape its arguments and error text.
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use orchestrator_core::VcsError;
 use tokio::io::AsyncWriteExt;
@@ -76,6 +79,33 @@ fn held_lock(stderr: &[u8]) -> bool {
     text.contains(".lock': File exists") || text.contains(".lock\": File exists")
 }
 
+/// Runs and wall time of git invocations in this process, per subcommand.
+static SPENT: Mutex<BTreeMap<String, GitSpent>> = Mutex::new(BTreeMap::new());
+
+/// What the git invocations of one subcommand cost, summed over the process
+/// (see [`spent`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GitSpent {
+    /// Processes started.
+    pub runs: u64,
+    /// Their wall time, start to exit, summed (concurrent runs overlap).
+    pub time: Duration,
+}
+
+/// Every git invocation this process made so far through [`GitVcs`], per
+/// subcommand (`status`, `commit`, …): what `perf-report` splits a flow's
+/// wall time by. Differences of two readings measure a stretch of work.
+pub fn spent() -> BTreeMap<String, GitSpent> {
+    SPENT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+fn record(subcommand: &str, time: Duration) {
+    let mut spent = SPENT.lock().unwrap_or_else(PoisonError::into_inner);
+    let entry = spent.entry(subcommand.to_owned()).or_default();
+    entry.runs += 1;
+    entry.time += time;
+}
+
 /// How many paths one command line carries at most (argv size limits).
 const PATH_CHUNK: usize = 512;
 
@@ -141,6 +171,7 @@ impl GitVcs {
         stdin: Option<Vec<u8>>,
     ) -> Result<GitOutput, VcsError> {
         let command_text = display_command(subcommand, args);
+        let started = Instant::now();
         let mut cmd = Command::new(&self.program);
         cmd.current_dir(&self.root).arg("--no-pager");
         for config in FIXED_CONFIG {
@@ -181,6 +212,7 @@ impl GitVcs {
             status: "unknown".into(),
             stderr: format!("failed to wait for git: {e}"),
         })?;
+        record(subcommand, started.elapsed());
         tracing::debug!(command = %command_text, status = %output.status, "git");
         Ok(GitOutput {
             status: output.status,

@@ -39,6 +39,7 @@ impl GitVcs {
             root,
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
+            engine_tree: true,
         }))
     }
 
@@ -71,6 +72,7 @@ impl GitVcs {
             root,
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
+            engine_tree: true,
         };
         let status = worktree.status().await?;
         if !status.is_clean() {
@@ -123,6 +125,7 @@ impl GitVcs {
             root,
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
+            engine_tree: true,
         };
         let status = worktree.status().await?;
         if !status.is_clean() {

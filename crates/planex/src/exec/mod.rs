@@ -88,9 +88,11 @@ pub(crate) struct JobEnv {
 #[derive(Clone)]
 pub(crate) struct VerifyEnv {
     pub verification: Arc<crate::verify::Verification>,
-    /// HEAD when the session's first verified run started: a task's commit
-    /// since then means it landed before a crash.
-    pub base: orchestrator_core::vcs::CommitId,
+    /// The tasks whose commit landed since the session's base (HEAD when
+    /// its first verified run started) when this run started: they landed
+    /// before an interruption. Read once: a task starts at most once per
+    /// run.
+    pub landed: std::collections::HashMap<String, orchestrator_core::vcs::CommitId>,
     /// The session folder, for the in-flight records.
     pub dir: PathBuf,
     /// The run's worktrees (outside the repository, one per slot,

@@ -23,7 +23,6 @@ use crate::journal::{PausedTask, TaskResult};
 use crate::rows::{RowStatus, TaskRow};
 use crate::verify::{
     InFlight, TaskWorktree, Verification, Verified, VerifyingAgent, commit_message, in_flight_path,
-    landed_commit,
 };
 
 /// How a verified task starts.
@@ -72,16 +71,12 @@ pub(super) async fn verified_start(
     sink: &Arc<dyn EventSink>,
 ) -> Result<Start, String> {
     let main = &env.verification.vcs;
-    match landed_commit(main.as_ref(), &env.base, &row.id).await {
-        Ok(Some(commit)) => {
-            return Ok(Start::Landed(Box::new(landed_result(
-                row,
-                commit.as_str(),
-                "landed as commit {} before the run was interrupted",
-            ))));
-        }
-        Ok(None) => {}
-        Err(e) => return Err(format!("the history cannot be read: {e}")),
+    if let Some(commit) = env.landed.get(&row.id) {
+        return Ok(Start::Landed(Box::new(landed_result(
+            row,
+            commit.as_str(),
+            "landed as commit {} before the run was interrupted",
+        ))));
     }
     if let Some(start) = land_kept(env, row, sink).await {
         return Ok(start);

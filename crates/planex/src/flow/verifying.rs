@@ -14,7 +14,7 @@ use super::Planex;
 use crate::error::PlanexError;
 use crate::exec::{VerifyEnv, scheduler_config};
 use crate::session::{Session, SessionSource};
-use crate::verify::{IN_FLIGHT_PREFIX, InFlight, Verification, landed_commit};
+use crate::verify::{IN_FLIGHT_PREFIX, InFlight, Verification, landed_commit, landed_commits};
 
 /// The file in a session folder holding the HEAD its first verified run
 /// started from.
@@ -179,9 +179,12 @@ impl Planex {
                     .with_sink(Arc::clone(&self.sink)),
             )),
         );
+        // One read of the history for the whole run: which tasks landed
+        // before an interruption (none when the run starts the session).
+        let landed = landed_commits(verification.vcs.as_ref(), &base).await?;
         Ok(Some(VerifyEnv {
             verification: Arc::clone(verification),
-            base,
+            landed,
             dir: session.dir().to_path_buf(),
             pool,
             lock: Arc::default(),

@@ -130,7 +130,7 @@ async fn run_at_base(shared: &Shared, head: &CommitId) -> Result<TestReport, Str
         .acquire(head)
         .await
         .map_err(|e| format!("the base could not be checked out to test: {e}"))?;
-    let env = lease_env(shared, &lease);
+    let env = lease_env(shared, &lease).await;
     let report = run_unjudged(shared, &env).await;
     shared.pool.release(lease);
     report

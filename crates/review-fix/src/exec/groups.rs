@@ -212,7 +212,7 @@ pub(super) async fn run_in_worktree(
     };
     let tree = Tree {
         vcs: Arc::clone(&lease.vcs),
-        env: lease_env(shared, &lease),
+        env: lease_env(shared, &lease).await,
         defer: shared.batch,
         land_each: false,
     };
@@ -259,7 +259,7 @@ pub(crate) async fn run_group_alone(
     };
     let tree = Tree {
         vcs: Arc::clone(&lease.vcs),
-        env: lease_env(shared, &lease),
+        env: lease_env(shared, &lease).await,
         defer: false,
         land_each: true,
     };
@@ -274,13 +274,44 @@ pub(crate) async fn run_group_alone(
 }
 
 /// The test environment of a pool worktree: its slot's Cargo target
-/// folder and what its provisioner gives.
-pub(crate) fn lease_env(shared: &Shared, lease: &Lease) -> TreeEnv {
+/// folder (seeded from the main tree's on first use, see
+/// [`seed::seed_slot`]) and what its provisioner gives.
+pub(crate) async fn lease_env(shared: &Shared, lease: &Lease) -> TreeEnv {
+    let cargo_target_dir = shared.cargo.then(|| shared.paths.target_dir(lease.slot));
+    if let Some(slot_target) = &cargo_target_dir {
+        seed_target(shared, slot_target).await;
+    }
     TreeEnv {
         root: lease.path().to_path_buf(),
         worktree_slot: Some(lease.slot),
-        cargo_target_dir: shared.cargo.then(|| shared.paths.target_dir(lease.slot)),
+        cargo_target_dir,
         env: lease.env.clone(),
+    }
+}
+
+/// Seeds a slot's Cargo target folder that does not exist yet; a seed that
+/// fails is warned about and the slot builds cold.
+async fn seed_target(shared: &Shared, slot_target: &Path) {
+    if slot_target.exists() {
+        return;
+    }
+    let repo = shared.vcs.root().to_path_buf();
+    let main_target = shared.config.cargo_seed.clone().unwrap_or_else(|| {
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| repo.join("target"), |dir| repo.join(dir))
+    });
+    let slot = slot_target.to_path_buf();
+    let seeded = tokio::task::spawn_blocking(move || seed::seed_slot(&repo, &main_target, &slot))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|r| r);
+    if let Err(e) = seeded {
+        shared.sink.emit(&Event::Warning {
+            message: format!(
+                "failed to seed the worktree's Cargo target folder {}: {e}; it builds from scratch",
+                slot_target.display()
+            ),
+        });
     }
 }
 

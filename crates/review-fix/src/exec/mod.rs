@@ -55,6 +55,7 @@ mod finding;
 mod groups;
 mod progress;
 mod recover;
+mod seed;
 mod step;
 mod testing;
 

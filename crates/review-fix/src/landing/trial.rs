@@ -78,6 +78,57 @@ pub(super) async fn land(
     true
 }
 
+/// Lands the next `n` decided fixes with one fast-forward of the branch to
+/// the trial tree's commit of the last of them, when the trial tree is
+/// built on the branch's tip as it is (nothing was cherry-picked onto the
+/// branch since, and the user did not commit). Returns how many landed:
+/// `n`, or 0 when the fixes are to land one cherry-pick each (the branch
+/// moved, one of them is on it already, or the user's work is in the way:
+/// the picks then stop at exactly the fix it blocks, as always).
+pub(super) async fn land_fast_forward(
+    shared: &Shared,
+    trial: &mut Option<TrialTree>,
+    queue: &[QueuedFix],
+    n: usize,
+    progress: &HashMap<String, Progress>,
+    on_branch: &mut HashMap<String, CommitId>,
+) -> usize {
+    let Some(t) = trial.as_mut() else {
+        return 0;
+    };
+    let (Some(onto), Some((_, to))) = (t.base.clone(), t.built.get(n.wrapping_sub(1))) else {
+        return 0;
+    };
+    let fits = t.built.iter().zip(queue).take(n).all(|((fid, _), q)| {
+        *fid == q.finding_id
+            && shared
+                .findings
+                .get(fid)
+                .is_some_and(|f| !on_branch.contains_key(&commit_message(f)))
+    });
+    if n < 1 || queue.len() < n || !fits {
+        return 0;
+    }
+    match shared.vcs.fast_forward(&onto, to).await {
+        Ok(FastForward::Moved) => {}
+        Ok(FastForward::NotPossible | FastForward::Blocked { .. }) | Err(_) => return 0,
+    }
+    for (fid, commit) in t.built.drain(..n).collect::<Vec<_>>() {
+        if let Some(f) = shared.findings.get(&fid) {
+            let message = commit_message(f);
+            shared.sink.emit(&Event::CommitMade {
+                id: fid.clone(),
+                commit: commit.to_string(),
+                summary: message.clone(),
+            });
+            on_branch.insert(message, commit.clone());
+        }
+        land(shared, &fid, &commit, progress, on_branch).await;
+        t.base = Some(commit);
+    }
+    n
+}
+
 /// Makes the trial tree hold exactly the queue positions `from..to` on top
 /// of the last good state (the branch tip).
 pub(super) async fn ensure_built(
@@ -180,11 +231,12 @@ pub(super) async fn open_trial(shared: &Shared) -> Result<TrialTree, String> {
         .map_err(|e| format!("the verification worktree: {e}"))?;
     // The slot's Cargo target directory is the slot's own: no other tree
     // uses it while the lease is held.
-    let env = crate::exec::lease_env(shared, &lease);
+    let env = crate::exec::lease_env(shared, &lease).await;
     Ok(TrialTree {
         vcs: Arc::clone(&lease.vcs),
         lease,
         env,
+        base: Some(head),
         stale: false,
         built: Vec::new(),
     })
