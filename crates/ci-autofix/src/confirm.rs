@@ -222,10 +222,19 @@ async fn decline(
 }
 
 fn only_waiting(root: &Path) -> Result<String, AutofixError> {
-    let open: Vec<Waiting> = waiting(root)
-        .into_iter()
+    // The unanswered gates; else the answered ones still waiting for their
+    // run (answering one again reports what was recorded).
+    let all = waiting(root);
+    let unanswered: Vec<Waiting> = all
+        .iter()
         .filter(|w| w.gate.answer.is_none())
+        .cloned()
         .collect();
+    let open = if unanswered.is_empty() {
+        all
+    } else {
+        unanswered
+    };
     match open.as_slice() {
         [one] => Ok(one.key.clone()),
         [] => Err(AutofixError::Confirm {
