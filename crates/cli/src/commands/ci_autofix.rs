@@ -670,6 +670,114 @@ mod tests {
         assert_eq!(parse(&["--pr", "7"]).unwrap().fix.rerun_before_fix, None);
     }
 
+    /// The command a gate keeps parses back to the run's own settings: the
+    /// mode (a handoff's PR by number), checks, limits, timings, the
+    /// repository; never `-y`, `--json` or `--confirm`.
+    #[test]
+    fn the_command_a_gate_keeps_parses_back_to_the_same_run() {
+        let root = Path::new("/r");
+        let local = Target::Local {
+            branch: "main".into(),
+        };
+        let pr = Target::Pr {
+            number: 7,
+            branch: "feat".into(),
+        };
+        for (argv, target) in [
+            (
+                &[
+                    "--local",
+                    "--check",
+                    "cargo fmt --check",
+                    "--check",
+                    "a b",
+                    "--push",
+                    "--check-timeout",
+                    "2.5",
+                    "--base",
+                    "origin/main",
+                    "-y",
+                    "--json",
+                    "--max-cost-usd",
+                    "1.5",
+                    "--max-wall",
+                    "2m",
+                    "--item-max-tokens",
+                    "900",
+                    "--max-iterations",
+                    "2",
+                    "--allow-dirty",
+                    "--remote",
+                    "up",
+                    "--rerun-before-fix=true",
+                    "--agent",
+                    "command:fix it",
+                ][..],
+                &local,
+            ),
+            (
+                &[
+                    "--handoff",
+                    "h.json",
+                    "--confirm",
+                    "gate",
+                    "--timeout",
+                    "30",
+                ][..],
+                &pr,
+            ),
+            (
+                &["--mr", "4", "--gitlab-url", "https://g.example/gl"][..],
+                &pr,
+            ),
+        ] {
+            let first = parse(argv).unwrap().fix;
+            let kept = confirm::resume_args(&first, target, root);
+            assert!(
+                !kept
+                    .iter()
+                    .any(|a| ["-y", "--json", "--confirm", "--handoff"].contains(&a.as_str())),
+                "{kept:?}"
+            );
+            let again = parse(&kept.iter().skip(1).map(String::as_str).collect::<Vec<_>>())
+                .unwrap()
+                .fix;
+            let view = |a: &FixArgs| {
+                format!(
+                    "{:?} {:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?}",
+                    a.local,
+                    a.check,
+                    a.mr,
+                    a.push,
+                    a.check_timeout,
+                    a.base,
+                    a.agent,
+                    a.gitlab_url,
+                    a.budget.max_cost_usd,
+                    a.budget.max_wall,
+                    a.item_budget.item_max_tokens,
+                    a.max_iterations,
+                    a.allow_dirty,
+                    a.remote,
+                    a.timeout,
+                    a.poll_interval,
+                    a.checks_grace,
+                    a.rerun_before_fix
+                )
+            };
+            assert_eq!(view(&again), view(&first), "{kept:?}");
+            assert_eq!(
+                again.pr,
+                first
+                    .pr
+                    .or(target.pr_number())
+                    .filter(|_| first.mr.is_none())
+            );
+            assert_eq!(again.repo, root);
+            assert!(!again.yes && !again.json && again.confirm.is_none());
+        }
+    }
+
     #[test]
     fn seconds() {
         assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
