@@ -197,20 +197,13 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
 
         loop {
             if let Some(gate) = state.gate.clone() {
-                let audit = (audit_path.as_path(), header.as_str());
-                let at = push_to.as_ref();
-                match resume_gate(
-                    &ctx,
-                    &tree,
-                    at,
-                    &file,
-                    &mut state,
-                    gate,
-                    audit,
-                    &mut commits,
-                )
-                .await?
-                {
+                let place = Place {
+                    tree: &tree,
+                    push_to: push_to.as_ref(),
+                    file: &file,
+                    audit: (&audit_path, &header),
+                };
+                match resume_gate(&ctx, place, &mut state, gate, &mut commits).await? {
                     Next::Stop(outcome) => return Ok(outcome),
                     Next::Again {
                         failures: f,
@@ -469,11 +462,13 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 match ask(&ctx, &q).await?.index() {
                     // Nobody can answer now: the patch waits at the gate.
                     None => {
-                        let (reason, stop) = (&decision.reason, &staged);
-                        return stop_at_gate(
-                            &ctx, &it, &mut state, entry, stop, &q, reason, &message,
-                        )
-                        .await;
+                        let asked = Asked {
+                            staged: &staged,
+                            question: &q,
+                            reason: &decision.reason,
+                            message: &message,
+                        };
+                        return stop_at_gate(&ctx, &it, &mut state, entry, asked).await;
                     }
                     Some(0) => {}
                     Some(_) => {
@@ -493,18 +488,12 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                         .await;
                 }
             };
-            match after_landing(
-                &ctx,
-                &it,
-                &mut state,
-                entry,
-                &parent,
+            let landed = Landed {
+                parent,
                 commit,
-                &message,
-                &mut commits,
-            )
-            .await?
-            {
+                message: &message,
+            };
+            match after_landing(&ctx, &it, &mut state, entry, landed, &mut commits).await? {
                 Next::Stop(outcome) => return Ok(outcome),
                 Next::Again {
                     failures: f,

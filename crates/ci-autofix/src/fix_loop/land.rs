@@ -114,19 +114,32 @@ pub(super) async fn ask(ctx: &AutofixContext, q: &Question) -> Result<Answer, Au
     Ok(answer)
 }
 
-/// After `commit` landed on `parent` in the tree: push it, record the
-/// iteration (`entry`, action `applied…`), and wait for the checks at it.
-#[allow(clippy::too_many_arguments)]
+/// A fix commit that landed in the tree.
+pub(super) struct Landed<'a> {
+    /// The tree's HEAD before it.
+    pub(super) parent: CommitId,
+    /// The landed commit.
+    pub(super) commit: CommitId,
+    /// Its subject.
+    pub(super) message: &'a str,
+}
+
+/// After a commit landed in the tree: push it, record the iteration
+/// (`entry`, action `applied…`), and wait for the checks at it.
 pub(super) async fn after_landing(
     ctx: &AutofixContext,
     it: &Iter<'_>,
     state: &mut AutofixState,
     mut entry: HistoryEntry,
-    parent: &CommitId,
-    commit: CommitId,
-    message: &str,
+    landed: Landed<'_>,
     commits: &mut Vec<String>,
 ) -> Result<Next, AutofixError> {
+    let Landed {
+        parent,
+        commit,
+        message,
+    } = landed;
+    let parent = &parent;
     let cfg = &ctx.config;
     let tree = it.tree;
     let iteration = entry.iteration;

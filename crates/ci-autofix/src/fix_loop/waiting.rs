@@ -13,6 +13,27 @@ use crate::state::{AnsweredBy, ConfirmGate, GateAnswer, GateDecision, GateEviden
 use super::land::*;
 use super::*;
 
+/// The question nobody could answer now, and what it was about.
+pub(super) struct Asked<'a> {
+    /// The verified patch, committed in the engine's worktree.
+    pub(super) staged: &'a StagedPatch,
+    pub(super) question: &'a Question,
+    /// Why the cadence matrix asks.
+    pub(super) reason: &'a str,
+    /// The fix commit's subject.
+    pub(super) message: &'a str,
+}
+
+/// Where an iteration's patch lands and is recorded.
+pub(super) struct Place<'a> {
+    /// The tree the fix lands in (the user's, or the PR head's worktree).
+    pub(super) tree: &'a AutofixContext,
+    /// Where the fix is pushed: a PR head's remote and branch.
+    pub(super) push_to: Option<&'a (String, String)>,
+    pub(super) file: &'a StateFile,
+    pub(super) audit: (&'a std::path::Path, &'a str),
+}
+
 /// How many deciding evidence lines a gate keeps.
 const GATE_EVIDENCE: usize = 20;
 
@@ -24,11 +45,14 @@ pub(super) async fn stop_at_gate(
     it: &Iter<'_>,
     state: &mut AutofixState,
     entry: HistoryEntry,
-    staged: &StagedPatch,
-    q: &Question,
-    reason: &str,
-    message: &str,
+    asked: Asked<'_>,
 ) -> Result<AutofixOutcome, AutofixError> {
+    let Asked {
+        staged,
+        question: q,
+        reason,
+        message,
+    } = asked;
     let cfg = &ctx.config;
     let key = cfg.target.key();
     let (keep_path, keep_branch) = keep(ctx.vcs.as_ref(), &key, staged.commit()).await?;
@@ -101,17 +125,19 @@ pub(super) async fn stop_at_gate(
 /// Goes on from the gate `gate` a run stopped at: its recorded answer, or
 /// the question asked again (deferred again: the run stops there again,
 /// nothing changed).
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn resume_gate(
     ctx: &AutofixContext,
-    tree: &AutofixContext,
-    push_to: Option<&(String, String)>,
-    file: &StateFile,
+    place: Place<'_>,
     state: &mut AutofixState,
     gate: ConfirmGate,
-    audit: (&std::path::Path, &str),
     commits: &mut Vec<String>,
 ) -> Result<Next, AutofixError> {
+    let Place {
+        tree,
+        push_to,
+        file,
+        audit,
+    } = place;
     let cfg = &ctx.config;
     let report = report_of(&gate);
     let per_check: Vec<(String, String)> = gate
@@ -231,7 +257,12 @@ async fn land_kept(
             }
         },
     };
-    after_landing(ctx, it, state, entry, &parent, commit, message, commits).await
+    let landed = Landed {
+        parent,
+        commit,
+        message,
+    };
+    after_landing(ctx, it, state, entry, landed, commits).await
 }
 
 /// The outcome of a gate still waiting.
