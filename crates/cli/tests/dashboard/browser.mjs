@@ -118,6 +118,10 @@ async function ciAutofix() {
   if (waiting !== "waiting") throw new Error("iteration 1 is not shown waiting: " + waiting);
   await gate.scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${shots}/ci-autofix-gate.png`, fullPage: true });
+  // The guide's picture: the gate panel alone, small.
+  await page.setViewportSize({ width: 1000, height: 900 });
+  await gate.screenshot({ path: `${shots}/ci-autofix-gate-panel.png` });
+  await page.setViewportSize({ width: 1280, height: 1000 });
   const reloads = [];
   page.on("framenavigated", (f) => { if (f === page.mainFrame()) reloads.push(f.url()); });
   await page.locator("#approve").click();

@@ -100,12 +100,15 @@ fn answer_ci(found: &Found, origin: &str, decision: GateDecision) -> Result<Stri
         .map_err(|e| e.to_string())
     })?;
     let short = &answered.commit[..answered.commit.len().min(7)];
-    let verb = match decision {
-        GateDecision::Approve => "approved",
-        GateDecision::Decline => "declined (the kept commit is dropped, the failure escalated)",
+    let (verb, then) = match decision {
+        GateDecision::Approve => ("approved", ""),
+        GateDecision::Decline => (
+            "declined",
+            "; the kept commit is dropped and the failure escalated",
+        ),
     };
     let detail = format!(
-        "{verb} the patch of iteration {} ({short}), as `orchestrator ci-autofix {} {}` does",
+        "{verb} the patch of iteration {} ({short}), as `orchestrator ci-autofix {} {}` does{then}",
         answered.iteration,
         decision.as_str(),
         answered.key
