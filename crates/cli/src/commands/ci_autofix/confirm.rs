@@ -78,7 +78,19 @@ pub(super) fn run_answer(args: &AnswerArgs, decision: GateDecision) -> Exit {
             }
             Err(e) => {
                 eprintln!("error: {e}");
-                Exit::BadInput
+                // No such gate, a run holding it, or a state file that does
+                // not parse: bad input, as for the run itself.
+                match &e {
+                    AutofixError::Confirm { .. } => Exit::BadInput,
+                    AutofixError::State(s) => match &**s {
+                        StateFileError::Busy { .. } => Exit::BadInput,
+                        StateFileError::State(e) if matches!(**e, StateError::Json { .. }) => {
+                            Exit::BadInput
+                        }
+                        _ => Exit::SomeFailed,
+                    },
+                    _ => Exit::SomeFailed,
+                }
             }
         }
     })
