@@ -51,6 +51,11 @@ pub struct AutofixConfig {
     /// same commit before the first fix, to tell a flaky test from broken
     /// code (`--rerun-before-fix`; the CLI's default is on for GitHub).
     pub rerun_before_fix: bool,
+    /// The command that goes on from a confirmation gate this run stops at
+    /// (the CLI: its own arguments, without the program name), kept with
+    /// the gate ([`crate::state::ConfirmGate::resume`]) so that whoever
+    /// answers it — a person, the dashboard — can continue the run.
+    pub resume_command: Vec<String>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -80,6 +85,12 @@ impl AutofixConfig {
     /// Sets [`AutofixConfig::rerun_before_fix`].
     pub fn with_rerun_before_fix(mut self, rerun: bool) -> Self {
         self.rerun_before_fix = rerun;
+        self
+    }
+
+    /// Sets [`AutofixConfig::resume_command`].
+    pub fn with_resume_command(mut self, command: Vec<String>) -> Self {
+        self.resume_command = command;
         self
     }
 
@@ -134,6 +145,7 @@ impl AutofixConfig {
             iteration_limits: ItemLimits::default(),
             provisioner: None,
             rerun_before_fix: false,
+            resume_command: Vec::new(),
         }
     }
 }
@@ -186,6 +198,13 @@ pub enum AutofixError {
     /// The gate failed.
     #[error("gate: {0}")]
     Gate(#[from] orchestrator_core::gate::GateError),
+    /// A confirmation gate cannot be answered as asked (none waits, several
+    /// do and none was named, or it was answered otherwise before).
+    #[error("{reason}")]
+    Confirm {
+        /// Why, in words.
+        reason: String,
+    },
     /// A file operation while moving a fix out of its temporary worktree.
     #[error("failed to {what} {}: {source}", path.display())]
     Io {

@@ -45,7 +45,7 @@ use orchestrator_core::agent::{Agent, AgentRequest, AgentSpend, AgentSpent, Role
 use orchestrator_core::cadence::{Action, Cadence, Classification};
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::gate::{Answer, Gate, GateOption, Question};
-use orchestrator_core::vcs::{PushOutcome, Vcs};
+use orchestrator_core::vcs::{CommitId, PushOutcome, Vcs};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
 use crate::fix_tree::{self, Made};
@@ -72,6 +72,12 @@ pub use outcome::*;
 
 mod steps;
 use steps::*;
+
+mod land;
+use land::*;
+
+mod waiting;
+use waiting::*;
 
 const FLOW: &str = "ci-autofix";
 
@@ -144,9 +150,12 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         phase: "fix-loop".into(),
     });
 
-    let first = match &cfg.initial_failures {
-        Some(f) => CheckRun::Failed(f.clone()),
-        None => ctx.provider.wait_for_checks(None).await?,
+    // A run stopped at its confirmation gate goes on from there: the
+    // checks are waited for only after its patch lands.
+    let first = match (&state.gate, &cfg.initial_failures) {
+        (Some(_), _) => CheckRun::Failed(Vec::new()),
+        (None, Some(f)) => CheckRun::Failed(f.clone()),
+        (None, None) => ctx.provider.wait_for_checks(None).await?,
     };
     notices(&ctx);
     let mut failures = match first {
@@ -187,6 +196,25 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         let mut reran_first = false;
 
         loop {
+            if let Some(gate) = state.gate.clone() {
+                let place = Place {
+                    tree: &tree,
+                    push_to: push_to.as_ref(),
+                    file: &file,
+                    audit: (&audit_path, &header),
+                };
+                match resume_gate(&ctx, place, &mut state, gate, &mut commits).await? {
+                    Next::Stop(outcome) => return Ok(outcome),
+                    Next::Again {
+                        failures: f,
+                        earlier: e,
+                    } => {
+                        earlier.push(e);
+                        failures = f;
+                        continue;
+                    }
+                }
+            }
             let iteration = state.iteration;
             // What the agent spent in this iteration is the difference (for
             // the audit log; agents that keep no count report nothing).
@@ -416,50 +444,39 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
                 };
             let write_set = staged.write_set.clone();
 
+            let it = Iter {
+                tree: &tree,
+                push_to: push_to.as_ref(),
+                file: &file,
+                audit: (&audit_path, &header),
+                report: &report,
+                per_check: &per_check,
+                action: decision.action,
+                class,
+                spent_before,
+                kept_spend: None,
+            };
             if decision.action == Action::ConfirmAndApply {
-                let q = Question::new(
-                    "ci-autofix.apply-patch",
-                    format!(
-                        "Iteration {iteration}: apply the {class} fix to {} file(s) on {}?",
-                        write_set.len(),
-                        cfg.target.label()
-                    ),
-                    vec![
-                        GateOption::new(
-                            "Apply patch (recommended)",
-                            "commit the fix and re-run the checks",
-                        ),
-                        GateOption::new("Reject", "discard the patch and stop (escalate)"),
-                    ],
-                )
-                .with_details(format!(
-                    "Files changed:\n{}\n\nReason: {}",
-                    write_set
-                        .iter()
-                        .map(|p| format!("- {p}"))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    decision.reason
-                ));
-                ctx.sink.emit(&Event::GateAsked {
-                    question: q.id.clone(),
-                    prompt: q.prompt.clone(),
-                });
-                let answer = ctx.gate.ask(&q).await?;
-                ctx.sink.emit(&Event::GateAnswered {
-                    question: q.id.clone(),
-                    choice: answer.index().and_then(|i| q.label(i)).map(str::to_owned),
-                });
-                if answer.index() != Some(0) {
-                    // Never written into the user's tree: nothing to undo.
-                    drop(staged);
-                    let reason = match answer {
-                        Answer::Deferred => {
-                            "the patch confirmation was deferred; the patch was discarded"
-                        }
-                        _ => "the user rejected the patch",
-                    };
-                    return escalate(&ctx, &file, &mut state, entry, no_patch(reason.into())).await;
+                let q =
+                    confirm_question(iteration, class, &write_set, &cfg.target, &decision.reason);
+                match ask(&ctx, &q).await?.index() {
+                    // Nobody can answer now: the patch waits at the gate.
+                    None => {
+                        let asked = Asked {
+                            staged: &staged,
+                            question: &q,
+                            reason: &decision.reason,
+                            message: &message,
+                        };
+                        return stop_at_gate(&ctx, &it, &mut state, entry, asked).await;
+                    }
+                    Some(0) => {}
+                    Some(_) => {
+                        // Never written into the user's tree: nothing to undo.
+                        drop(staged);
+                        let args = it.no_patch("the user rejected the patch".into(), now());
+                        return escalate(&ctx, &file, &mut state, entry, args).await;
+                    }
                 }
             }
 
@@ -467,98 +484,22 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             let commit = match staged.land(&tree).await? {
                 Ok(commit) => commit,
                 Err(reason) => {
-                    return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
+                    return escalate(&ctx, &file, &mut state, entry, it.no_patch(reason, now()))
+                        .await;
                 }
             };
-            let patch = match tree.vcs.diff(&parent, &commit).await {
-                Ok(diff) => diff,
-                Err(e) => {
-                    let message = format!("could not read the patch of {}: {e}", commit.short());
-                    ctx.sink.emit(&Event::Warning {
-                        message: message.clone(),
-                    });
-                    format!("({message})")
-                }
+            let landed = Landed {
+                parent,
+                commit,
+                message: &message,
             };
-            ctx.sink.emit(&Event::CommitMade {
-                id: format!("iter-{iteration}"),
-                commit: commit.to_string(),
-                summary: message.clone(),
-            });
-            commits.push(commit.to_string());
-            let pushed = match (&push_to, ctx.provider.pushes()) {
-                (_, false) => PushOutcome::Pushed,
-                (Some((remote, branch)), true) => {
-                    tree.vcs.push_commit(remote, &commit, branch).await?
-                }
-                (None, true) => tree.vcs.push(&cfg.remote, cfg.target.branch()).await?,
-            };
-            if let PushOutcome::Rejected { reason } = pushed {
-                entry.action = "applied (push rejected)".into();
-                entry.patch_sha = Some(commit.short().to_owned());
-                finish(
-                    &file,
-                    &mut state,
-                    entry,
-                    None,
-                    (&audit_path, &header),
-                    now(),
-                    spend_since(ctx.agent.as_ref(), spent_before),
-                )?;
-                return Ok(AutofixOutcome::StillFailing {
-                    reason: format!(
-                        "push to {} was rejected: {reason}",
-                        push_to
-                            .as_ref()
-                            .map_or(cfg.remote.as_str(), |p| p.0.as_str())
-                    ),
-                });
-            }
-            entry.action = if decision.action == Action::SilentApplyAndLog {
-                "applied (silent)".into()
-            } else {
-                "applied".into()
-            };
-            entry.patch_sha = Some(commit.short().to_owned());
-            finish(
-                &file,
-                &mut state,
-                entry,
-                Some(&report),
-                (&audit_path, &header),
-                now(),
-                spend_since(ctx.agent.as_ref(), spent_before),
-            )?;
-            state.iteration = iteration + 1;
-            file.save(&state)?;
-
-            // The results must be the pushed commit's, not the old head's.
-            let after = ctx.provider.wait_for_checks(Some(commit.as_str())).await?;
-            notices(&ctx);
-            match after {
-                CheckRun::Green => {
-                    file.remove()?;
-                    ctx.sink.emit(&Event::PhaseFinished {
-                        flow: FLOW.into(),
-                        phase: "fix-loop".into(),
-                    });
-                    return Ok(AutofixOutcome::Green { commits });
-                }
-                CheckRun::TimedOut => {
-                    return Ok(AutofixOutcome::StillFailing {
-                        reason: "checks still pending at the time limit after the fix".into(),
-                    });
-                }
-                CheckRun::NoChecks { head } => return Ok(AutofixOutcome::NoChecks { head }),
-                CheckRun::Failed(f) => {
-                    let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
-                    earlier.push(Earlier {
-                        iteration,
-                        classification: format!("{}/{}", class.as_str(), class.sub_class_str()),
-                        commit: commit.short().to_owned(),
-                        patch,
-                        checks_after: format!("still failing: {}", names.join(", ")),
-                    });
+            match after_landing(&ctx, &it, &mut state, entry, landed, &mut commits).await? {
+                Next::Stop(outcome) => return Ok(outcome),
+                Next::Again {
+                    failures: f,
+                    earlier: e,
+                } => {
+                    earlier.push(e);
                     failures = f;
                 }
             }

@@ -403,6 +403,25 @@ async fn clash(
 }
 
 impl StagedPatch {
+    /// A patch kept at a confirmation gate: `commit`, made on `base`.
+    pub(crate) fn kept(write_set: Vec<String>, base: CommitId, commit: CommitId) -> Self {
+        Self {
+            write_set,
+            base,
+            commit,
+        }
+    }
+
+    /// The commit the patch was made on.
+    pub(crate) fn base(&self) -> &CommitId {
+        &self.base
+    }
+
+    /// The patch's commit (not landed).
+    pub(crate) fn commit(&self) -> &CommitId {
+        &self.commit
+    }
+
     /// Lands the patch on the user's branch (a cherry-pick of its commit);
     /// the new commit. `Ok(Err(reason))` when it can no longer land safely
     /// (HEAD moved, or uncommitted work is in its way by now); then nothing

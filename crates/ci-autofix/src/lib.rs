@@ -22,7 +22,10 @@
 //!                                                 ▼
 //!            core cadence::decide (iteration × class × previous class)
 //!                                                 ▼
-//!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report)
+//!   fix_loop::run_autofix: Gate confirm / silent apply / escalate (report);
+//!      a confirmation nobody can answer now stops the run at its gate: the
+//!      patch's commit kept on an engine branch, the gate in the state file
+//!      (confirm: `approve`/`decline` from outside; the next run lands it)
 //!      patch = the agent's write-set since a Vcs checkpoint, or the unified
 //!      diff of its answer (patch::apply: strict, all-or-nothing), protected
 //!      paths refused; always made and committed in a temporary git
@@ -50,6 +53,8 @@
 //! - The parts, usable alone: [`classify`](mod@classify) (log → class with evidence),
 //!   [`patch`] (unified diffs: extract, parse, apply strictly),
 //!   [`state`] and [`report`] (the files under `.moai/`).
+//! - Confirmation gates outside a run: [`confirm::waiting`],
+//!   [`confirm::answer`] ([`GateDecision`], [`AnsweredBy`]).
 //!
 //! ## Invariants
 //! - No process is spawned here: `gh` and check commands go through
@@ -63,6 +68,7 @@
 //! - Infrastructure and flaky failures are never patched; logs are quoted
 //!   to the agent as untrusted data and change none of its grants.
 pub mod classify;
+pub mod confirm;
 mod context;
 pub mod fix_loop;
 mod fix_tree;
@@ -83,7 +89,7 @@ pub use provider::{
     CheckCounts, CheckLog, CheckRun, CiProvider, ForgeProvider, GithubConfig, GithubProvider,
     LocalConfig, LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
 };
-pub use state::Target;
+pub use state::{AnsweredBy, ConfirmGate, GateAnswer, GateDecision, Target};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -13,6 +13,10 @@
 //!   it started more than 24 hours ago ([`STALE_AFTER`]), in which case it is
 //!   replaced by a fresh one (the seed's crash recovery).
 //! - The file is removed when the checks turn green.
+//! - A run stopped at its confirmation gate keeps the gate in the file
+//!   (`gate`, [`ConfirmGate`]): the kept patch's commit and what the person
+//!   decides on, written in the same atomic write. A state with a pending
+//!   gate is never replaced as stale: it waits for a person.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +24,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use orchestrator_core::state::{SessionLock, StateError, read_json_if_exists, write_json_atomic};
 use serde::{Deserialize, Serialize};
+
+mod gate;
+pub use gate::*;
 
 /// Version of the state file format written by this crate.
 pub const STATE_VERSION: u32 = 1;
@@ -177,6 +184,9 @@ pub struct AutofixState {
     pub started_at: String,
     /// Finished iterations.
     pub history: Vec<HistoryEntry>,
+    /// The confirmation gate the run stopped at, while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<ConfirmGate>,
 }
 
 fn default_version() -> u32 {
@@ -197,6 +207,7 @@ impl AutofixState {
             last_action: String::new(),
             started_at: now.to_string(),
             history: Vec::new(),
+            gate: None,
         }
     }
 
@@ -255,9 +266,7 @@ pub enum Opened {
 impl StateFile {
     /// The state file path for `target` under the repository `root`.
     pub fn path_for(root: &Path, target: &Target) -> PathBuf {
-        root.join(MOAI_DIR)
-            .join("state")
-            .join(format!("ci-autofix-{}.json", target.key()))
+        Self::path_for_key(root, &target.key())
     }
 
     /// Locks the target and loads (or creates) its state; see the module docs.
@@ -275,11 +284,23 @@ impl StateFile {
     /// run must be told another run is at work, not that the first run's
     /// fix in progress is an uncommitted change of the user's).
     pub fn lock(root: &Path, target: &Target) -> Result<TargetLock, StateFileError> {
+        Self::lock_key(root, &target.key(), &target.label())
+    }
+
+    /// The state file of the target whose [`Target::key`] is `key`.
+    pub fn path_for_key(root: &Path, key: &str) -> PathBuf {
+        root.join(MOAI_DIR)
+            .join("state")
+            .join(format!("ci-autofix-{key}.json"))
+    }
+
+    /// [`StateFile::lock`] by the target's key (`label` names it in errors).
+    pub fn lock_key(root: &Path, key: &str, label: &str) -> Result<TargetLock, StateFileError> {
         let lock_dir = root
             .join(MOAI_DIR)
             .join("state")
             .join(".locks")
-            .join(format!("ci-autofix-{}", target.key()));
+            .join(format!("ci-autofix-{key}"));
         std::fs::create_dir_all(&lock_dir).map_err(|source| StateError::Io {
             action: "create directory",
             path: lock_dir.clone(),
@@ -287,7 +308,7 @@ impl StateFile {
         })?;
         let lock = SessionLock::acquire(&lock_dir).map_err(|source| match source {
             StateError::Locked { .. } => StateFileError::Busy {
-                target: target.label(),
+                target: label.to_owned(),
                 source: Box::new(source),
             },
             other => StateFileError::from(other),
@@ -307,6 +328,26 @@ impl TargetLock {
         self.0.dir()
     }
 
+    /// The target's state under this lock, as it is (`None`: there is
+    /// none); nothing is created or replaced.
+    pub fn existing(
+        self,
+        root: &Path,
+        key: &str,
+    ) -> Result<Option<(StateFile, AutofixState)>, StateFileError> {
+        let path = StateFile::path_for_key(root, key);
+        let Some(state) = read_json_if_exists::<AutofixState>(&path)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            StateFile {
+                path,
+                _lock: self.0,
+            },
+            state,
+        )))
+    }
+
     /// Loads (or creates) the target's state under this lock; see the module
     /// docs.
     pub fn load(
@@ -323,7 +364,7 @@ impl TargetLock {
                 AutofixState::new(target, max_iterations, now),
                 Opened::Fresh,
             ),
-            Some(s) if s.is_stale(now) => (
+            Some(s) if s.gate.is_none() && s.is_stale(now) => (
                 AutofixState::new(target, max_iterations, now),
                 Opened::ReplacedStale,
             ),

@@ -1382,3 +1382,242 @@ fn no_force_push_or_amend_anywhere_in_the_sources() {
     }
     assert!(scanned >= 8, "scanned only {scanned} files");
 }
+
+// ------------------------------------------------- the confirmation gate
+
+fn state_json(root: &Path) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(root.join(".moai/state/ci-autofix-785.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+const FORMATTED: &str = "pub fn f() -> u32 {\n    1\n}\n";
+
+/// Without anyone to ask, iteration 1 stops at its gate: the verified
+/// patch is a commit on the gate's engine branch (in an engine worktree),
+/// the user's tree and HEAD are untouched, nothing is pushed, and the
+/// state file holds the gate with its commit, diff and evidence.
+async fn stopped_at_the_gate() -> (tempfile::TempDir, Arc<FakeVcs>, serde_json::Value) {
+    let (dir, vcs) = repo();
+    let head = vcs.head().await.unwrap();
+    let agent = FakeAgent::new("fmt").otherwise(edit("src/lib.rs", FORMATTED));
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(
+        &vcs,
+        agent,
+        vec![Answer::Deferred],
+        ci.clone(),
+        "Lint",
+        |c| {
+            c.resume_command = vec!["ci-autofix".into(), "--pr".into(), "785".into()];
+        },
+    )
+    .await;
+    assert_eq!(r.outcome_exit_code(), 3);
+    let AutofixOutcome::AwaitingConfirmation {
+        key,
+        iteration,
+        commit,
+        branch,
+        write_set,
+    } = r.outcome.unwrap()
+    else {
+        panic!("not at the gate")
+    };
+    assert_eq!((key.as_str(), iteration), ("785", 1));
+    assert_eq!(branch, "ci-autofix-gate-785");
+    assert_eq!(write_set, ["src/lib.rs"]);
+    assert_eq!(vcs.head().await.unwrap(), head, "nothing landed");
+    assert_eq!(vcs.remote_branch("origin", "main"), None, "nothing pushed");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        "pub fn f()->u32{1}\n"
+    );
+    assert!(ci.heads().is_empty(), "no checks waited for");
+    let state = state_json(dir.path());
+    let gate = &state["gate"];
+    assert_eq!(gate["commit"], commit);
+    assert_eq!(gate["base"], head.as_str());
+    assert_eq!(gate["classification"], "mechanical");
+    assert_eq!(gate["evidence"][0]["rule"], "rustfmt");
+    assert!(
+        gate["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+pub fn f() -> u32 {")
+    );
+    assert_eq!(gate["resume"][1], "--pr");
+    assert!(gate["answer"].is_null());
+    assert_eq!(
+        state["history"],
+        serde_json::json!([]),
+        "the iteration is open"
+    );
+    let kept = Path::new(gate["keep_path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(kept.join("src/lib.rs")).unwrap(),
+        FORMATTED,
+        "the engine worktree holds the patch"
+    );
+    assert!(audit(dir.path()).contains("- **action**: waiting for confirmation"));
+    (dir, vcs, state)
+}
+
+trait ExitCode {
+    fn outcome_exit_code(&self) -> i32;
+}
+
+impl ExitCode for Run {
+    fn outcome_exit_code(&self) -> i32 {
+        self.outcome.as_ref().unwrap().exit_code()
+    }
+}
+
+/// A run killed or stopped at its gate finds it again: asked again, no new
+/// agent call; deferred again, it stops there again; confirmed, the kept
+/// commit lands and is pushed as a run confirmed on the spot lands it.
+#[tokio::test]
+async fn a_resumed_run_finds_its_gate_again_and_lands_the_kept_patch_once_confirmed() {
+    let (dir, vcs, state) = stopped_at_the_gate().await;
+    let ci = || ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let agent = || FakeAgent::new("none");
+    let again = run(&vcs, agent(), vec![], ci(), "Lint", |_| {}).await;
+    assert!(matches!(
+        again.outcome.as_ref().unwrap(),
+        AutofixOutcome::AwaitingConfirmation { iteration: 1, .. }
+    ));
+    assert_eq!(again.agent.calls().len(), 0, "no new patch is asked for");
+    assert_eq!(again.gate.asked()[0].id, "ci-autofix.apply-patch");
+    assert_eq!(state_json(dir.path())["gate"], state["gate"], "unchanged");
+
+    let ci = ci();
+    let r = run(
+        &vcs,
+        agent(),
+        vec![Answer::chose(0)],
+        ci.clone(),
+        "Lint",
+        |_| {},
+    )
+    .await;
+    let AutofixOutcome::Green { commits } = r.outcome.unwrap() else {
+        panic!("not green")
+    };
+    assert_eq!(r.agent.calls().len(), 0);
+    let head = vcs.head().await.unwrap();
+    assert_eq!(commits, [head.to_string()]);
+    assert_eq!(ci.heads(), [Some(head.to_string())]);
+    assert_eq!(vcs.remote_branch("origin", "main"), Some(head));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        FORMATTED
+    );
+    let kept = Path::new(state["gate"]["keep_path"].as_str().unwrap());
+    assert!(!kept.exists(), "the engine worktree is removed");
+    assert!(audit(dir.path()).contains("- **action**: applied (approved by the run's own gate)"));
+}
+
+/// `confirm::answer` records an approval (by whom, from where) that the
+/// next run lands without asking; answered twice it says so; the other
+/// answer after it is refused.
+#[tokio::test]
+async fn an_approval_recorded_outside_the_run_lands_on_the_next_run_without_a_question() {
+    use orchestrator_ci_autofix::confirm;
+    use orchestrator_ci_autofix::{AnsweredBy, GateDecision};
+    let (dir, vcs, _) = stopped_at_the_gate().await;
+    let now = "2026-05-07T11:00:00Z".parse().unwrap();
+    let approve = |by| confirm::answer(vcs.as_ref(), None, GateDecision::Approve, by, "test", now);
+    let first = approve(AnsweredBy::Dashboard).await.unwrap();
+    assert_eq!((first.key.as_str(), first.already), ("785", false));
+    assert!(approve(AnsweredBy::Command).await.unwrap().already);
+    let answer = &state_json(dir.path())["gate"]["answer"];
+    assert_eq!(
+        answer,
+        &serde_json::json!({"decision": "approve", "at": "2026-05-07T11:00:00Z",
+                            "by": "dashboard", "origin": "test"})
+    );
+    let refused = confirm::answer(
+        vcs.as_ref(),
+        Some("ci-autofix-785"),
+        GateDecision::Decline,
+        AnsweredBy::Command,
+        "test",
+        now,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("already answered `approve`"),
+        "{refused}"
+    );
+
+    let ci = ScriptedCi::new(vec![CheckRun::Green], &[("Lint", FMT_LOG)], true);
+    let r = run(&vcs, FakeAgent::new("none"), vec![], ci, "Lint", |_| {}).await;
+    assert!(matches!(r.outcome.unwrap(), AutofixOutcome::Green { .. }));
+    assert!(
+        r.gate.asked().is_empty(),
+        "the recorded answer is the answer"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        FORMATTED
+    );
+    assert!(confirm::waiting(dir.path()).is_empty());
+}
+
+/// A decline drops the kept commit and escalates the iteration at once;
+/// nothing lands, and the next run starts iteration 2 from the checks.
+#[tokio::test]
+async fn a_declined_patch_is_dropped_and_the_iteration_escalates() {
+    use orchestrator_ci_autofix::confirm;
+    use orchestrator_ci_autofix::{AnsweredBy, GateDecision};
+    let (dir, vcs, state) = stopped_at_the_gate().await;
+    let head = vcs.head().await.unwrap();
+    let now = "2026-05-07T11:00:00Z".parse().unwrap();
+    let declined = confirm::answer(
+        vcs.as_ref(),
+        Some("785"),
+        GateDecision::Decline,
+        AnsweredBy::Command,
+        "orchestrator ci-autofix decline (test)",
+        now,
+    )
+    .await
+    .unwrap();
+    assert!(
+        declined.message().contains("is declined"),
+        "{}",
+        declined.message()
+    );
+    let after = state_json(dir.path());
+    assert!(after["gate"].is_null());
+    assert_eq!(after["last_action"], "escalate-no-patch");
+    assert_eq!(after["history"][0]["action"], "escalated");
+    assert_eq!(
+        after["history"][0]["escalation_reason"],
+        "the patch was declined (orchestrator ci-autofix decline (test))"
+    );
+    let kept = Path::new(state["gate"]["keep_path"].as_str().unwrap());
+    assert!(!kept.exists(), "the kept commit's worktree is gone");
+    assert_eq!(vcs.head().await.unwrap(), head);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("src/lib.rs")).unwrap(),
+        "pub fn f()->u32{1}\n"
+    );
+    let none = confirm::answer(
+        vcs.as_ref(),
+        None,
+        GateDecision::Approve,
+        AnsweredBy::Command,
+        "test",
+        now,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        none.to_string()
+            .starts_with("no ci-autofix run waits for confirmation"),
+        "{none}"
+    );
+}

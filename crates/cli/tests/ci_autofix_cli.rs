@@ -148,6 +148,11 @@ impl Fixture {
         self.tmp.path().join("target")
     }
 
+    /// The engine's cache (where worktrees go), inside the test's temp dir.
+    fn cache(&self) -> PathBuf {
+        self.tmp.path().join("cache")
+    }
+
     /// A run in the repository with this fixture's cargo target dir.
     fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output()
@@ -311,49 +316,81 @@ fn classify_json_has_the_evidence_and_reads_stdin() {
 // -------------------------------------------------------------- local loop
 
 /// The acceptance test: a real `cargo fmt --check` failure. Without `-y` and
-/// without a terminal the confirmation defers: exit 3, nothing committed,
-/// the tree as it was. With `-y` the builtin agent runs `cargo fmt`, the fix
-/// is committed, the check re-runs green: exit 0.
+/// without a terminal the confirmation cannot be asked: the run stops at its
+/// gate (exit 3) with the verified patch kept as a commit on an engine
+/// branch and the user's tree as it was; `ci-autofix decline` drops it and
+/// escalates. With `-y` the builtin agent runs `cargo fmt`, the fix is
+/// committed, the check re-runs green: exit 0.
 #[test]
-fn local_format_failure_defers_without_a_terminal_then_is_fixed_with_yes() {
+fn local_format_failure_stops_at_its_gate_without_a_terminal_is_declined_then_fixed_with_yes() {
     let f = Fixture::new(UNFORMATTED);
     let before = f.head();
     let check = ["ci-autofix", "--local", "--check", "cargo fmt --check"];
 
-    let o = f.run(&check);
+    let o = f
+        .cmd(&check)
+        .env("ORCHESTRATOR_CACHE_DIR", f.cache())
+        .output();
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
-    let out = stdout(&o);
-    assert!(out.contains("classification**: mechanical"), "{out}");
-    assert!(
-        out.lines()
-            .last()
-            .unwrap()
-            .starts_with("ci-autofix: escalated on branch main (local)"),
-        "{out}"
-    );
-    assert!(out.contains("audit log: "), "{out}");
     assert!(
         stderr(&o).contains("?? gate ci-autofix.apply-patch"),
         "{}",
         show(&o)
     );
-    assert!(stderr(&o).contains("pass -y"), "{}", show(&o));
+    let kept = git(&f.repo(), &["rev-parse", "ci-autofix-gate-local-main"]);
+    let shown = f
+        .redact(&stdout(&o))
+        .replace(&kept.trim()[..7], "[KEPT]")
+        .replace(&f.repo().display().to_string(), "[REPO]");
+    insta::assert_snapshot!("local_stopped_at_the_confirmation_gate", shown);
     assert_eq!(f.head(), before, "nothing committed");
-    assert_eq!(f.status(), "", "tree restored, .moai/ invisible");
+    assert_eq!(f.status(), "", "the tree as it was, .moai/ invisible");
     assert_eq!(
-        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
-        UNFORMATTED,
-        "the discarded patch was restored"
-    );
-    assert!(
-        f.local_state_file().is_file(),
-        "the state file survives an escalation"
+        git(&f.repo(), &["show", "--format=%s", "--stat", kept.trim()])
+            .lines()
+            .next(),
+        Some("fix(ci): auto-fix mechanical failure (iter 1)")
     );
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(f.local_state_file()).unwrap()).unwrap();
     assert_eq!(state["iteration"], 1);
-    assert_eq!(state["last_classification"], "mechanical");
-    assert_eq!(state["last_subclass"], "trivial");
+    assert_eq!(state["gate"]["commit"], kept.trim());
+    assert_eq!(state["gate"]["classification"], "mechanical");
+    assert!(state["history"].as_array().unwrap().is_empty());
+
+    // Declined: the kept commit is dropped, the iteration escalates.
+    let o = f.run(&["ci-autofix", "decline", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let answered: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(answered["event"], "declined");
+    assert_eq!(answered["key"], "local-main");
+    assert_eq!(
+        git(&f.repo(), &["branch", "--list", "ci-autofix-gate-*"]),
+        ""
+    );
+    assert_eq!(f.head(), before);
+    assert_eq!(f.status(), "");
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("src/lib.rs")).unwrap(),
+        UNFORMATTED
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.local_state_file()).unwrap()).unwrap();
+    assert!(state["gate"].is_null());
+    assert_eq!(state["history"][0]["action"], "escalated");
+    let reason = state["history"][0]["escalation_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the patch was declined (orchestrator ci-autofix decline (pid "),
+        "{reason}"
+    );
+    // Nothing waits any more: answering again is bad input.
+    let o = f.run(&["ci-autofix", "approve"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        stderr(&o).contains("no ci-autofix run waits for confirmation"),
+        "{}",
+        show(&o)
+    );
 
     let mut yes = check.to_vec();
     yes.push("-y");
@@ -390,7 +427,11 @@ fn local_format_failure_defers_without_a_terminal_then_is_fixed_with_yes() {
     let logs = f.audit_logs();
     assert_eq!(logs.len(), 1, "{logs:?}");
     let audit = std::fs::read_to_string(&logs[0]).unwrap();
-    assert_eq!(audit.matches("## Iteration 1").count(), 2, "{audit}");
+    assert_eq!(audit.matches("## Iteration 1").count(), 3, "{audit}");
+    assert!(
+        audit.contains("- **action**: waiting for confirmation"),
+        "{audit}"
+    );
     assert!(audit.contains("- **action**: escalated"), "{audit}");
     assert!(audit.contains("- **action**: applied\n"), "{audit}");
 
@@ -399,6 +440,90 @@ fn local_format_failure_defers_without_a_terminal_then_is_fixed_with_yes() {
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert!(stdout(&o).contains("no fix needed"), "{}", show(&o));
     assert_eq!(f.subjects().len(), 2);
+}
+
+/// `--confirm gate` stops at the gate even where a terminal could ask;
+/// `approve` records who approved, `--continue` goes on with the run's own
+/// flags (here `--local --check …`) and lands the kept commit exactly as a
+/// run confirmed on the spot: the same content, the check green, the engine
+/// branch gone, and the user's uncommitted file untouched throughout.
+#[test]
+fn a_gate_approved_from_the_command_line_lands_the_kept_commit_on_continue() {
+    let f = Fixture::new(UNFORMATTED);
+    write(&f.repo().join("notes.txt"), "mine, uncommitted\n");
+    let o = f
+        .cmd(&[
+            "ci-autofix",
+            "--local",
+            "--check",
+            "cargo fmt --check",
+            "--allow-dirty",
+            "--confirm",
+            "gate",
+        ])
+        .env("ORCHESTRATOR_CACHE_DIR", f.cache())
+        .output();
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let kept = git(&f.repo(), &["rev-parse", "ci-autofix-gate-local-main"]);
+    // `--continue` before an answer asks again; without a terminal it
+    // stops at the same gate again, with no new patch.
+    let o = f
+        .cmd(&["ci-autofix", "--continue", "local-main"])
+        .env("ORCHESTRATOR_CACHE_DIR", f.cache())
+        .output();
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert_eq!(
+        git(&f.repo(), &["rev-parse", "ci-autofix-gate-local-main"]),
+        kept,
+        "the same kept commit"
+    );
+    let o = f.run(&["ci-autofix", "approve", "ci-autofix-local-main"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(
+        stdout(&o).starts_with("The patch of iteration 1 ("),
+        "{}",
+        show(&o)
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.local_state_file()).unwrap()).unwrap();
+    assert_eq!(state["gate"]["answer"]["by"], "command");
+    assert_eq!(state["gate"]["answer"]["decision"], "approve");
+
+    let o = f
+        .cmd(&["ci-autofix", "--continue", "local-main", "--json"])
+        .env("ORCHESTRATOR_CACHE_DIR", f.cache())
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let last = events(&o).pop().unwrap();
+    assert_eq!(last["outcome"], "green", "{last}");
+    assert_eq!(
+        f.subjects(),
+        ["fix(ci): auto-fix mechanical failure (iter 1)", "init"]
+    );
+    assert_eq!(git(&f.repo(), &["diff", kept.trim(), "HEAD"]), "");
+    assert_eq!(
+        git(&f.repo(), &["branch", "--list", "ci-autofix-gate-*"]),
+        ""
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("notes.txt")).unwrap(),
+        "mine, uncommitted\n"
+    );
+    assert_eq!(f.status(), "?? notes.txt\n");
+    assert!(!f.local_state_file().exists(), "green removes the state");
+    let audit = std::fs::read_to_string(&f.audit_logs()[0]).unwrap();
+    assert!(
+        audit.contains("- **action**: applied (approved by orchestrator ci-autofix approve (pid "),
+        "{audit}"
+    );
+    // Nothing waits now: `--continue` is refused as bad input.
+    let o = f.run(&["ci-autofix", "--continue", "local-main"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        stderr(&o).contains("does not wait at a confirmation gate"),
+        "{}",
+        show(&o)
+    );
 }
 
 /// Iteration 1: a clippy error (non-trivial, the most severe class, so it

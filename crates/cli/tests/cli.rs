@@ -42,6 +42,25 @@ fn serve_help_documents_its_flags() {
 }
 
 #[test]
+fn ci_autofix_help_documents_the_confirmation_gate() {
+    for (args, name) in [
+        (&["ci-autofix", "--help"][..], "ci_autofix_help"),
+        (
+            &["ci-autofix", "approve", "--help"][..],
+            "ci_autofix_approve_help",
+        ),
+        (
+            &["ci-autofix", "decline", "--help"][..],
+            "ci_autofix_decline_help",
+        ),
+    ] {
+        let o = orchestrator(args);
+        assert!(o.status.success(), "{args:?}");
+        insta::assert_snapshot!(name, stdout(&o));
+    }
+}
+
+#[test]
 fn batch_prints_the_batches_of_the_example_export() {
     let o = orchestrator(&["batch", "examples/data/review-findings.json"]);
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));

@@ -293,6 +293,185 @@ fn a_planex_run_waiting_at_its_gate_is_approved_from_the_page_and_its_diffs_open
     }
 }
 
+/// A tiny crate whose only failure is its formatting: `cargo fmt --check`
+/// fails, the builtin agent's `cargo fmt` fixes it (the fixture of
+/// `ci_autofix_cli.rs`).
+fn ci_autofix_repo(tmp: &Path) -> PathBuf {
+    let repo = tmp.join("repo");
+    init_repo(&repo);
+    std::fs::write(
+        repo.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    )
+    .unwrap();
+    std::fs::write(repo.join(".gitignore"), "/target\nCargo.lock\n").unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "pub fn add(a:i32,b:i32)->i32{a+b}\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+/// A ci-autofix run in local mode stops at its confirmation gate without a
+/// terminal (exit 3); the page shows the kept patch's diff and evidence,
+/// the test clicks approve, and the page shows iteration 1 landed and the
+/// run done without a reload: the same commit a confirmed run makes, the
+/// approval in the session's log with where it came from.
+/// A server over a ci-autofix repository and a run of it stopped at its
+/// confirmation gate (no terminal: exit 3); the kept commit.
+fn ci_autofix_at_its_gate(tmp: &Path) -> (PathBuf, Server, String) {
+    let repo = ci_autofix_repo(tmp);
+    let cache = tmp.join("cache");
+    let target = tmp.join("target");
+    // The run the page continues is started by the server: it inherits
+    // the server's environment.
+    let mut child = bin()
+        .arg("serve")
+        .arg("--repo")
+        .arg(&repo)
+        .env("ORCHESTRATOR_CACHE_DIR", &cache)
+        .env("CARGO_TARGET_DIR", &target)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("http://127.0.0.1:"), "{line:?}");
+    let server = Server {
+        child,
+        url: line.trim().to_owned(),
+    };
+    let before = git(&repo, &["rev-parse", "HEAD"]);
+    let o = bin()
+        .args(["ci-autofix", "--local", "--check", "cargo fmt --check"])
+        .current_dir(&repo)
+        .env("ORCHESTRATOR_CACHE_DIR", &cache)
+        .env("CARGO_TARGET_DIR", &target)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.starts_with("ci-autofix: waiting for confirmation on branch main (local)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        git(&repo, &["rev-parse", "HEAD"]),
+        before,
+        "nothing landed yet"
+    );
+    let kept = git(&repo, &["rev-parse", "ci-autofix-gate-local-main"]);
+    (repo, server, kept.trim().to_owned())
+}
+
+/// A ci-autofix run in local mode stops at its confirmation gate without a
+/// terminal (exit 3); the page shows the kept patch's diff and evidence,
+/// the test clicks approve, and the page shows iteration 1 landed and the
+/// run done without a reload: the same commit a confirmed run makes, the
+/// approval in the session's log with where it came from.
+#[test]
+fn a_ci_autofix_run_waiting_at_its_confirmation_gate_is_approved_from_the_page_and_lands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, server, kept) = ci_autofix_at_its_gate(tmp.path());
+    let shots = shots(tmp.path());
+    let o = browser("ci-autofix", &server.url, &shots, &[]);
+    let landed = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("landed: ").map(str::to_owned))
+        .unwrap();
+    // The kept commit landed as a confirmed run lands it: cherry-picked
+    // onto the branch, the tree clean, the engine branch gone.
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]).trim(), landed);
+    assert_eq!(
+        git(&repo, &["log", "--format=%s"]),
+        "fix(ci): auto-fix mechanical failure (iter 1)\ninit\n"
+    );
+    assert_eq!(
+        git(&repo, &["diff", &kept, "HEAD"]),
+        "",
+        "the landed commit is the kept patch"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert_eq!(git(&repo, &["branch", "--list", "ci-autofix-gate-*"]), "");
+    let session = repo.join(".moai/state/.locks/ci-autofix-local-main");
+    let text = std::fs::read_to_string(session.join("events.ndjson")).unwrap();
+    assert!(
+        text.contains(r#""kind":"action","origin":"dashboard http://127.0.0.1:"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""action":"approve""#) && text.contains(r#""action":"continue""#));
+    for png in ["ci-autofix-gate.png", "ci-autofix-landed.png"] {
+        assert!(
+            std::fs::metadata(shots.join(png)).unwrap().len() > 10_000,
+            "{png}"
+        );
+    }
+}
+
+/// Declined from the dashboard (the same request the page's button
+/// makes): the kept commit is dropped, the iteration escalates, nothing
+/// lands and no run is started; the decline is in the session's log with
+/// where it came from, and the session no longer offers the gate.
+#[test]
+fn a_ci_autofix_patch_declined_from_the_dashboard_is_dropped_and_escalated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, server, _) = ci_autofix_at_its_gate(tmp.path());
+    let before = git(&repo, &["rev-parse", "HEAD"]);
+    let host = server.authority().to_owned();
+    let auth = format!("Bearer {}", server.token());
+    let ok = [("Host", host.as_str()), ("Authorization", auth.as_str())];
+    let key = "0/ci-autofix/ci-autofix-local-main";
+    let (status, body) = request(&host, "GET", &format!("/api/session?key={key}"), &ok);
+    assert_eq!(status, 200, "{body}");
+    let detail: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(detail["summary"]["state"], "waiting");
+    assert_eq!(detail["summary"]["approvable"], "the patch of iteration 1");
+    assert_eq!(detail["extras"]["gate"]["evidence"][0]["rule"], "rustfmt");
+
+    let (status, body) = request(&host, "POST", &format!("/api/decline?key={key}"), &ok);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("declined the patch of iteration 1"), "{body}");
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), before);
+    assert_eq!(git(&repo, &["branch", "--list", "ci-autofix-gate-*"]), "");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".moai/state/ci-autofix-local-main.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(state["gate"].is_null());
+    assert_eq!(state["history"][0]["action"], "escalated");
+    let session = repo.join(".moai/state/.locks/ci-autofix-local-main");
+    let text = std::fs::read_to_string(session.join("events.ndjson")).unwrap();
+    assert!(
+        text.contains(r#""kind":"action","origin":"dashboard http://127.0.0.1:"#)
+            && text.contains(r#""action":"decline""#),
+        "{text}"
+    );
+    assert!(!text.contains(r#""action":"continue""#), "{text}");
+    assert!(!session.join("dashboard-continue.log").exists());
+    let (_, body) = request(&host, "GET", &format!("/api/session?key={key}"), &ok);
+    let detail: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(detail["summary"]["approvable"].is_null(), "{body}");
+    assert!(detail["extras"]["gate"].is_null(), "{body}");
+    // Answering again is refused (409), naming why.
+    let (status, body) = request(&host, "POST", &format!("/api/approve?key={key}"), &ok);
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("does not wait for confirmation"), "{body}");
+}
+
 /// A copy of the quickstart crate with two findings: one good fix, and one
 /// (`len_zero` in `src/ring.rs`) whose fix breaks the `ring_labels` test.
 fn review_fix_repo(tmp: &Path) -> (PathBuf, PathBuf) {

@@ -46,6 +46,23 @@ pub enum AutofixOutcome {
         /// The head commit.
         head: String,
     },
+    /// The patch needs a person's confirmation and nobody could be asked
+    /// (no terminal, or the run was told to stop at its gates): the
+    /// verified patch is kept as a commit on an engine branch, the gate is
+    /// recorded in the state file, and the next run of the target goes on
+    /// from it once it is answered (exit 3, as planex's plan gate).
+    AwaitingConfirmation {
+        /// The target's key (`785`, `local-main`): what `approve` names.
+        key: String,
+        /// The iteration whose patch waits.
+        iteration: u32,
+        /// The kept commit.
+        commit: String,
+        /// The engine branch keeping it.
+        branch: String,
+        /// The files it changes.
+        write_set: Vec<String>,
+    },
     /// A person must decide (exit 3).
     Escalated {
         /// The cadence action that escalated.
@@ -61,12 +78,14 @@ pub enum AutofixOutcome {
 
 impl AutofixOutcome {
     /// Exit code: 0 green (or passed on a re-run), 1 still failing, 3
-    /// escalated, stopped at a run limit, or no checks at all.
+    /// escalated, waiting for confirmation, stopped at a run limit, or no
+    /// checks at all.
     pub fn exit_code(&self) -> i32 {
         match self {
             AutofixOutcome::Green { .. } | AutofixOutcome::PassedOnRerun { .. } => 0,
             AutofixOutcome::StillFailing { .. } => 1,
             AutofixOutcome::Escalated { .. }
+            | AutofixOutcome::AwaitingConfirmation { .. }
             | AutofixOutcome::LimitReached { .. }
             | AutofixOutcome::NoChecks { .. } => 3,
         }

@@ -5,6 +5,9 @@
 //!   `sub_class=…` lines, or JSON with the evidence. Exit 0 whenever the input
 //!   could be read, 2 otherwise.
 //! - `ci-autofix watch --pr N [--timeout S]` — the CI watcher.
+//! - `ci-autofix approve|decline [KEY]` — answer the confirmation gate a
+//!   run stopped at (`--confirm gate`, or no terminal to ask on);
+//!   `ci-autofix --continue KEY` goes on from it.
 //! - `ci-autofix --handoff FILE|-`, `ci-autofix --pr N`, `ci-autofix --mr N`
 //!   (GitLab; also `--pr` on a GitLab remote),
 //!   `ci-autofix --local --check CMD…` — the fix loop
@@ -33,13 +36,14 @@ use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_ci_autofix::report::audit_log_path;
 use orchestrator_ci_autofix::state::{StateFile, StateFileError};
 use orchestrator_ci_autofix::{
-    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, CiProvider as _, GithubConfig,
-    GithubProvider, Handoff, LocalConfig, Polling, RunSource, Target, WatchOutcome, classify,
-    plan_run, watch,
+    AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, CiProvider as _, GateDecision,
+    GithubConfig, GithubProvider, Handoff, LocalConfig, Polling, RunSource, Target, WatchOutcome,
+    classify, plan_run, watch,
 };
 use orchestrator_core::Agent;
 use orchestrator_core::agent::ItemLimits;
 use orchestrator_core::command::CommandRunner;
+use orchestrator_core::gate::AlwaysDefer;
 use orchestrator_core::state::StateError;
 use orchestrator_core::state::event_log::RunState;
 use orchestrator_core::vcs::Vcs;
@@ -48,8 +52,10 @@ use serde_json::json;
 use super::{Exit, out, read_input};
 use crate::setup::{self, ConfigFiles};
 
+mod confirm;
 mod forge;
 mod render;
+pub use confirm::{AnswerArgs, ConfirmMode};
 use render::*;
 
 /// Arguments of `orchestrator ci-autofix`: a subcommand (`classify`,
@@ -78,6 +84,14 @@ pub enum CiAutofixCommand {
         after_help = "Exit codes:\n  0  all required checks passed\n  1  a required check failed (the handoff JSON on stdout), or gh failed\n  2  bad usage\n  3  still pending at the time limit, or no checks at all on the PR head"
     )]
     Watch(WatchArgs),
+    /// Approve the patch a run waits to have confirmed: recorded (who,
+    /// when, from where); `ci-autofix --continue KEY` then lands and
+    /// pushes it as a run confirmed on the spot does. Exit 0 recorded, 2
+    /// no such gate.
+    Approve(AnswerArgs),
+    /// Decline the patch a run waits to have confirmed: its kept commit is
+    /// dropped and the iteration escalates. Exit 0 recorded, 2 no such gate.
+    Decline(AnswerArgs),
 }
 
 /// Arguments of `orchestrator ci-autofix classify`.
@@ -115,7 +129,7 @@ pub struct WatchArgs {
 
 /// The fix loop's flags: exactly one of `--handoff`, `--pr`, `--local`.
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("mode").required(true).args(["handoff", "pr", "mr", "local"])))]
+#[command(group(ArgGroup::new("mode").required(true).args(["handoff", "pr", "mr", "local", "continue_from"])))]
 pub struct FixArgs {
     /// Fix the failed checks of a CI watcher handoff (`-`: standard input).
     #[arg(long, value_name = "FILE|-")]
@@ -132,6 +146,11 @@ pub struct FixArgs {
     /// remote's); implies GitLab for `--pr`.
     #[arg(long, value_name = "URL")]
     pub gitlab_url: Option<String>,
+    /// Go on from the confirmation gate of target KEY (`785`,
+    /// `local-main`) with the flags its run had: lands the kept patch once
+    /// approved, asks again (or stops there again) when not.
+    #[arg(long = "continue", value_name = "KEY")]
+    pub continue_from: Option<String>,
     /// Run the checks locally (`--check`) instead of on GitHub.
     #[arg(long, requires = "check")]
     pub local: bool,
@@ -166,8 +185,15 @@ pub struct FixArgs {
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: u32,
     /// Answer every confirmation with its recommended option.
-    #[arg(short = 'y', long)]
+    #[arg(short = 'y', long, conflicts_with = "confirm")]
     pub yes: bool,
+    /// When a patch the cadence matrix wants confirmed is confirmed: `ask`
+    /// on the terminal (without one, stop at the gate), or always stop at
+    /// the `gate` — the verified patch kept as a commit on an engine
+    /// branch, not applied — to answer later (`approve`/`decline`, or
+    /// `orchestrator serve`). Exit 3 at a gate.
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub confirm: Option<ConfirmMode>,
     /// Print the events and the outcome as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
@@ -212,6 +238,8 @@ pub fn run(args: &CiAutofixArgs, files: &ConfigFiles) -> Exit {
     match &args.command {
         Some(CiAutofixCommand::Classify(a)) => run_classify(a),
         Some(CiAutofixCommand::Watch(w)) => run_watch_sync(w),
+        Some(CiAutofixCommand::Approve(a)) => confirm::run_answer(a, GateDecision::Approve),
+        Some(CiAutofixCommand::Decline(a)) => confirm::run_answer(a, GateDecision::Decline),
         None => run_fix(&args.fix, files),
     }
 }
@@ -313,6 +341,20 @@ async fn run_watch(args: &WatchArgs) -> Exit {
 }
 
 fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
+    let resumed;
+    let args = match &args.continue_from {
+        Some(key) => match confirm::continued(args, key) {
+            Ok(a) => {
+                resumed = a;
+                &resumed
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Exit::BadInput;
+            }
+        },
+        None => args,
+    };
     let handoff = match &args.handoff {
         Some(path) => {
             // The library's errors name the file (or `<stdin>`).
@@ -468,6 +510,7 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
     );
     cfg.provisioner = setup::provisioner(config);
     cfg.rerun_before_fix = args.rerun_before_fix.unwrap_or(!args.local);
+    cfg.resume_command = confirm::resume_args(args, &target, &root);
     let reporter = setup::reporter(args.json);
     let (sink, human) = (reporter.sink(), reporter.human.clone());
     if let Some(h) = &human {
@@ -476,7 +519,10 @@ async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> 
     let ctx = AutofixContext {
         vcs,
         agent,
-        gate: setup::gate(args.yes),
+        gate: match args.confirm {
+            Some(ConfirmMode::Gate) => Arc::new(AlwaysDefer),
+            _ => setup::gate(args.yes),
+        },
         provider: plan.provider,
         sink,
         config: cfg,
@@ -524,6 +570,9 @@ fn run_end(outcome: &AutofixOutcome) -> (i32, RunState, Option<String>) {
         AutofixOutcome::NoChecks { head } => Some(format!(
             "no checks on {}: nothing ran, so nothing to fix",
             &head[..head.len().min(12)]
+        )),
+        AutofixOutcome::AwaitingConfirmation { iteration, .. } => Some(format!(
+            "iteration {iteration}'s patch waits for confirmation"
         )),
         AutofixOutcome::StillFailing { reason }
         | AutofixOutcome::LimitReached { reason }
@@ -619,6 +668,114 @@ mod tests {
         let a = parse(&["--pr", "7", "--rerun-before-fix=false"]).unwrap();
         assert_eq!(a.fix.rerun_before_fix, Some(false));
         assert_eq!(parse(&["--pr", "7"]).unwrap().fix.rerun_before_fix, None);
+    }
+
+    /// The command a gate keeps parses back to the run's own settings: the
+    /// mode (a handoff's PR by number), checks, limits, timings, the
+    /// repository; never `-y`, `--json` or `--confirm`.
+    #[test]
+    fn the_command_a_gate_keeps_parses_back_to_the_same_run() {
+        let root = Path::new("/r");
+        let local = Target::Local {
+            branch: "main".into(),
+        };
+        let pr = Target::Pr {
+            number: 7,
+            branch: "feat".into(),
+        };
+        for (argv, target) in [
+            (
+                &[
+                    "--local",
+                    "--check",
+                    "cargo fmt --check",
+                    "--check",
+                    "a b",
+                    "--push",
+                    "--check-timeout",
+                    "2.5",
+                    "--base",
+                    "origin/main",
+                    "-y",
+                    "--json",
+                    "--max-cost-usd",
+                    "1.5",
+                    "--max-wall",
+                    "2m",
+                    "--item-max-tokens",
+                    "900",
+                    "--max-iterations",
+                    "2",
+                    "--allow-dirty",
+                    "--remote",
+                    "up",
+                    "--rerun-before-fix=true",
+                    "--agent",
+                    "command:fix it",
+                ][..],
+                &local,
+            ),
+            (
+                &[
+                    "--handoff",
+                    "h.json",
+                    "--confirm",
+                    "gate",
+                    "--timeout",
+                    "30",
+                ][..],
+                &pr,
+            ),
+            (
+                &["--mr", "4", "--gitlab-url", "https://g.example/gl"][..],
+                &pr,
+            ),
+        ] {
+            let first = parse(argv).unwrap().fix;
+            let kept = confirm::resume_args(&first, target, root);
+            assert!(
+                !kept
+                    .iter()
+                    .any(|a| ["-y", "--json", "--confirm", "--handoff"].contains(&a.as_str())),
+                "{kept:?}"
+            );
+            let again = parse(&kept.iter().skip(1).map(String::as_str).collect::<Vec<_>>())
+                .unwrap()
+                .fix;
+            let view = |a: &FixArgs| {
+                format!(
+                    "{:?} {:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?}",
+                    a.local,
+                    a.check,
+                    a.mr,
+                    a.push,
+                    a.check_timeout,
+                    a.base,
+                    a.agent,
+                    a.gitlab_url,
+                    a.budget.max_cost_usd,
+                    a.budget.max_wall,
+                    a.item_budget.item_max_tokens,
+                    a.max_iterations,
+                    a.allow_dirty,
+                    a.remote,
+                    a.timeout,
+                    a.poll_interval,
+                    a.checks_grace,
+                    a.rerun_before_fix
+                )
+            };
+            assert_eq!(view(&again), view(&first), "{kept:?}");
+            assert_eq!(
+                again.pr,
+                first
+                    .pr
+                    .or(target.pr_number())
+                    .filter(|_| first.mr.is_none())
+            );
+            assert_eq!(again.repo, root);
+            assert!(!again.yes && !again.json && again.confirm.is_none());
+        }
     }
 
     #[test]

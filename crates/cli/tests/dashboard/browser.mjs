@@ -103,8 +103,50 @@ async function cancel() {
   await page.screenshot({ path: `${shots}/review-fix-cancelled.png`, fullPage: true });
 }
 
+async function ciAutofix() {
+  await openSession("waiting");
+  const gate = page.locator("#gate");
+  await gate.waitFor();
+  await page.locator("#approve").waitFor({ state: "visible" });
+  await page.locator("#decline").waitFor({ state: "visible" });
+  const shown = await gate.textContent();
+  for (const want of ["mechanical/trivial", "rustfmt", "+pub fn add(a: i32, b: i32) -> i32 {", "src/lib.rs"]) {
+    if (!shown.includes(want)) throw new Error(`the gate does not show ${JSON.stringify(want)}: ${shown.slice(0, 600)}`);
+  }
+  ok("the gate shows the patch's diff, its classification and evidence");
+  const waiting = await page.locator('#items .item[data-item="iter-1"]').getAttribute("data-status");
+  if (waiting !== "waiting") throw new Error("iteration 1 is not shown waiting: " + waiting);
+  await gate.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${shots}/ci-autofix-gate.png`, fullPage: true });
+  // The guide's picture: the gate panel alone, small.
+  await page.setViewportSize({ width: 1000, height: 900 });
+  await gate.screenshot({ path: `${shots}/ci-autofix-gate-panel.png` });
+  await page.setViewportSize({ width: 1280, height: 1000 });
+  const reloads = [];
+  page.on("framenavigated", (f) => { if (f === page.mainFrame()) reloads.push(f.url()); });
+  await page.locator("#approve").click();
+  ok("clicked approve at " + stamp());
+  await page.waitForFunction(() => {
+    const row = document.querySelector('#items .item[data-item="iter-1"]');
+    const badge = document.querySelector("#s-state .badge");
+    return row && row.dataset.status === "done" && !document.querySelector("#gate") &&
+      badge && /done/.test(badge.textContent);
+  }, null, { timeout: 60000 });
+  if (reloads.length) throw new Error("the page reloaded: " + reloads.join(", "));
+  const sha = await page.locator('#items .item[data-item="iter-1"] button.diff').first().getAttribute("data-sha");
+  ok(`iteration 1 landed as ${sha} and the run is done, without a reload`);
+  console.log("landed: " + sha);
+  await page.locator('#items .item[data-item="iter-1"] button.diff').first().click();
+  await page.waitForFunction(() => document.querySelector("#diff pre").textContent.includes("+pub fn add(a: i32, b: i32) -> i32 {"));
+  const log = await page.locator("#notes").textContent();
+  if (!/approve from dashboard/.test(log)) throw new Error("the approval is not in the session's log: " + log);
+  ok("the session's log holds the approval and where it came from");
+  await page.screenshot({ path: `${shots}/ci-autofix-landed.png`, fullPage: true });
+}
+
 try {
   if (scenario === "planex") await planex();
+  else if (scenario === "ci-autofix") await ciAutofix();
   else if (scenario === "review-fix-failed") await reviewFix();
   else if (scenario === "cancel") await cancel();
   else throw new Error("unknown scenario " + scenario);

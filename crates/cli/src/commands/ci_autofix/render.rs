@@ -141,6 +141,33 @@ impl Summary<'_> {
                     ));
                 }
             }
+            AutofixOutcome::AwaitingConfirmation {
+                key,
+                iteration,
+                commit,
+                branch,
+                write_set,
+            } => {
+                if self.json {
+                    self.emit_json(
+                        "awaiting_confirmation",
+                        exit,
+                        json!({ "key": key, "iteration": iteration, "commit": commit,
+                                "branch": branch, "files": write_set,
+                                "answer_hint": format!("orchestrator ci-autofix approve {key} --repo {}", self.root.display()),
+                                "resume_hint": format!("orchestrator ci-autofix --continue {key} --repo {}", self.root.display()) }),
+                    );
+                } else {
+                    out(&super::confirm::awaiting_text(
+                        self.target,
+                        self.root,
+                        *iteration,
+                        commit,
+                        branch,
+                        write_set,
+                    ));
+                }
+            }
             AutofixOutcome::Escalated {
                 action,
                 reason,

@@ -27,6 +27,25 @@ pub fn read(found: &Found, digest: &Digest) -> FlowView {
         Flow::ReviewFix => review_fix(&found.dir),
         Flow::CiAutofix => ci_autofix(found),
     };
+    if found.flow == Flow::CiAutofix {
+        // A green run removes its state file: its landed iterations are
+        // the log's commits.
+        for (id, job) in &digest.jobs {
+            if view.items.iter().any(|i| &i.id == id) {
+                continue;
+            }
+            if let Some((sha, summary)) = job.commits.last() {
+                view.items.push(Item {
+                    id: id.clone(),
+                    title: summary.clone(),
+                    status: "done",
+                    attempts: 1,
+                    commits: vec![sha.clone()],
+                    ..Item::default()
+                });
+            }
+        }
+    }
     for item in &mut view.items {
         if let Some(job) = digest.jobs.get(&item.id) {
             if item.commits.is_empty() {
@@ -276,7 +295,7 @@ fn ci_autofix(found: &Found) -> FlowView {
             ..FlowView::default()
         };
     };
-    let items = state
+    let mut items: Vec<Item> = state
         .history
         .iter()
         .map(|h| Item {
@@ -296,18 +315,51 @@ fn ci_autofix(found: &Found) -> FlowView {
             ..Item::default()
         })
         .collect();
-    let file_state = if state.last_action.starts_with("escalate") {
-        RunState::Waiting
-    } else {
-        RunState::Interrupted
+    // A patch waiting at its confirmation gate: the page answers it.
+    let waiting = state.gate.as_ref().filter(|g| g.answer.is_none());
+    if let Some(gate) = &state.gate {
+        items.push(Item {
+            id: format!("iter-{}", gate.iteration),
+            title: format!(
+                "{}/{}: {}",
+                gate.classification,
+                gate.sub_class,
+                match &gate.answer {
+                    None => "waiting for confirmation (patch kept, not applied)".to_owned(),
+                    Some(a) => format!("{}d, not landed yet", a.decision.as_str()),
+                }
+            ),
+            group: Some(gate.checks.join(", ")),
+            status: if waiting.is_some() {
+                "waiting"
+            } else {
+                "pending"
+            },
+            attempts: 1,
+            commits: vec![gate.commit.clone()],
+            cost_usd: gate.agent_spend.as_ref().map(|s| s.cost_usd),
+            tokens: gate.agent_spend.as_ref().map(|s| s.tokens()),
+            ..Item::default()
+        });
+    }
+    let file_state = match waiting {
+        Some(gate) => (
+            RunState::Waiting,
+            Some(format!(
+                "iteration {}'s patch waits for confirmation",
+                gate.iteration
+            )),
+        ),
+        None if state.last_action.starts_with("escalate") => (RunState::Waiting, None),
+        None => (RunState::Interrupted, None),
     };
     FlowView {
         title: target_title(key),
         started_ms: ms_of(&state.started_at),
-        state: Some((file_state, None)),
+        state: Some(file_state),
         items,
         test_runs: None,
-        approvable: None,
+        approvable: waiting.map(|g| format!("the patch of iteration {}", g.iteration)),
     }
 }
 
@@ -348,7 +400,25 @@ pub fn extras(found: &Found) -> Value {
                 .collect();
             json!({"stages": stages})
         }
-        Flow::CiAutofix => json!({"audit": ci_audit(found)}),
+        Flow::CiAutofix => json!({"audit": ci_audit(found), "gate": ci_gate(found)}),
+    }
+}
+
+/// The confirmation gate a ci-autofix session waits at: the kept patch's
+/// diff, its classification and evidence, the answer once given.
+fn ci_gate(found: &Found) -> Value {
+    let key = orchestrator_ci_autofix::confirm::key_of(&found.id);
+    let path = orchestrator_ci_autofix::state::StateFile::path_for_key(&found.repo_dir, key);
+    let state: Option<orchestrator_ci_autofix::state::AutofixState> =
+        read_json_if_exists(&path).ok().flatten();
+    match state.and_then(|s| s.gate) {
+        Some(g) => json!({
+            "iteration": g.iteration, "prompt": g.prompt, "classification": g.classification,
+            "sub_class": g.sub_class, "reason": g.reason, "checks": g.checks,
+            "evidence": g.evidence, "files": g.write_set, "commit": g.commit,
+            "branch": g.keep_branch, "diff": g.diff, "asked_at": g.asked_at, "answer": g.answer,
+        }),
+        None => Value::Null,
     }
 }
 

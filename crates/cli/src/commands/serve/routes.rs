@@ -13,7 +13,7 @@
 //! | `GET /api/commit?key=&sha=` | a commit it landed, as a diff |
 //! | `GET /api/transcript?key=&name=` | a tool-agent transcript of it |
 //! | `GET /api/live?key=` | server-sent events: list and session changes |
-//! | `POST /api/approve?key=`, `/api/cancel?key=` | the actions |
+//! | `POST /api/approve?key=`, `/api/decline?key=`, `/api/cancel?key=` | the actions |
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -195,6 +195,9 @@ async fn session_route(
         }
         (Method::POST, "/api/approve") => {
             blocking(move || actions::approve(&found, &origin).map(|d| json!({"done": d}))).await
+        }
+        (Method::POST, "/api/decline") => {
+            blocking(move || actions::decline(&found, &origin).map(|d| json!({"done": d}))).await
         }
         (Method::POST, "/api/cancel") => {
             blocking(move || actions::cancel(&found, &origin).map(|d| json!({"done": d}))).await

@@ -94,6 +94,7 @@ function renderSession() {
   const approve = $("#approve");
   approve.hidden = !s.approvable;
   approve.textContent = s.approvable ? `Approve ${s.approvable} and continue` : "";
+  $("#decline").hidden = !(s.approvable && s.flow === "ci-autofix");
   $("#cancel").hidden = !(s.state === "running" || (s.state === "waiting" && s.pid));
   $("#c-done").textContent = s.counts.done;
   $("#c-failed").textContent = s.counts.failed;
@@ -162,16 +163,19 @@ $("#item-detail").addEventListener("click", (e) => {
   if (diff) showDiff(diff.dataset.sha);
 });
 
+function colorDiff(text) {
+  return text.split("\n").map((l) => {
+    const cls = l.startsWith("+") && !l.startsWith("+++") ? "add" : l.startsWith("-") && !l.startsWith("---") ? "del" : l.startsWith("@@") ? "hunk" : "";
+    return cls ? `<span class="${cls}">${esc(l)}\n</span>` : esc(l) + "\n";
+  }).join("");
+}
 async function showDiff(sha) {
   const pane = $("#diff");
   $("#diff-title").textContent = "commit " + sha.slice(0, 12);
   pane.hidden = false;
   try {
     const text = await api(`/api/commit?key=${encodeURIComponent(state.key)}&sha=${encodeURIComponent(sha)}`);
-    pane.querySelector("pre").innerHTML = text.split("\n").map((l) => {
-      const cls = l.startsWith("+") && !l.startsWith("+++") ? "add" : l.startsWith("-") && !l.startsWith("---") ? "del" : l.startsWith("@@") ? "hunk" : "";
-      return cls ? `<span class="${cls}">${esc(l)}\n</span>` : esc(l) + "\n";
-    }).join("");
+    pane.querySelector("pre").innerHTML = colorDiff(text);
     pane.dataset.sha = sha;
     pane.scrollIntoView({ block: "nearest" });
   } catch (err) {
@@ -208,6 +212,20 @@ function renderExtras() {
   if (x.stages && x.stages.length) {
     out.push(`<div class="extra"><h2>Plan stages</h2><ul>${x.stages.map((s) => `<li>stage ${s.stage}: ${esc(s.groups.join(", "))}${s.depends_on.length ? " (after " + esc(s.depends_on.join(", ")) + ")" : ""}</li>`).join("")}</ul></div>`);
   }
+  if (x.gate) {
+    const g = x.gate, a = g.answer;
+    const answer = a ? `<p class="answer">${esc(a.decision)}d at ${esc(a.at)} by ${esc(a.by)} (${esc(a.origin)})</p>` : `<p class="muted">The run stopped here: nobody could be asked. Approve lands and pushes the patch as a confirmed run does; decline drops it and escalates.</p>`;
+    const evidence = g.evidence.map((e) => `<li>line ${e.line} <code>${esc(e.rule)}</code>: <code>${esc(e.text)}</code></li>`).join("");
+    out.push(`<div class="extra" id="gate"><h2>Waiting for confirmation: iteration ${g.iteration}</h2>
+      <p>${esc(g.prompt)}</p>${answer}
+      <table><tbody><tr><th>classification</th><td>${esc(g.classification)}/${esc(g.sub_class)}</td></tr>
+      <tr><th>why it asks</th><td>${esc(g.reason)}</td></tr>
+      <tr><th>failed checks</th><td>${esc(g.checks.join(", "))}</td></tr>
+      <tr><th>files</th><td>${esc(g.files.join(", "))}</td></tr>
+      <tr><th>kept as</th><td><code>${esc(g.commit.slice(0, 12))}</code> on branch <code>${esc(g.branch)}</code> (not applied)</td></tr></tbody></table>
+      <h3>Classification evidence</h3><ul class="evidence">${evidence}</ul>
+      <h3>The patch</h3><pre class="gate-diff">${colorDiff(g.diff)}</pre></div>`);
+  }
   for (const a of x.audit || []) {
     out.push(`<div class="extra"><h2>Iterations and classification evidence (${esc(a.file)})</h2><pre>${esc(a.text)}</pre></div>`);
   }
@@ -230,6 +248,7 @@ async function act(what) {
 }
 $("#approve").addEventListener("click", () => act("approve"));
 $("#cancel").addEventListener("click", () => act("cancel"));
+$("#decline").addEventListener("click", () => act("decline"));
 
 // ---- routing ----
 function route() {
