@@ -80,28 +80,30 @@ fn cell(s: &str) -> String {
 /// Renders `fix-summary.md` (format version [`SUMMARY_VERSION`]).
 pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let mut out = String::new();
-    let findings: Vec<(&str, &crate::files::ProgressFinding)> = input
+    let findings: Vec<Row<'_>> = input
         .progress
         .iter()
         .flat_map(|p| p.findings.iter().map(move |f| (p.group_id.as_str(), f)))
         .collect();
+    render_overview(&mut out, input, &findings);
+    render_findings_table(&mut out, &findings);
+    render_failures(&mut out, &findings);
+    render_declined(&mut out, &findings);
+    render_flaky(&mut out, input.progress);
+    render_rejected(&mut out, input.rejected);
+    out
+}
+
+/// A finding of the summary with its group's id.
+type Row<'a> = (&'a str, &'a crate::files::ProgressFinding);
+
+/// The list at the top: outcome, counts, plan, commits, test runs, spend,
+/// the base's failures, worktrees, flaky failures and times.
+fn render_overview(out: &mut String, input: &SummaryInput<'_>, findings: &[Row<'_>]) {
     let fixed = findings
         .iter()
         .filter(|(_, f)| f.result == Some(FixResult::Fixed))
         .count();
-    let failed = findings
-        .iter()
-        .filter(|(_, f)| f.result == Some(FixResult::Failed))
-        .count();
-    let not_fixable = findings
-        .iter()
-        .filter(|(_, f)| f.result == Some(FixResult::NotFixable))
-        .count();
-    let deferred = findings
-        .iter()
-        .filter(|(_, f)| f.result == Some(FixResult::Deferred))
-        .count();
-    let open = findings.len() - fixed - failed - not_fixable - deferred;
     let commits = findings
         .iter()
         .filter(|(_, f)| f.commit_hash.is_some())
@@ -109,29 +111,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     let _ = writeln!(out, "<!-- fix-summary version {SUMMARY_VERSION} -->");
     let _ = writeln!(out, "# Fix summary: {}\n", input.fix_session_id);
     let _ = writeln!(out, "- Outcome: **{}** (run {})", input.outcome, input.run);
-    let _ = writeln!(
-        out,
-        "- Findings: {} ({} fixed, {} failed, {}{}{} rejected{})",
-        findings.len() + input.rejected.len(),
-        fixed,
-        failed,
-        if not_fixable > 0 {
-            format!("{not_fixable} not fixable by this agent, ")
-        } else {
-            String::new()
-        },
-        if deferred > 0 {
-            format!("{deferred} deferred to a re-lint, ")
-        } else {
-            String::new()
-        },
-        input.rejected.len(),
-        if open > 0 {
-            format!(", {open} not finished")
-        } else {
-            String::new()
-        }
-    );
+    let _ = writeln!(out, "- {}", findings_line(findings, input.rejected.len()));
     if let Some(plan) = input.plan {
         let _ = writeln!(
             out,
@@ -144,23 +124,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     }
     let _ = writeln!(out, "- Commits: {commits}");
     let v = &input.verification;
-    let reruns = if v.reruns > 0 {
-        format!(", {} of them re-runs for flaky checks", v.reruns)
-    } else {
-        String::new()
-    };
-    if v.mode == VerifyMode::Each {
-        let _ = writeln!(out, "- Test runs: {} (verify each{reruns})", v.test_runs);
-    } else {
-        let _ = writeln!(
-            out,
-            "- Test runs: {} (verify {}{reruns}; one by one: {}, saved {})",
-            v.test_runs,
-            v.mode,
-            v.each_runs,
-            v.runs_saved()
-        );
-    }
+    render_test_runs(out, v);
     if let Some(line) = spend_line(
         findings.iter().filter_map(|(_, f)| f.spend.as_ref()),
         fixed,
@@ -169,20 +133,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         let _ = writeln!(out, "- {line}");
     }
     if let Some(base) = input.base {
-        if let Some(how) = &base.unnamed_failure {
-            let _ = writeln!(
-                out,
-                "- Before any fix the test command {how}, naming no failing test: each fix was held to a passing run"
-            );
-        } else if !base.failing_tests.is_empty() {
-            let names: Vec<&str> = base.failing_tests.iter().map(String::as_str).collect();
-            let _ = writeln!(
-                out,
-                "- Failing before any fix: {} ({}; no fix was blamed for them, each was judged by no new failure)",
-                names.join(", "),
-                counted(names.len() as u64, "test", "tests")
-            );
-        }
+        render_base(out, base);
     }
     if let Some(w) = input.worktrees {
         let _ = writeln!(
@@ -206,6 +157,75 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
         "- Started: {}; finished: {}",
         input.started_at, input.finished_at
     );
+}
+
+/// `Findings: 9 (5 fixed, 1 failed, 2 rejected, 1 not finished)`, naming
+/// the declined and deferred only when there are some.
+fn findings_line(findings: &[Row<'_>], rejected: usize) -> String {
+    let count = |r: FixResult| findings.iter().filter(|(_, f)| f.result == Some(r)).count();
+    let (fixed, failed) = (count(FixResult::Fixed), count(FixResult::Failed));
+    let (not_fixable, deferred) = (count(FixResult::NotFixable), count(FixResult::Deferred));
+    let open = findings.len() - fixed - failed - not_fixable - deferred;
+    let mut line = format!(
+        "Findings: {} ({fixed} fixed, {failed} failed, ",
+        findings.len() + rejected
+    );
+    if not_fixable > 0 {
+        let _ = write!(line, "{not_fixable} not fixable by this agent, ");
+    }
+    if deferred > 0 {
+        let _ = write!(line, "{deferred} deferred to a re-lint, ");
+    }
+    let _ = write!(line, "{rejected} rejected");
+    if open > 0 {
+        let _ = write!(line, ", {open} not finished");
+    }
+    line.push(')');
+    line
+}
+
+/// The test runs line: how many, in which mode, and what one by one would
+/// have taken.
+fn render_test_runs(out: &mut String, v: &VerificationStats) {
+    let reruns = if v.reruns > 0 {
+        format!(", {} of them re-runs for flaky checks", v.reruns)
+    } else {
+        String::new()
+    };
+    if v.mode == VerifyMode::Each {
+        let _ = writeln!(out, "- Test runs: {} (verify each{reruns})", v.test_runs);
+    } else {
+        let _ = writeln!(
+            out,
+            "- Test runs: {} (verify {}{reruns}; one by one: {}, saved {})",
+            v.test_runs,
+            v.mode,
+            v.each_runs,
+            v.runs_saved()
+        );
+    }
+}
+
+/// What the tests said at the base, when they failed there.
+fn render_base(out: &mut String, base: &orchestrator_core::test_runner::Baseline) {
+    if let Some(how) = &base.unnamed_failure {
+        let _ = writeln!(
+            out,
+            "- Before any fix the test command {how}, naming no failing test: each fix was held to a passing run"
+        );
+    } else if !base.failing_tests.is_empty() {
+        let names: Vec<&str> = base.failing_tests.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            out,
+            "- Failing before any fix: {} ({}; no fix was blamed for them, each was judged by no new failure)",
+            names.join(", "),
+            counted(names.len() as u64, "test", "tests")
+        );
+    }
+}
+
+/// The table of every finding with its result, attempts and commit.
+fn render_findings_table(out: &mut String, findings: &[Row<'_>]) {
     if !findings.is_empty() {
         let _ = writeln!(out, "\n## Findings\n");
         let _ = writeln!(
@@ -213,7 +233,7 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             "| Finding | Title | Location | Group | Result | Attempts | Commit |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-        for (group, f) in &findings {
+        for (group, f) in findings {
             let location = match f.line {
                 Some(l) => format!("{}:{l}", f.file),
                 None => f.file.clone(),
@@ -243,6 +263,10 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             );
         }
     }
+}
+
+/// Each failed finding with its last error.
+fn render_failures(out: &mut String, findings: &[Row<'_>]) {
     let failures: Vec<_> = findings
         .iter()
         .filter(|(_, f)| f.result == Some(FixResult::Failed))
@@ -263,6 +287,10 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             );
         }
     }
+}
+
+/// The findings the agent declined, with its first line of reason.
+fn render_declined(out: &mut String, findings: &[Row<'_>]) {
     let declined: Vec<_> = findings
         .iter()
         .filter(|(_, f)| f.result == Some(FixResult::NotFixable))
@@ -281,8 +309,11 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             );
         }
     }
-    let flaky: Vec<(&str, &str)> = input
-        .progress
+}
+
+/// The tests that failed, then passed on the identical tree.
+fn render_flaky(out: &mut String, progress: &[FixProgress]) {
+    let flaky: Vec<(&str, &str)> = progress
         .iter()
         .flat_map(|p| p.errors.iter())
         .filter(|e| e.error_type == "flaky_test")
@@ -298,9 +329,13 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             );
         }
     }
-    if !input.rejected.is_empty() {
+}
+
+/// The findings rejected before planning, with the reason.
+fn render_rejected(out: &mut String, rejected: &[RejectedFinding]) {
+    if !rejected.is_empty() {
         let _ = writeln!(out, "\n## Rejected\n");
-        for r in input.rejected {
+        for r in rejected {
             match &r.file {
                 Some(file) => {
                     let _ = writeln!(out, "- {} (`{}`): {}", r.finding_id, file, r.reason);
@@ -311,5 +346,4 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
             }
         }
     }
-    out
 }
