@@ -1,7 +1,7 @@
 //! The end of a run as the user sees it: the final line or JSON object, and
 //! the exit code.
 
-use orchestrator_core::cadence::Classification;
+use orchestrator_core::cadence::{Action, Classification};
 
 use super::*;
 
@@ -52,58 +52,14 @@ impl Summary<'_> {
             _ => Exit::SomeFailed,
         };
         match outcome {
-            AutofixOutcome::Green { commits } => {
-                if self.json {
-                    self.emit_json("green", exit, json!({ "commits": commits }));
-                } else {
-                    let shorts: Vec<&str> = commits.iter().map(|c| &c[..c.len().min(7)]).collect();
-                    let what = match commits.len() {
-                        0 => "no fix needed".to_owned(),
-                        1 => format!("1 fix commit ({})", shorts.join(", ")),
-                        n => format!("{n} fix commits ({})", shorts.join(", ")),
-                    };
-                    out(&format!(
-                        "ci-autofix: green on {} — {what}{}\n",
-                        self.target.label(),
-                        self.audit_suffix()
-                    ));
-                }
-            }
+            AutofixOutcome::Green { commits } => self.green(exit, commits),
             AutofixOutcome::PassedOnRerun {
                 class,
                 checks,
                 tests,
                 runs,
                 wall,
-            } => {
-                let wall = wall.as_secs_f64();
-                if self.json {
-                    self.emit_json(
-                        "passed_on_rerun",
-                        exit,
-                        json!({ "class": class.as_str(), "checks": checks, "tests": tests,
-                                "reruns": runs, "rerun_seconds": wall, "flaky_count": checks.len() }),
-                    );
-                } else {
-                    let named = if tests.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (test {})", tests.join(", "))
-                    };
-                    let what = match class {
-                        Classification::Flaky => "flaky",
-                        _ => "an infrastructure failure, cleared",
-                    };
-                    out(&format!(
-                        "ci-autofix: {what} on {} — {} failed and passed on a re-run at the same commit{named}; no commit; {} flaky, {}, {wall:.1} s{}\n",
-                        self.target.label(),
-                        checks.join(", "),
-                        checks.len(),
-                        orchestrator_core::text::counted(u64::from(*runs), "re-run", "re-runs"),
-                        self.audit_suffix()
-                    ));
-                }
-            }
+            } => self.passed_on_rerun(exit, *class, checks, tests, *runs, wall.as_secs_f64()),
             AutofixOutcome::NoChecks { head } => {
                 let short = &head[..head.len().min(12)];
                 if self.json {
@@ -147,65 +103,145 @@ impl Summary<'_> {
                 commit,
                 branch,
                 write_set,
-            } => {
-                if self.json {
-                    self.emit_json(
-                        "awaiting_confirmation",
-                        exit,
-                        json!({ "key": key, "iteration": iteration, "commit": commit,
-                                "branch": branch, "files": write_set,
-                                "answer_hint": format!("orchestrator ci-autofix approve {key} --repo {}", self.root.display()),
-                                "resume_hint": format!("orchestrator ci-autofix --continue {key} --repo {}", self.root.display()) }),
-                    );
-                } else {
-                    out(&super::confirm::awaiting_text(
-                        self.target,
-                        self.root,
-                        *iteration,
-                        commit,
-                        branch,
-                        write_set,
-                    ));
-                }
-            }
+            } => self.awaiting(exit, key, *iteration, commit, branch, write_set),
             AutofixOutcome::Escalated {
                 action,
                 reason,
                 report,
                 choice,
-            } => {
-                if self.json {
-                    self.emit_json(
-                        "escalated",
-                        exit,
-                        json!({
-                            "action": action.as_str(),
-                            "reason": reason,
-                            "choice": choice,
-                            "report": report,
-                        }),
-                    );
-                } else {
-                    let mut text = report.trim_end().to_owned();
-                    text.push_str("\n\n");
-                    if let Some(c) = choice {
-                        text.push_str(&format!("chosen: {c}\n"));
-                    }
-                    text.push_str(&format!(
-                        "ci-autofix: escalated on {} — {reason}; a person must decide{}\n",
-                        self.target.label(),
-                        self.audit_suffix()
-                    ));
-                    out(&text);
-                }
-                if choice.is_none() && !self.yes && !std::io::stdin().is_terminal() {
-                    eprintln!(
-                        "hint: no terminal to ask on, so the question was deferred; run in a terminal, or pass -y to take the recommended option"
-                    );
-                }
-            }
+            } => self.escalated(exit, *action, reason, report, choice.as_deref()),
         }
         exit
+    }
+
+    /// Green: the fix commits, or none needed.
+    fn green(&self, exit: Exit, commits: &[String]) {
+        if self.json {
+            self.emit_json("green", exit, json!({ "commits": commits }));
+        } else {
+            let shorts: Vec<&str> = commits.iter().map(|c| &c[..c.len().min(7)]).collect();
+            let what = match commits.len() {
+                0 => "no fix needed".to_owned(),
+                1 => format!("1 fix commit ({})", shorts.join(", ")),
+                n => format!("{n} fix commits ({})", shorts.join(", ")),
+            };
+            out(&format!(
+                "ci-autofix: green on {} — {what}{}\n",
+                self.target.label(),
+                self.audit_suffix()
+            ));
+        }
+    }
+
+    /// The failure passed on a re-run at the same commit: flaky, or an
+    /// infrastructure failure that cleared; nothing committed.
+    fn passed_on_rerun(
+        &self,
+        exit: Exit,
+        class: Classification,
+        checks: &[String],
+        tests: &[String],
+        runs: u32,
+        wall: f64,
+    ) {
+        if self.json {
+            self.emit_json(
+                "passed_on_rerun",
+                exit,
+                json!({ "class": class.as_str(), "checks": checks, "tests": tests,
+                        "reruns": runs, "rerun_seconds": wall, "flaky_count": checks.len() }),
+            );
+        } else {
+            let named = if tests.is_empty() {
+                String::new()
+            } else {
+                format!(" (test {})", tests.join(", "))
+            };
+            let what = match class {
+                Classification::Flaky => "flaky",
+                _ => "an infrastructure failure, cleared",
+            };
+            out(&format!(
+                "ci-autofix: {what} on {} — {} failed and passed on a re-run at the same commit{named}; no commit; {} flaky, {}, {wall:.1} s{}\n",
+                self.target.label(),
+                checks.join(", "),
+                checks.len(),
+                orchestrator_core::text::counted(u64::from(runs), "re-run", "re-runs"),
+                self.audit_suffix()
+            ));
+        }
+    }
+
+    /// Stopped at the confirmation gate, the patch kept.
+    fn awaiting(
+        &self,
+        exit: Exit,
+        key: &str,
+        iteration: u32,
+        commit: &str,
+        branch: &str,
+        write_set: &[String],
+    ) {
+        if self.json {
+            self.emit_json(
+                "awaiting_confirmation",
+                exit,
+                json!({ "key": key, "iteration": iteration, "commit": commit,
+                        "branch": branch, "files": write_set,
+                        "answer_hint": format!("orchestrator ci-autofix approve {key} --repo {}", self.root.display()),
+                        "resume_hint": format!("orchestrator ci-autofix --continue {key} --repo {}", self.root.display()) }),
+            );
+        } else {
+            out(&super::confirm::awaiting_text(
+                self.target,
+                self.root,
+                iteration,
+                commit,
+                branch,
+                write_set,
+            ));
+        }
+    }
+
+    /// Escalated: the report, the choice made if any, and the hint when
+    /// nobody could be asked.
+    fn escalated(
+        &self,
+        exit: Exit,
+        action: Action,
+        reason: &str,
+        report: &str,
+        choice: Option<&str>,
+    ) {
+        if self.json {
+            self.emit_json(
+                "escalated",
+                exit,
+                json!({
+                    "action": action.as_str(),
+                    "reason": reason,
+                    "choice": choice,
+                    "report": report,
+                }),
+            );
+        } else {
+            let mut text = report.trim_end().to_owned();
+            text.push_str("\n\n");
+            if let Some(c) = choice {
+                text.push_str(&format!("chosen: {c}\n"));
+            }
+            text.push_str(&format!(
+                "ci-autofix: escalated on {} — {reason}; a person must decide{}\n",
+                self.target.label(),
+                self.audit_suffix()
+            ));
+            out(&text);
+        }
+        if choice.is_none() && !self.yes && !std::io::stdin().is_terminal() {
+            eprintln!(
+                "hint: no terminal to ask on, so the question was deferred; run in a terminal, or pass -y to take the recommended option"
+            );
+        }
     }
 
     pub(super) fn interrupted(&self) -> Exit {
