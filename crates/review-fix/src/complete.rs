@@ -120,6 +120,46 @@ pub(crate) async fn complete(
         summary.push_str(TIMELINE_SECTION);
     }
     write_atomic(paths.summary(), summary.as_bytes())?;
+    let findings = finding_reports(&progress, &findings_file.rejected);
+    let counts = |result: &str| findings.iter().filter(|f| f.result == result).count();
+    append_history(
+        paths,
+        HistoryEntry {
+            fix_session_id: active.fix_session_id.clone(),
+            run: active.run,
+            resumed: active.run > 1,
+            started_at: run_started.to_owned(),
+            finished_at: finished,
+            outcome: outcome.as_str().to_owned(),
+            total_findings: findings.len(),
+            fixed: counts("fixed"),
+            failed: counts("failed"),
+            not_fixable: counts("not_fixable"),
+            deferred: counts("deferred"),
+            rejected: findings_file.rejected.len(),
+            commits: commits.iter().map(|c| c.id.to_string()).collect(),
+            test_runs: verification.test_runs,
+            verification: Some(verification),
+        },
+    )?;
+    close_session(paths, &outcome)?;
+    emit_phase(sink, "completion", false);
+    Ok(RunReport {
+        fix_session_id: active.fix_session_id.clone(),
+        session_dir: paths.dir.clone(),
+        outcome,
+        plan: Some(plan.clone()),
+        findings,
+        commits,
+        test_runs: verification.test_runs,
+        verification,
+        notes,
+    })
+}
+
+/// Every finding of the run as the report gives it: the planned ones with
+/// their result, then the rejected ones.
+fn finding_reports(progress: &[FixProgress], rejected: &[RejectedFinding]) -> Vec<FindingReport> {
     let mut findings: Vec<FindingReport> = progress
         .iter()
         .flat_map(|p| p.findings.iter())
@@ -140,7 +180,7 @@ pub(crate) async fn complete(
             spend: f.spend,
         })
         .collect();
-    findings.extend(findings_file.rejected.iter().map(|r| FindingReport {
+    findings.extend(rejected.iter().map(|r| FindingReport {
         id: r.finding_id.clone(),
         title: String::new(),
         result: "rejected".to_owned(),
@@ -149,6 +189,15 @@ pub(crate) async fn complete(
         error: Some(r.reason.clone()),
         spend: None,
     }));
+    findings
+}
+
+/// Appends the run's entry to `fix-history.json` (atomically; a history of
+/// another version is refused).
+fn append_history(
+    paths: &session::SessionPaths,
+    entry: HistoryEntry,
+) -> Result<(), ReviewFixError> {
     let mut history: FixHistory = read_json_if_exists(paths.history())?.unwrap_or_default();
     if history.version != HISTORY_VERSION {
         return Err(ReviewFixError::Version {
@@ -157,27 +206,14 @@ pub(crate) async fn complete(
             expected: HISTORY_VERSION,
         });
     }
-    history.entries.push(HistoryEntry {
-        fix_session_id: active.fix_session_id.clone(),
-        run: active.run,
-        resumed: active.run > 1,
-        started_at: run_started.to_owned(),
-        finished_at: finished,
-        outcome: outcome.as_str().to_owned(),
-        total_findings: findings.len(),
-        fixed: findings.iter().filter(|f| f.result == "fixed").count(),
-        failed: findings.iter().filter(|f| f.result == "failed").count(),
-        not_fixable: findings
-            .iter()
-            .filter(|f| f.result == "not_fixable")
-            .count(),
-        deferred: findings.iter().filter(|f| f.result == "deferred").count(),
-        rejected: findings_file.rejected.len(),
-        commits: commits.iter().map(|c| c.id.to_string()).collect(),
-        test_runs: verification.test_runs,
-        verification: Some(verification),
-    });
+    history.entries.push(entry);
     write_json_atomic(paths.history(), &history)?;
+    Ok(())
+}
+
+/// Ends the session: its marker goes unless the run stays resumable, and
+/// its empty worktree folders go.
+fn close_session(paths: &session::SessionPaths, outcome: &Outcome) -> Result<(), ReviewFixError> {
     // A run stopped at its limit, or for the user (their work in the way
     // of a landing, a failed rollback), stays resumable: its marker stays.
     let resumable = matches!(
@@ -199,16 +235,5 @@ pub(crate) async fn complete(
     if let Some(repo_folder) = worktrees.parent() {
         let _ = std::fs::remove_dir(repo_folder);
     }
-    emit_phase(sink, "completion", false);
-    Ok(RunReport {
-        fix_session_id: active.fix_session_id.clone(),
-        session_dir: paths.dir.clone(),
-        outcome,
-        plan: Some(plan.clone()),
-        findings,
-        commits,
-        test_runs: verification.test_runs,
-        verification,
-        notes,
-    })
+    Ok(())
 }
