@@ -365,12 +365,73 @@ pub fn aggregate(
     findings: &HashMap<String, &Finding>,
     options: &AggregateOptions,
 ) -> FixPlan {
-    struct Placed {
-        group: PlanGroup,
-        files: BTreeSet<String>,
-        stage: usize,
-        preds: Vec<usize>,
+    let (placed, stages) = place_groups(partials, findings, options.worktrees);
+    // Renumber in stage order.
+    let mut number: HashMap<usize, usize> = HashMap::new();
+    let mut groups = Vec::new();
+    for stage in &stages {
+        for &p in stage {
+            let n = number.len() + 1;
+            number.insert(p, n);
+            let mut g = placed[p].group.clone();
+            g.group_id = format!("G{n}");
+            g.progress_file = Some(format!("fix-progress-{n}.json"));
+            groups.push(g);
+        }
     }
+    let timeline = timeline_of(&placed, &stages, &number, options.worktrees);
+    let any_parallel = timeline
+        .iter()
+        .any(|s| s.execution_mode == ExecutionMode::Parallel);
+    let approach = match (any_parallel, timeline.len()) {
+        (true, 1) => "parallel",
+        (true, _) => "hybrid",
+        (false, _) => "serial",
+    };
+    let total_findings = groups.iter().map(|g| g.findings.len()).sum();
+    FixPlan {
+        fix_session_id: options.fix_session_id.clone(),
+        execution_strategy: ExecutionStrategy {
+            approach: approach.to_owned(),
+            parallel_limit: options.parallel_limit,
+            total_stages: timeline.len(),
+            rationale: match approach {
+                "parallel" => "every group is independent of the others".to_owned(),
+                "hybrid" => "independent groups share stages; groups on the same files or with dependencies are in later stages".to_owned(),
+                _ => "groups run one after another".to_owned(),
+            },
+        },
+        metadata: FixPlanMetadata {
+            total_findings,
+            total_groups: groups.len(),
+            total_batches: partials.len(),
+            fallback_batches: options.fallback_batches.clone(),
+            isolation: if options.worktrees { "worktree" } else { "serial" }.to_owned(),
+            created_at: now(),
+        },
+        groups,
+        timeline,
+    }
+}
+
+/// A group placed in the merged plan: its files, its stage and the groups
+/// it must follow.
+struct Placed {
+    group: PlanGroup,
+    files: BTreeSet<String>,
+    stage: usize,
+    preds: Vec<usize>,
+}
+
+/// Places every partial plan's groups, batch by batch, in the earliest
+/// stage after their predecessors where no group shares a file with them
+/// (and, without worktrees, where the stage is empty). Returns the placed
+/// groups and the stages as lists of their indices.
+fn place_groups(
+    partials: &[PartialPlan],
+    findings: &HashMap<String, &Finding>,
+    worktrees: bool,
+) -> (Vec<Placed>, Vec<Vec<usize>>) {
     let mut placed: Vec<Placed> = Vec::new();
     let mut stages: Vec<Vec<usize>> = Vec::new();
     let mut sorted: Vec<&PartialPlan> = partials.iter().collect();
@@ -409,7 +470,7 @@ pub fn aggregate(
                 let fits = |s: usize, stages: &Vec<Vec<usize>>| {
                     let groups: &Vec<usize> = &stages[s];
                     let conflict = groups.iter().any(|&o| !placed[o].files.is_disjoint(&files));
-                    !conflict && (options.worktrees || groups.is_empty())
+                    !conflict && (worktrees || groups.is_empty())
                 };
                 let index = (min_stage..stages.len())
                     .find(|&s| fits(s, &stages))
@@ -434,20 +495,19 @@ pub fn aggregate(
             earlier.extend(this_stage);
         }
     }
-    // Renumber in stage order.
-    let mut number: HashMap<usize, usize> = HashMap::new();
-    let mut groups = Vec::new();
-    for stage in &stages {
-        for &p in stage {
-            let n = number.len() + 1;
-            number.insert(p, n);
-            let mut g = placed[p].group.clone();
-            g.group_id = format!("G{n}");
-            g.progress_file = Some(format!("fix-progress-{n}.json"));
-            groups.push(g);
-        }
-    }
-    let timeline: Vec<TimelineStage> = stages
+    (placed, stages)
+}
+
+/// The timeline of the placed stages: each stage's groups by their new
+/// numbers, parallel when it has several and worktrees are used, the
+/// stages it depends on and why.
+fn timeline_of(
+    placed: &[Placed],
+    stages: &[Vec<usize>],
+    number: &HashMap<usize, usize>,
+    worktrees: bool,
+) -> Vec<TimelineStage> {
+    stages
         .iter()
         .enumerate()
         .map(|(i, members)| {
@@ -455,7 +515,7 @@ pub fn aggregate(
                 .iter()
                 .flat_map(|&p| placed[p].preds.iter().map(|&q| placed[q].stage as u32 + 1))
                 .collect();
-            let parallel = members.len() > 1 && options.worktrees;
+            let parallel = members.len() > 1 && worktrees;
             let rationale = if parallel {
                 format!(
                     "{} independent groups touching disjoint files, each in its own worktree",
@@ -478,39 +538,7 @@ pub fn aggregate(
                 rationale,
             }
         })
-        .collect();
-    let any_parallel = timeline
-        .iter()
-        .any(|s| s.execution_mode == ExecutionMode::Parallel);
-    let approach = match (any_parallel, timeline.len()) {
-        (true, 1) => "parallel",
-        (true, _) => "hybrid",
-        (false, _) => "serial",
-    };
-    let total_findings = groups.iter().map(|g| g.findings.len()).sum();
-    FixPlan {
-        fix_session_id: options.fix_session_id.clone(),
-        execution_strategy: ExecutionStrategy {
-            approach: approach.to_owned(),
-            parallel_limit: options.parallel_limit,
-            total_stages: timeline.len(),
-            rationale: match approach {
-                "parallel" => "every group is independent of the others".to_owned(),
-                "hybrid" => "independent groups share stages; groups on the same files or with dependencies are in later stages".to_owned(),
-                _ => "groups run one after another".to_owned(),
-            },
-        },
-        metadata: FixPlanMetadata {
-            total_findings,
-            total_groups: groups.len(),
-            total_batches: partials.len(),
-            fallback_batches: options.fallback_batches.clone(),
-            isolation: if options.worktrees { "worktree" } else { "serial" }.to_owned(),
-            created_at: now(),
-        },
-        groups,
-        timeline,
-    }
+        .collect()
 }
 
 #[cfg(test)]
