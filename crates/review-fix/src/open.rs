@@ -120,96 +120,24 @@ pub(crate) async fn open_new(
     }
     let inputs: Vec<PathBuf> = config.inputs.iter().map(|p| absolute(&repo, p)).collect();
     let loaded = input::load_inputs(&repo, &inputs)?;
-    // A live session elsewhere under the same root is another engine at work.
-    for other in session::unfinished_sessions(root) {
-        if let Some(holder) = orchestrator_core::state::SessionLock::holder_of(&other) {
-            services.sink.emit(&Event::Warning {
-                message: format!(
-                    "fix session {} is unfinished (held by pid {}); resume it with --resume",
-                    other.display(),
-                    holder.pid
-                ),
-            });
-        } else {
-            services.sink.emit(&Event::Warning {
-                message: format!(
-                    "fix session {} is unfinished; resume it with --resume",
-                    other.display()
-                ),
-            });
-        }
-    }
+    warn_of_unfinished(root, services.sink.as_ref());
     let abandoned = session::remove_abandoned_sessions(root, session::ABANDONED_AFTER);
     let dir = session::new_session_dir(root);
     let lock = session::lock_session(&dir)?;
     let paths = session::SessionPaths::for_repo(&dir, &repo);
-    let dirty_set: BTreeSet<&String> = dirty.iter().collect();
-    let mut findings = Vec::new();
-    let mut skipped = 0usize;
-    let mut skip_left = config.skip.clone();
-    // What an earlier pass rejected is left out like what it tried.
-    let mut rejected = Vec::with_capacity(loaded.rejected.len());
-    for r in loaded.rejected {
-        if let Some(key) = loaded.rejected_keys.get(&r.finding_id)
-            && let Some(n) = skip_left.get_mut(key)
-            && *n > 0
-        {
-            *n -= 1;
-            skipped += 1;
-            continue;
-        }
-        rejected.push(r);
-    }
-    for f in loaded.findings {
-        if !skip_left.is_empty()
-            && let Some(n) = skip_left.get_mut(&relint::relint_key(&f))
-            && *n > 0
-        {
-            *n -= 1;
-            skipped += 1;
-            continue;
-        }
-        let touches_dirty = plan::finding_files(&f)
-            .iter()
-            .find(|p| dirty_set.contains(p))
-            .cloned();
-        match touches_dirty {
-            Some(p) => rejected.push(RejectedFinding {
-                finding_id: f.id.to_string(),
-                file: f.file.clone(),
-                reason: format!("{p} has uncommitted changes; it is never touched"),
-            }),
-            None => findings.push(f),
-        }
-    }
+    let (findings, rejected, skipped) = sort_findings(
+        loaded.findings,
+        loaded.rejected,
+        &loaded.rejected_keys,
+        config.skip.clone(),
+        &dirty,
+    );
     for r in &rejected {
         services.sink.emit(&Event::Warning {
             message: format!("finding {} rejected: {}", r.finding_id, r.reason),
         });
     }
-    let mut notes = loaded.notes;
-    if !abandoned.is_empty() {
-        notes.push(format!(
-            "removed session folders of runs killed before their session was recorded: {}",
-            abandoned
-                .iter()
-                .filter_map(|d| d.file_name().and_then(|n| n.to_str()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if skipped > 0 {
-        notes.push(format!(
-            "findings already tried in an earlier pass, left out: {skipped}"
-        ));
-    }
-    // The same diagnostic reported for several targets (`--lib --tests`) is
-    // one finding: merged, counted once, said once.
-    match loaded.duplicates.len() {
-        0 => {}
-        1 => notes.push("1 duplicate merged".to_owned()),
-        n => notes.push(format!("{n} duplicates merged")),
-    }
+    let notes = opening_notes(loaded.notes, &abandoned, skipped, loaded.duplicates.len());
     let rejected_keys = rejected
         .iter()
         .filter_map(|r| loaded.rejected_keys.get(&r.finding_id).cloned())
@@ -265,6 +193,114 @@ pub(crate) async fn open_new(
         findings_file,
         notes,
     })
+}
+
+/// A live session elsewhere under the same root is another engine at work:
+/// each is named with how to resume it.
+fn warn_of_unfinished(root: &Path, sink: &dyn EventSink) {
+    for other in session::unfinished_sessions(root) {
+        if let Some(holder) = orchestrator_core::state::SessionLock::holder_of(&other) {
+            sink.emit(&Event::Warning {
+                message: format!(
+                    "fix session {} is unfinished (held by pid {}); resume it with --resume",
+                    other.display(),
+                    holder.pid
+                ),
+            });
+        } else {
+            sink.emit(&Event::Warning {
+                message: format!(
+                    "fix session {} is unfinished; resume it with --resume",
+                    other.display()
+                ),
+            });
+        }
+    }
+}
+
+/// Splits the loaded findings into those to plan and those rejected: an
+/// earlier pass's findings (`skip`, by re-lint key) are left out and
+/// counted, and a finding on a file with uncommitted changes is rejected.
+/// Returns (to plan, rejected, left out).
+fn sort_findings(
+    loaded: Vec<Finding>,
+    loaded_rejected: Vec<RejectedFinding>,
+    rejected_keys: &HashMap<String, String>,
+    mut skip_left: relint::KeyCounts,
+    dirty: &[String],
+) -> (Vec<Finding>, Vec<RejectedFinding>, usize) {
+    let dirty_set: BTreeSet<&String> = dirty.iter().collect();
+    let mut findings = Vec::new();
+    let mut skipped = 0usize;
+    // What an earlier pass rejected is left out like what it tried.
+    let mut rejected = Vec::with_capacity(loaded_rejected.len());
+    for r in loaded_rejected {
+        if let Some(key) = rejected_keys.get(&r.finding_id)
+            && let Some(n) = skip_left.get_mut(key)
+            && *n > 0
+        {
+            *n -= 1;
+            skipped += 1;
+            continue;
+        }
+        rejected.push(r);
+    }
+    for f in loaded {
+        if !skip_left.is_empty()
+            && let Some(n) = skip_left.get_mut(&relint::relint_key(&f))
+            && *n > 0
+        {
+            *n -= 1;
+            skipped += 1;
+            continue;
+        }
+        let touches_dirty = plan::finding_files(&f)
+            .iter()
+            .find(|p| dirty_set.contains(p))
+            .cloned();
+        match touches_dirty {
+            Some(p) => rejected.push(RejectedFinding {
+                finding_id: f.id.to_string(),
+                file: f.file.clone(),
+                reason: format!("{p} has uncommitted changes; it is never touched"),
+            }),
+            None => findings.push(f),
+        }
+    }
+    (findings, rejected, skipped)
+}
+
+/// The notes a new session starts with: the readers', then what was
+/// cleaned up, left out or merged.
+fn opening_notes(
+    mut notes: Vec<String>,
+    abandoned: &[PathBuf],
+    skipped: usize,
+    duplicates: usize,
+) -> Vec<String> {
+    if !abandoned.is_empty() {
+        notes.push(format!(
+            "removed session folders of runs killed before their session was recorded: {}",
+            abandoned
+                .iter()
+                .filter_map(|d| d.file_name().and_then(|n| n.to_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if skipped > 0 {
+        notes.push(format!(
+            "findings already tried in an earlier pass, left out: {skipped}"
+        ));
+    }
+    // The same diagnostic reported for several targets (`--lib --tests`) is
+    // one finding: merged, counted once, said once.
+    match duplicates {
+        0 => {}
+        1 => notes.push("1 duplicate merged".to_owned()),
+        n => notes.push(format!("{n} duplicates merged")),
+    }
+    notes
 }
 
 pub(crate) async fn open_for_resume(
