@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use orchestrator_core::command::{CommandRunner, CommandSpec};
-use orchestrator_core::event::Event;
+use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::finding::Finding;
 use orchestrator_core::state::{read_json, write_atomic};
 
@@ -276,42 +276,20 @@ pub async fn run_with_relint(
         .map_or_else(|| repo.join(".review"), Path::to_path_buf)
         .join("relint");
     while let Some(last) = report.passes.last() {
-        if !matches!(last.outcome, Outcome::AllFixed | Outcome::SomeFailed) {
-            report.stop = StopReason::NotExecuted;
-            break;
-        }
-        if last.commits.is_empty() {
-            report.stop = StopReason::NothingCommitted;
-            break;
-        }
         let pass = u32::try_from(report.passes.len()).unwrap_or(u32::MAX) + 1;
-        if pass > relint.max_passes {
-            report.stop = StopReason::PassLimit;
+        if let Some(stop) = stop_before(last, pass, relint.max_passes) {
+            report.stop = stop;
             break;
         }
         let started = Instant::now();
-        services.sink.emit(&Event::PhaseStarted {
-            flow: FLOW.to_owned(),
-            phase: format!("relint {pass}"),
-        });
-        let found = relint_once(relint, &repo, &relint_dir, pass).await;
-        services.sink.emit(&Event::PhaseFinished {
-            flow: FLOW.to_owned(),
-            phase: format!("relint {pass}"),
-        });
-        let (file, findings, counts) = match found {
-            Ok(found) => found,
-            Err(failure) => {
-                services.sink.emit(&Event::Warning {
-                    message: format!("re-lint before pass {pass}: {}", failure.message),
-                });
-                report.stop = StopReason::CommandFailed {
-                    message: failure.message,
-                    stderr_tail: failure.stderr_tail,
-                };
-                break;
-            }
-        };
+        let (file, findings, counts) =
+            match relint_phase(services.sink.as_ref(), relint, &repo, &relint_dir, pass).await {
+                Ok(found) => found,
+                Err(stop) => {
+                    report.stop = stop;
+                    break;
+                }
+            };
         if new_occurrences(&findings, &unfixed) == 0 {
             report.stop = StopReason::NoNewFindings;
             break;
@@ -353,6 +331,51 @@ pub async fn run_with_relint(
         report.walls.push(started.elapsed());
     }
     Ok(report)
+}
+
+/// Why no pass `pass` follows `last`: it did not run to its end, it
+/// committed nothing (so the linter has nothing new to say), or the pass
+/// limit is reached.
+fn stop_before(last: &RunReport, pass: u32, max_passes: u32) -> Option<StopReason> {
+    if !matches!(last.outcome, Outcome::AllFixed | Outcome::SomeFailed) {
+        Some(StopReason::NotExecuted)
+    } else if last.commits.is_empty() {
+        Some(StopReason::NothingCommitted)
+    } else if pass > max_passes {
+        Some(StopReason::PassLimit)
+    } else {
+        None
+    }
+}
+
+/// Runs the linter before pass `pass`, as its own phase: the findings file
+/// it wrote, its findings and their counts; a failed run is the reason to
+/// stop, said as a warning.
+async fn relint_phase(
+    sink: &dyn EventSink,
+    relint: &Relint,
+    repo: &Path,
+    relint_dir: &Path,
+    pass: u32,
+) -> Result<(PathBuf, Vec<Finding>, KeyCounts), StopReason> {
+    sink.emit(&Event::PhaseStarted {
+        flow: FLOW.to_owned(),
+        phase: format!("relint {pass}"),
+    });
+    let found = relint_once(relint, repo, relint_dir, pass).await;
+    sink.emit(&Event::PhaseFinished {
+        flow: FLOW.to_owned(),
+        phase: format!("relint {pass}"),
+    });
+    found.map_err(|failure| {
+        sink.emit(&Event::Warning {
+            message: format!("re-lint before pass {pass}: {}", failure.message),
+        });
+        StopReason::CommandFailed {
+            message: failure.message,
+            stderr_tail: failure.stderr_tail,
+        }
+    })
 }
 
 fn absolute(repo: &Path, p: &Path) -> PathBuf {
