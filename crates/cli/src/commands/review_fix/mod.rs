@@ -213,46 +213,17 @@ fn exit_of(code: u8) -> Exit {
 /// Runs the command.
 pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     let number = args.request.number();
-    if args.fix.is_empty() && !args.resume && number.is_none() {
-        return fail(
-            "give at least one findings file or review directory (--fix PATH), a request (--mr N, --pr N), or --resume",
-        );
-    }
-    if let Some(flag) = args.request.stray() {
-        return fail(format!(
-            "{flag} needs a request to deliver into: --mr N or --pr N"
-        ));
-    }
-    if number.is_some() && (args.resume || args.dry_run) {
-        return fail("--mr/--pr run a fresh session: drop --resume and --dry-run");
+    if let Err(e) = check_usage(args) {
+        return fail(e);
     }
     // Inputs in the order a user reads them: the findings first (`--fix`
     // paths are relative to where the user typed them, not to --repo; one
     // that cannot be read stops the run before anything is touched), then
     // the repository, the configuration, the test command and the agent.
-    let mut inputs = Vec::new();
-    for p in &args.fix {
-        let abs = match std::path::absolute(p) {
-            Ok(abs) => abs,
-            Err(e) => return fail(format!("cannot resolve --fix {}: {e}", p.display())),
-        };
-        if let Err(e) = orchestrator_review_fix::input::resolve_input(&abs) {
-            return fail(e);
-        }
-        inputs.push(abs);
-    }
-    let repo = match std::path::absolute(&args.repo) {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(format!(
-                "cannot resolve --repo {}: {e}",
-                args.repo.display()
-            ));
-        }
+    let (inputs, repo) = match resolve_paths(args) {
+        Ok(paths) => paths,
+        Err(e) => return fail(e),
     };
-    if !repo.is_dir() {
-        return fail(format!("--repo {}: no such directory", args.repo.display()));
-    }
     let config = match setup::effective_config_with_items(
         &repo,
         args.agent.as_deref(),
@@ -263,64 +234,19 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         Ok(c) => c.into_config(),
         Err(e) => return fail(e),
     };
-    let resolved = if args.resume && args.test_cmd.is_none() {
-        resolve_resume_tests(
-            orchestrator_review_fix::session::recorded_test_command(
-                &repo,
-                inputs.first().map(PathBuf::as_path),
-            ),
-            &config,
-            &repo,
-        )
-    } else {
-        resolve_tests(args.test_cmd.as_deref(), &config, &repo)
-    };
-    // A dry run runs no tests, so it needs no test command; a `--test-cmd`
-    // that cannot be used is still an error.
-    let tests = match resolved {
-        Ok(t) => Some(t),
-        Err(_) if args.dry_run && args.test_cmd.is_none() => None,
+    let tests = match choose_tests(args, &config, &repo, &inputs) {
+        Ok(tests) => tests,
         Err(e) => return fail(e),
     };
     let relint = match resolve_relint(args, &config, &repo) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let (agent, planner, agent_name): (Arc<dyn Agent>, PlannerMode, String) =
-        match build_agent(&config) {
-            Ok(AgentChoice::Builtin) => (
-                Arc::new(SuggestionAgent::new()),
-                PlannerMode::Deterministic,
-                "builtin (machine-applicable suggestions; deterministic plan)".to_owned(),
-            ),
-            Ok(AgentChoice::Agent(agent)) => {
-                let name = agent.name().to_owned();
-                (agent, PlannerMode::Agent, name)
-            }
-            Err(e) => return fail(format!("--agent: {e}")),
-        };
-    // On a request: suggestions go to the builtin agent, the rest to the LLM.
-    let agent = match (number, planner) {
-        (None, _) => agent,
-        (Some(_), PlannerMode::Deterministic) => routed(agent, None),
-        (Some(_), _) => routed(Arc::new(SuggestionAgent::new()), Some(agent)),
+    let (agent, planner, agent_name) = match choose_agent(&config, number.is_some()) {
+        Ok(chosen) => chosen,
+        Err(e) => return fail(e),
     };
-    eprintln!("review-fix: agent {agent_name}");
-    match &tests {
-        Some(t) => eprintln!("review-fix: test command `{}` ({})", t.display(), t.source),
-        None => eprintln!("review-fix: no test command (a dry run runs no tests)"),
-    }
-    if let Some(r) = &relint {
-        eprintln!(
-            "review-fix: re-lint with `{}` after each pass (at most {} passes)",
-            orchestrator_adapters::config::join_command(
-                &std::iter::once(r.command.program.clone())
-                    .chain(r.command.args.iter().cloned())
-                    .collect::<Vec<_>>()
-            ),
-            r.max_passes
-        );
-    }
+    announce(&agent_name, tests.as_ref(), relint.as_ref());
     let provisioner = setup::provisioner(&config);
     let mut flow = flow_config(args, &config, inputs, planner);
     flow.test_command = tests.as_ref().map(ResolvedTests::argv);
@@ -486,6 +412,119 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     // when their tasks are dropped) without waiting on it for long.
     runtime.shutdown_timeout(Duration::from_secs(5));
     exit
+}
+
+/// Flags that do not go together, or nothing to do.
+fn check_usage(args: &ReviewFixArgs) -> Result<(), String> {
+    let number = args.request.number();
+    if args.fix.is_empty() && !args.resume && number.is_none() {
+        return Err(
+            "give at least one findings file or review directory (--fix PATH), a request (--mr N, --pr N), or --resume"
+                .to_owned(),
+        );
+    }
+    if let Some(flag) = args.request.stray() {
+        return Err(format!(
+            "{flag} needs a request to deliver into: --mr N or --pr N"
+        ));
+    }
+    if number.is_some() && (args.resume || args.dry_run) {
+        return Err("--mr/--pr run a fresh session: drop --resume and --dry-run".to_owned());
+    }
+    Ok(())
+}
+
+/// The `--fix` inputs, each made absolute and checked to be readable, and
+/// the repository folder.
+fn resolve_paths(args: &ReviewFixArgs) -> Result<(Vec<PathBuf>, PathBuf), String> {
+    let mut inputs = Vec::new();
+    for p in &args.fix {
+        let abs = std::path::absolute(p)
+            .map_err(|e| format!("cannot resolve --fix {}: {e}", p.display()))?;
+        orchestrator_review_fix::input::resolve_input(&abs).map_err(|e| e.to_string())?;
+        inputs.push(abs);
+    }
+    let repo = std::path::absolute(&args.repo)
+        .map_err(|e| format!("cannot resolve --repo {}: {e}", args.repo.display()))?;
+    if !repo.is_dir() {
+        return Err(format!("--repo {}: no such directory", args.repo.display()));
+    }
+    Ok((inputs, repo))
+}
+
+/// The test command: `--test-cmd`, the configuration's, the one a resumed
+/// session recorded, or inferred. A dry run needs none, but a `--test-cmd`
+/// that cannot be used is still an error.
+fn choose_tests(
+    args: &ReviewFixArgs,
+    config: &Config,
+    repo: &Path,
+    inputs: &[PathBuf],
+) -> Result<Option<ResolvedTests>, String> {
+    let resolved = if args.resume && args.test_cmd.is_none() {
+        resolve_resume_tests(
+            orchestrator_review_fix::session::recorded_test_command(
+                repo,
+                inputs.first().map(PathBuf::as_path),
+            ),
+            config,
+            repo,
+        )
+    } else {
+        resolve_tests(args.test_cmd.as_deref(), config, repo)
+    };
+    match resolved {
+        Ok(t) => Ok(Some(t)),
+        Err(_) if args.dry_run && args.test_cmd.is_none() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The agent, the planner mode and the agent's name for the terminal. On a
+/// request (`request`), suggestions go to the builtin agent and the rest to
+/// the configured LLM agent.
+fn choose_agent(
+    config: &Config,
+    request: bool,
+) -> Result<(Arc<dyn Agent>, PlannerMode, String), String> {
+    let (agent, planner, name): (Arc<dyn Agent>, PlannerMode, String) =
+        match build_agent(config).map_err(|e| format!("--agent: {e}"))? {
+            AgentChoice::Builtin => (
+                Arc::new(SuggestionAgent::new()),
+                PlannerMode::Deterministic,
+                "builtin (machine-applicable suggestions; deterministic plan)".to_owned(),
+            ),
+            AgentChoice::Agent(agent) => {
+                let name = agent.name().to_owned();
+                (agent, PlannerMode::Agent, name)
+            }
+        };
+    let agent = match (request, planner) {
+        (false, _) => agent,
+        (true, PlannerMode::Deterministic) => routed(agent, None),
+        (true, _) => routed(Arc::new(SuggestionAgent::new()), Some(agent)),
+    };
+    Ok((agent, planner, name))
+}
+
+/// Says on stderr which agent, test command and re-lint the run uses.
+fn announce(agent_name: &str, tests: Option<&ResolvedTests>, relint: Option<&Relint>) {
+    eprintln!("review-fix: agent {agent_name}");
+    match tests {
+        Some(t) => eprintln!("review-fix: test command `{}` ({})", t.display(), t.source),
+        None => eprintln!("review-fix: no test command (a dry run runs no tests)"),
+    }
+    if let Some(r) = relint {
+        eprintln!(
+            "review-fix: re-lint with `{}` after each pass (at most {} passes)",
+            orchestrator_adapters::config::join_command(
+                &std::iter::once(r.command.program.clone())
+                    .chain(r.command.args.iter().cloned())
+                    .collect::<Vec<_>>()
+            ),
+            r.max_passes
+        );
+    }
 }
 
 /// The command that continues an interrupted run in `root` (the session
