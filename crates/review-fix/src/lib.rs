@@ -79,6 +79,7 @@ pub mod input;
 mod landing;
 pub mod ledger;
 mod open;
+mod phases;
 pub mod plan;
 pub mod relint;
 mod report;
@@ -112,6 +113,7 @@ pub use files::*;
 pub use input::{InferredTestCommand, infer_test_command};
 use open::*;
 pub use orchestrator_core::verify::VerifyMode;
+use phases::*;
 pub use plan::PlannerMode;
 pub use report::*;
 use sync::lock;
@@ -176,21 +178,7 @@ pub(crate) async fn run_locked(
     config: ReviewFixConfig,
     services: Services,
 ) -> Result<RunReport, ReviewFixError> {
-    if config.inputs.is_empty() && !config.resume {
-        return Err(ReviewFixError::Usage(
-            "give at least one findings file or review directory (--fix), or --resume".to_owned(),
-        ));
-    }
-    if config.max_iterations == 0 || config.batch_size == 0 || config.max_parallel == 0 {
-        return Err(ReviewFixError::Usage(
-            "max iterations, batch size and max parallel must be at least 1".to_owned(),
-        ));
-    }
-    if !config.dry_run && !services.agent.changes_files() {
-        return Err(ReviewFixError::AgentCannotChangeFiles {
-            agent: services.agent.name().to_owned(),
-        });
-    }
+    check_config(&config, &services)?;
     let vcs = Arc::clone(&services.vcs);
     // Every event passes the timeline recorder, which times the findings
     // for the report's picture (`timeline.svg`).
@@ -236,76 +224,17 @@ pub(crate) async fn run_locked(
 
     // Planning (skipped when a resumed session already has its plan).
     let findings: Vec<Finding> = findings_file.findings.clone();
-    let plan: FixPlan = match read_json_if_exists::<FixPlan>(paths.plan())? {
+    let plan = match read_json_if_exists::<FixPlan>(paths.plan())? {
         Some(plan) => plan,
         None => {
-            active.phase = SessionPhase::Planning;
-            active.last_update = now();
-            session::write_active(&paths, &active)?;
-            emit_phase(sink.as_ref(), "planning", true);
-            let batches = if config.planner == PlannerMode::Deterministic {
-                plan::batches_in_fix_order(&findings, config.batch_size)
-            } else {
-                batch_findings(
-                    &findings,
-                    &BatchConfig {
-                        batch_size: config.batch_size,
-                        ..BatchConfig::default()
-                    },
-                )
+            let planning = Planning {
+                config: &config,
+                services: &services,
+                sink: &sink,
+                paths: &paths,
+                repo: &repo,
             };
-            let partials = plan::plan_batches(
-                Arc::clone(&services.agent),
-                Arc::clone(&sink),
-                &batches,
-                &findings,
-                &plan::PlanningOptions {
-                    mode: config.planner,
-                    workdir: repo.clone(),
-                    session_id: paths.id(),
-                    session_dir: paths.dir.clone(),
-                    max_parallel: config.max_parallel,
-                    time_limit: config.planning_time_limit,
-                },
-            )
-            .await;
-            for p in &partials {
-                write_json_atomic(paths.partial_plan(p.batch_id), p)?;
-            }
-            let by_id: HashMap<String, &Finding> =
-                findings.iter().map(|f| (f.id.to_string(), f)).collect();
-            let fallback_batches = if config.planner == PlannerMode::Agent {
-                partials
-                    .iter()
-                    .filter(|p| p.metadata.fallback_reason.is_some())
-                    .map(|p| p.batch_id)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let plan = plan::aggregate(
-                &partials,
-                &by_id,
-                &plan::AggregateOptions {
-                    fix_session_id: paths.id(),
-                    parallel_limit: config.max_parallel_groups,
-                    worktrees: config.isolation == Isolation::Worktree,
-                    fallback_batches,
-                },
-            );
-            write_json_atomic(paths.plan(), &plan)?;
-            let by_id: HashMap<String, Finding> = findings
-                .iter()
-                .map(|f| (f.id.to_string(), f.clone()))
-                .collect();
-            for (i, g) in plan.groups.iter().enumerate() {
-                write_json_atomic(
-                    paths.progress(i + 1),
-                    &exec::init_progress(g, i + 1, &by_id),
-                )?;
-            }
-            emit_phase(sink.as_ref(), "planning", false);
-            plan
+            planning.make_plan(&mut active, &findings).await?
         }
     };
 
@@ -335,64 +264,13 @@ pub(crate) async fn run_locked(
         .await;
     }
 
-    // Approval.
     if matches!(
         active.phase,
         SessionPhase::Planning | SessionPhase::AwaitingApproval | SessionPhase::Discovery
-    ) {
-        active.phase = SessionPhase::AwaitingApproval;
-        active.last_update = now();
-        session::write_active(&paths, &active)?;
-        let question = Question::new(
-            PLAN_QUESTION_ID,
-            format!(
-                "Fix {} in {} over {} ({} isolation)?",
-                counted(plan.metadata.total_findings as u64, "finding", "findings"),
-                counted(plan.groups.len() as u64, "group", "groups"),
-                counted(plan.timeline.len() as u64, "stage", "stages"),
-                plan.metadata.isolation
-            ),
-            vec![
-                GateOption::new("Proceed", "Run the plan and commit the verified fixes"),
-                GateOption::new("Stop", "Keep the plan; resume later with --resume"),
-            ],
-        )
-        .with_details(format!("Plan: {}", paths.plan().display()));
-        sink.emit(&Event::GateAsked {
-            question: question.id.clone(),
-            prompt: question.prompt.clone(),
-        });
-        let answer = services.gate.ask(&question).await;
-        let choice = match &answer {
-            Ok(Answer::Chosen { index, .. }) => question.label(*index).map(str::to_owned),
-            _ => None,
-        };
-        sink.emit(&Event::GateAnswered {
-            question: question.id.clone(),
-            choice,
-        });
-        match answer {
-            Ok(Answer::Chosen { index: 0, .. }) => {}
-            Ok(Answer::Chosen { .. }) => {
-                return Ok(stopped_report(&paths, Outcome::Stopped, Some(plan), notes));
-            }
-            Ok(Answer::Deferred) | Err(_) => {
-                let reason = match answer {
-                    Err(e) => format!("the plan approval could not be asked: {e}"),
-                    _ => "the plan waits for approval; run again with --resume".to_owned(),
-                };
-                sink.emit(&Event::Escalated {
-                    id: None,
-                    reason: reason.clone(),
-                });
-                return Ok(stopped_report(
-                    &paths,
-                    Outcome::NeedsHuman { reason },
-                    Some(plan),
-                    notes,
-                ));
-            }
-        }
+    ) && let Some(stopped) =
+        ask_approval(&services, sink.as_ref(), &paths, &mut active, &plan, &notes).await?
+    {
+        return Ok(stopped);
     }
 
     // Execution.
