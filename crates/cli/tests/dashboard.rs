@@ -180,17 +180,19 @@ fn playwright_dir() -> PathBuf {
     dir
 }
 
+/// The system's headless Chromium, found on `PATH` (the shell first). Its
+/// absence fails the test, naming the package to install.
 fn chromium() -> PathBuf {
-    for name in ["chromium-headless-shell", "chromium"] {
-        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-            if dir.join(name).is_file() {
-                return dir.join(name);
-            }
-        }
-    }
-    panic!(
-        "headless Chromium is missing: install it with `apt-get install chromium-headless-shell`"
-    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium-headless-shell", "chromium"]
+        .into_iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "headless Chromium is missing: install it with `apt-get install chromium-headless-shell`"
+            )
+        })
 }
 
 fn shots(tmp: &Path) -> PathBuf {
