@@ -460,6 +460,57 @@ async fn a_dirty_tree_is_refused_and_with_allow_dirty_its_files_are_untouched() 
     );
 }
 
+/// `--allow-dirty` (issue 32): the agent works apart from the user's tree.
+/// An agent that writes over the user's modified file, besides the file of
+/// its finding, overwrites nothing of the user's: their edit is still there,
+/// byte for byte, whatever becomes of the fix.
+#[tokio::test]
+async fn with_allow_dirty_an_agent_writing_over_the_users_modified_file_changes_nothing_of_theirs()
+{
+    let fx = Fixture::new(FILES);
+    let input = fx.export(json!([finding("F1", "src/a.rs", 1, "Rename a1")]));
+    std::fs::write(fx.root().join("src/b.rs"), "b1 local edit\nb2\n").unwrap();
+    std::fs::write(fx.root().join("notes.txt"), "mine").unwrap();
+    let stray = || Reply::Edit {
+        files: vec![
+            ("src/a.rs".to_owned(), Some("A1\na2\na3\n".to_owned())),
+            (
+                "src/b.rs".to_owned(),
+                Some("B1 by the agent\nb2\n".to_owned()),
+            ),
+            ("notes.txt".to_owned(), None),
+        ],
+        response: AgentResponse::text("done"),
+    };
+    let agent = Arc::new(
+        FakeAgent::new("fake")
+            .on("F1", stray())
+            .on("F1", stray())
+            .on("F1", stray()),
+    );
+    let mut cfg = config(vec![input]);
+    cfg.allow_dirty = true;
+    run(cfg, fx.services(agent.clone(), Arc::new(AutoYes)))
+        .await
+        .unwrap();
+    assert!(agent.calls_for("F1") >= 1);
+    for call in agent.calls() {
+        assert!(
+            !call.workdir.starts_with(fx.root()),
+            "the agent worked in the user's tree: {}",
+            call.workdir.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("src/b.rs")).unwrap(),
+        "b1 local edit\nb2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
 #[tokio::test]
 async fn a_path_traversal_finding_is_rejected_and_the_rest_goes_on() {
     let fx = Fixture::new(FILES);
