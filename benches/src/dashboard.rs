@@ -42,77 +42,8 @@ pub fn review_fix_session(repo: &Path, n: usize) -> std::io::Result<()> {
         for &i in chunk {
             let id = format!("clippy::needless_return@src/m{g}.rs:{i}:5");
             let failed = i % 4 == 3;
-            let at = i64::try_from(i).unwrap_or(0) * 10;
-            events.push(line(
-                at,
-                Event::JobStarted {
-                    id: id.clone(),
-                    title: Some("unneeded `return` statement".into()),
-                },
-            ));
-            events.push(line(
-                at + 2,
-                Event::TestsRan {
-                    id: Some(id.clone()),
-                    passed: !failed,
-                    failing: if failed {
-                        vec!["tests::it_works".into()]
-                    } else {
-                        vec![]
-                    },
-                },
-            ));
-            events.push(line(
-                at + 3,
-                Event::AgentCall {
-                    id: id.clone(),
-                    spend: Default::default(),
-                    total: Default::default(),
-                },
-            ));
-            if failed {
-                events.push(line(
-                    at + 4,
-                    Event::AttemptFailed {
-                        id: id.clone(),
-                        round: 1,
-                        attempt: 1,
-                        error:
-                            "the tests failed\nrunning 3 tests\ntest tests::it_works ... FAILED\n"
-                                .repeat(3),
-                    },
-                ));
-            } else {
-                events.push(line(
-                    at + 4,
-                    Event::CommitMade {
-                        id: id.clone(),
-                        commit: format!("{i:040x}"),
-                        summary: format!("fix(quality): unneeded `return` statement [{id}]"),
-                    },
-                ));
-            }
-            events.push(line(
-                at + 5,
-                Event::JobFinished {
-                    id: id.clone(),
-                    status: if failed {
-                        JobStatus::Failed
-                    } else {
-                        JobStatus::Completed
-                    },
-                    detail: None,
-                },
-            ));
-            findings.push(json!({
-                "finding_id": id, "finding_title": "unneeded `return` statement",
-                "file": format!("src/m{g}.rs"), "line": i, "status": "completed",
-                "result": if failed { "failed" } else { "fixed" }, "attempts": if failed { 2 } else { 1 },
-                "started_at": "2026-01-01T00:00:00Z", "completed_at": "2026-01-01T00:00:01Z",
-                "commit_hash": if failed { None } else { Some(format!("{i:040x}")) },
-                "test_passed": !failed,
-                "error_message": if failed { Some("the tests failed: tests::it_works") } else { None },
-            }));
+            events.extend(finding_events(&id, i, failed));
+            findings.push(progress_record(&id, g, i, failed));
         }
         let progress = json!({
             "progress_id": format!("fix-progress-{}", g + 1), "group_id": format!("G{}", g + 1),
@@ -129,4 +60,80 @@ pub fn review_fix_session(repo: &Path, n: usize) -> std::io::Result<()> {
         )?;
     }
     std::fs::write(dir.join(EVENTS_FILE), events.join("\n") + "\n")
+}
+
+/// The event-log lines of finding `i`: started, tested, one agent call,
+/// then a commit (or, when `failed`, a failed attempt), finished.
+fn finding_events(id: &str, i: usize, failed: bool) -> Vec<String> {
+    let at = i64::try_from(i).unwrap_or(0) * 10;
+    let id = id.to_owned();
+    let outcome = if failed {
+        Event::AttemptFailed {
+            id: id.clone(),
+            round: 1,
+            attempt: 1,
+            error: "the tests failed\nrunning 3 tests\ntest tests::it_works ... FAILED\n".repeat(3),
+        }
+    } else {
+        Event::CommitMade {
+            id: id.clone(),
+            commit: format!("{i:040x}"),
+            summary: format!("fix(quality): unneeded `return` statement [{id}]"),
+        }
+    };
+    vec![
+        line(
+            at,
+            Event::JobStarted {
+                id: id.clone(),
+                title: Some("unneeded `return` statement".into()),
+            },
+        ),
+        line(
+            at + 2,
+            Event::TestsRan {
+                id: Some(id.clone()),
+                passed: !failed,
+                failing: if failed {
+                    vec!["tests::it_works".into()]
+                } else {
+                    vec![]
+                },
+            },
+        ),
+        line(
+            at + 3,
+            Event::AgentCall {
+                id: id.clone(),
+                spend: Default::default(),
+                total: Default::default(),
+            },
+        ),
+        line(at + 4, outcome),
+        line(
+            at + 5,
+            Event::JobFinished {
+                id,
+                status: if failed {
+                    JobStatus::Failed
+                } else {
+                    JobStatus::Completed
+                },
+                detail: None,
+            },
+        ),
+    ]
+}
+
+/// Finding `i`'s record in group `g`'s progress file.
+fn progress_record(id: &str, g: usize, i: usize, failed: bool) -> serde_json::Value {
+    json!({
+        "finding_id": id, "finding_title": "unneeded `return` statement",
+        "file": format!("src/m{g}.rs"), "line": i, "status": "completed",
+        "result": if failed { "failed" } else { "fixed" }, "attempts": if failed { 2 } else { 1 },
+        "started_at": "2026-01-01T00:00:00Z", "completed_at": "2026-01-01T00:00:01Z",
+        "commit_hash": if failed { None } else { Some(format!("{i:040x}")) },
+        "test_passed": !failed,
+        "error_message": if failed { Some("the tests failed: tests::it_works") } else { None },
+    })
 }
