@@ -187,3 +187,61 @@ async fn a_review_is_a_diff_thread_per_comment_on_the_diff_refs_and_a_summary_no
     let bad = forge.resolve(NUMBER, "0000").await.unwrap_err().to_string();
     assert!(bad.contains("404 Discussion Not Found"), "{bad}");
 }
+
+/// GitLab's rate limits answer `429` with `Retry-After`: the request is sent
+/// again after the wait asked for — a write too, once — and a limit that
+/// does not lift ends in an error saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_request_waits_as_asked_then_gives_up_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = standard(dir.path()).await;
+    let forge = forge(&server, GitlabToken::Private(TOKEN.into()));
+    let thread = forge.threads(NUMBER).await.unwrap()[0].id.clone();
+
+    server.with(|s| {
+        s.rate_limited = 2;
+        s.retry_after = 1;
+    });
+    let started = std::time::Instant::now();
+    let request = forge.change_request(NUMBER).await.unwrap();
+    assert_eq!(request.number, NUMBER);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "waited {:?}, where the forge asked for 1 s twice",
+        started.elapsed()
+    );
+    let path = format!("GET /projects/group%2Fsub%2Fdemo/merge_requests/{NUMBER}");
+    let calls = server.api_calls();
+    assert_eq!(calls[calls.len() - 3..], [path.clone(), path.clone(), path]);
+
+    server.with(|s| {
+        s.rate_limited = 1;
+        s.retry_after = 0;
+    });
+    forge
+        .reply(NUMBER, &thread, "Fixed in abc1234")
+        .await
+        .unwrap();
+    let replies = server.with(|s| {
+        s.discussions
+            .iter()
+            .flat_map(|d| &d.notes)
+            .filter(|n| n.body == "Fixed in abc1234")
+            .count()
+    });
+    assert_eq!(replies, 1, "the write was made once");
+
+    server.with(|s| s.rate_limited = 100);
+    let err = forge.change_request(NUMBER).await.unwrap_err();
+    let ForgeError::Http { status: 429, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        err.to_string().contains("Retry later")
+            && err
+                .to_string()
+                .contains("rate limited: gave up after 4 retries"),
+        "{err}"
+    );
+    assert_eq!(server.with(|s| s.rate_limited), 95, "1 try and 4 retries");
+}

@@ -37,6 +37,23 @@ pub(crate) fn message(status: u16, text: &str) -> Reply {
     Reply::json(status, &json!({ "message": text }))
 }
 
+/// A request over a rate limit (user docs, "Rate limits" and "Rate limits on
+/// ... API": `429 Too Many Requests`, the plain-text body Rack::Attack
+/// writes, `Retry-After` in seconds and the `RateLimit-*` headers).
+fn rate_limited(retry_after: u32) -> Reply {
+    let mut reply = Reply::json(429, &Value::Null);
+    reply.content_type = "text/plain";
+    reply.body = b"Retry later\n".to_vec();
+    reply.headers = vec![
+        ("Retry-After", retry_after.to_string()),
+        ("RateLimit-Limit", "600".to_owned()),
+        ("RateLimit-Observed", "601".to_owned()),
+        ("RateLimit-Remaining", "0".to_owned()),
+        ("RateLimit-Reset", "1714557660".to_owned()),
+    ];
+    reply
+}
+
 const WEB: &str = "http://gitlab.localhost";
 
 /// `2024-05-01T10:00:00.000Z` plus `minutes` (GitLab writes milliseconds).
@@ -46,6 +63,10 @@ fn time(minutes: u32) -> String {
 
 /// Answers one API request.
 pub(crate) fn route(s: &mut Scenario, req: &ApiRequest<'_>) -> Reply {
+    if s.rate_limited > 0 {
+        s.rate_limited -= 1;
+        return rate_limited(s.retry_after);
+    }
     let seg: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let Some(project) = seg
         .get(1)
