@@ -203,9 +203,7 @@ pub struct Scenario {
     pub on_push: Option<PushHook>,
     /// Minutes after 2024-05-01T10:00:00Z.
     pub clock: u32,
-    /// Rate limiting: the next this many API requests are answered `429`
-    /// with `Retry-After` [`Scenario::retry_after`] seconds, as GitLab's
-    /// rate limits do (see `api::rate_limited`).
+    /// The next this many API requests are answered `429` (rate limited).
     pub rate_limited: u32,
     /// The `Retry-After` seconds of a rate-limited answer.
     pub retry_after: u32,
