@@ -55,8 +55,9 @@
 //!   threads as findings, fixes made in a worktree at the request's head,
 //!   delivered by push with "Fixed in abc1234." replies or as one review of
 //!   committable suggestions; [`forge::RoutedAgent`]).
-//! - Everything else (`exec`, `landing`, `stages`, `open`, `complete`) is
-//!   internal.
+//! - Everything else is internal: the phases of a run (`phases`: settings,
+//!   discovery, planning, approval; `execution`; `complete`), `open` (new or
+//!   resumed sessions), `stages`, `exec` and `landing`.
 //!
 //! ## Invariants
 //! - Commits land only on the checked-out branch of the repository, one per
