@@ -73,6 +73,21 @@ pub(crate) struct Completion {
     pub(crate) worktrees: Option<orchestrator_core::worktree::PoolStats>,
 }
 
+/// Writes `fix-summary.md`, with the section of the timeline picture when
+/// one was drawn (`timeline.svg`).
+fn write_summary(
+    paths: &session::SessionPaths,
+    input: &summary::SummaryInput<'_>,
+    spans: Vec<orchestrator_core::timeline::Span>,
+) -> Result<(), ReviewFixError> {
+    let mut summary = summary::render_summary(input);
+    if write_timeline(paths, input.progress, spans)? {
+        summary.push_str(TIMELINE_SECTION);
+    }
+    write_atomic(paths.summary(), summary.as_bytes())?;
+    Ok(())
+}
+
 /// Writes the summary and the history entry, removes the active marker.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn complete(
@@ -102,7 +117,8 @@ pub(crate) async fn complete(
         .await
         .map_err(|e| ReviewFixError::vcs("reading the branch log", e))?;
     let finished = now();
-    let summary = summary::render_summary(&summary::SummaryInput {
+    let base = exec::kept_baseline(&paths.dir);
+    let input = summary::SummaryInput {
         fix_session_id: &active.fix_session_id,
         run: active.run,
         started_at: &active.started_at,
@@ -113,13 +129,9 @@ pub(crate) async fn complete(
         verification,
         outcome: outcome.as_str(),
         worktrees: worktrees.as_ref(),
-        base: exec::kept_baseline(&paths.dir).as_ref(),
-    });
-    let mut summary = summary;
-    if write_timeline(paths, &progress, spans)? {
-        summary.push_str(TIMELINE_SECTION);
-    }
-    write_atomic(paths.summary(), summary.as_bytes())?;
+        base: base.as_ref(),
+    };
+    write_summary(paths, &input, spans)?;
     let findings = finding_reports(&progress, &findings_file.rejected);
     let counts = |result: &str| findings.iter().filter(|f| f.result == result).count();
     append_history(

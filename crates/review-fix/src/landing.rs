@@ -66,6 +66,9 @@ use trial::*;
 mod decisions;
 use decisions::*;
 
+mod segment;
+use segment::*;
+
 /// The verifier configuration of a new segment: the session's mode and
 /// re-runs, with the failure-rate prior moved by the decisions so far.
 fn segment_config(shared: &Shared) -> VerifyConfig {
@@ -221,7 +224,7 @@ struct StageCount {
 /// queue's groups are added).
 pub(crate) async fn verify_stage(
     shared: &Shared,
-    mut state: VerifyState,
+    state: VerifyState,
     progress: &HashMap<String, Progress>,
     groups: &[String],
 ) {
@@ -237,253 +240,31 @@ pub(crate) async fn verify_stage(
         )),
     });
     let runs_before = shared.test_runs();
-    let mut count = StageCount::default();
-    let mut on_branch = landed_commits(shared).await;
-    let mut trial: Option<TrialTree> = None;
-    // One-line descriptions of this process's failing runs, by run id.
-    let mut short_failures: HashMap<u32, String> = HashMap::new();
-    'segments: loop {
-        short_failures.clear();
-        save_state(shared, &state);
-        let ids: Vec<String> = state.queue.iter().map(|q| q.finding_id.clone()).collect();
-        let mut verifier = match Verifier::resume(
-            ids.clone(),
-            state.config.clone(),
-            state.outcomes.iter().cloned(),
-        ) {
-            Ok(v) => v,
-            Err(e) => {
-                shared.warn(format!(
-                    "the recorded verification cannot be replayed ({e}); it starts over"
-                ));
-                state.outcomes.clear();
-                state.config = segment_config(shared);
-                match Verifier::new(ids, state.config.clone()) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        shared.warn(format!("cannot verify the stage's fixes: {e}"));
-                        fail_queue(shared, &mut state, progress, &e.to_string());
-                        break 'segments;
-                    }
-                }
+    let mut run = StageRun {
+        shared,
+        progress,
+        state,
+        count: StageCount::default(),
+        on_branch: landed_commits(shared).await,
+        trial: None,
+        short_failures: HashMap::new(),
+    };
+    loop {
+        match run.segment().await {
+            SegmentEnd::Restart => {}
+            SegmentEnd::Done => break,
+            SegmentEnd::Halted => {
+                save_state(shared, &run.state);
+                close_trial(shared, &mut run.trial).await;
+                return;
             }
-        };
-        let start = verifier.report();
-        // In `each` mode (a parallel stage's combination checked at landing)
-        // one by one is what ran: count the landing's own runs.
-        let (each_start, reruns_start) =
-            if crate::effective_mode(&shared.config) == VerifyMode::Each {
-                (start.runs, start.reruns)
-            } else {
-                (start.each_runs, start.reruns)
-            };
-        let mut flaky_seen = start.flaky.len();
-        // Landed positions of this segment already on the branch.
-        let mut synced = 0usize;
-        loop {
-            let report = verifier.report();
-            // Land what the verifier decided, in order: with one
-            // fast-forward where the branch is still the trial's base.
-            if synced < report.landed.len() {
-                let landed = land_fast_forward(
-                    shared,
-                    &mut trial,
-                    state.queue.get(synced..).unwrap_or_default(),
-                    report.landed.len() - synced,
-                    progress,
-                    &mut on_branch,
-                )
-                .await;
-                count.landed += landed as u32;
-                synced += landed;
-            }
-            while synced < report.landed.len() {
-                let Some(fid) = state.queue.get(synced).map(|q| q.finding_id.clone()) else {
-                    break 'segments;
-                };
-                let landed_before = shared
-                    .findings
-                    .get(&fid)
-                    .is_some_and(|f| on_branch.contains_key(&commit_message(f)));
-                if landed_before {
-                    // Landed by the interrupted run: the tip already holds it.
-                    if let Some(t) = trial.as_mut()
-                        && !t.built.is_empty()
-                    {
-                        t.built.remove(0);
-                        t.base = None;
-                    }
-                    land(
-                        shared,
-                        &fid,
-                        &CommitId(String::new()),
-                        progress,
-                        &mut on_branch,
-                    )
-                    .await;
-                    count.landed += 1;
-                    synced += 1;
-                    continue;
-                }
-                if trial.as_ref().is_none_or(|t| t.built.is_empty()) {
-                    match ensure_built(
-                        shared,
-                        &mut trial,
-                        &mut state,
-                        synced,
-                        report.landed.len(),
-                        progress,
-                    )
-                    .await
-                    {
-                        Ok(()) => {}
-                        Err(BuildError::Removed) => {
-                            account(shared, &verifier, each_start, reruns_start, &mut count);
-                            restart(shared, &mut state, synced, None, &mut trial);
-                            continue 'segments;
-                        }
-                        Err(BuildError::NoTree(e)) => {
-                            fail_queue(shared, &mut state, progress, &e);
-                            break 'segments;
-                        }
-                    }
-                }
-                let Some(t) = trial.as_mut() else {
-                    break 'segments;
-                };
-                let (fid, commit) = t.built.remove(0);
-                t.base = None;
-                if !land(shared, &fid, &commit, progress, &mut on_branch).await {
-                    // The user's work is in the way: the decided fixes wait
-                    // in the verification state for --resume.
-                    save_state(shared, &state);
-                    close_trial(shared, &mut trial).await;
-                    return;
-                }
-                count.landed += 1;
-                synced += 1;
-            }
-            for flaky in report.flaky.iter().skip(flaky_seen) {
-                if let Some(p) = group_progress(shared, &state, &flaky.fix, progress) {
-                    record_flaky(
-                        shared,
-                        p,
-                        &flaky.fix,
-                        &FlakyFailure {
-                            failure: short_failures
-                                .get(&flaky.failed_run.0)
-                                .cloned()
-                                .unwrap_or_else(|| first_line(&flaky.log_ref)),
-                            failed_runs: 1,
-                        },
-                    );
-                }
-            }
-            flaky_seen = report.flaky.len();
-            if let Some(dropped) = report.dropped.first() {
-                account(shared, &verifier, each_start, reruns_start, &mut count);
-                count.dropped += 1;
-                let item = drop_fix(shared, &state, dropped.position, &dropped.log_ref, progress);
-                close_trial(shared, &mut trial).await;
-                restart(shared, &mut state, dropped.position, Some(item), &mut trial);
-                continue 'segments;
-            }
-            let step = verifier.next_step();
-            let Step::Test(spec) = step else {
-                account(shared, &verifier, each_start, reruns_start, &mut count);
-                break 'segments;
-            };
-            let end = spec.candidates.end.min(state.queue.len());
-            match ensure_built(shared, &mut trial, &mut state, synced, end, progress).await {
-                Ok(()) => {}
-                Err(BuildError::Removed) => {
-                    account(shared, &verifier, each_start, reruns_start, &mut count);
-                    restart(shared, &mut state, synced, None, &mut trial);
-                    continue 'segments;
-                }
-                Err(BuildError::NoTree(e)) => {
-                    fail_queue(shared, &mut state, progress, &e);
-                    break 'segments;
-                }
-            }
-            let Some(t) = trial.as_ref() else {
-                break 'segments;
-            };
-            let label = state
-                .queue
-                .get(synced.min(end)..end)
-                .unwrap_or_default()
-                .iter()
-                .map(|q| q.finding_id.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
-            let outcome = match run_tests(shared, &t.env, Some(label), None).await {
-                Ok(r) if r.is_pass() => RunOutcome::Pass,
-                Ok(r) => {
-                    short_failures.insert(spec.run.0, short_failure(&r));
-                    RunOutcome::fail(describe_failure_as(
-                        &r,
-                        "the tests failed with the fix on top of the fixes landed before it",
-                        "the fix was dropped at landing",
-                    ))
-                }
-                Err(message) => RunOutcome::fail(message),
-            };
-            if let Err(e) = verifier.record(spec.run, outcome.clone()) {
-                shared.warn(format!("the verifier refused a test result: {e}"));
-                break 'segments;
-            }
-            state.outcomes.push(outcome);
-            save_state(shared, &state);
         }
     }
-    close_trial(shared, &mut trial).await;
+    close_trial(shared, &mut run.trial).await;
     remove_state(shared);
-    count.runs = shared.test_runs() - runs_before;
-    // Close the groups whose fixes were waiting here (also those a killed
-    // run left waiting with every fix landed); their progress files get the
-    // stage's figures.
-    for group in &shared.plan.groups {
-        let Some(p) = progress.get(&group.group_id) else {
-            continue;
-        };
-        let snapshot = p.snapshot();
-        let waiting = snapshot.phase == "verifying"
-            && snapshot
-                .findings
-                .iter()
-                .all(|f| f.status == ProgressStatus::Completed);
-        if close.contains(&group.group_id) || waiting {
-            let flaky = snapshot
-                .errors
-                .iter()
-                .filter(|e| e.error_type == "flaky_test")
-                .count() as u32;
-            p.update(|p| {
-                if crate::effective_mode(&shared.config) == VerifyMode::Each {
-                    // The group's own runs, one per fix, plus the runs that
-                    // tested the stage's combination at landing.
-                    let v = p
-                        .verification
-                        .get_or_insert(ProgressVerification::empty(VerifyMode::Each));
-                    v.test_runs += count.runs;
-                    v.reruns += count.reruns;
-                    v.each_runs += count.runs;
-                    v.flaky = flaky;
-                    return;
-                }
-                p.verification = Some(ProgressVerification {
-                    mode: state.config.mode,
-                    test_runs: count.runs,
-                    reruns: count.reruns,
-                    each_runs: count.each_runs,
-                    runs_saved: i64::from(count.each_runs) - i64::from(count.runs),
-                    flaky,
-                });
-            });
-            finish_group(shared, group, p);
-        }
-    }
+    run.count.runs = shared.test_runs() - runs_before;
+    close_groups(shared, &run, &close);
+    let count = &run.count;
     shared.sink.emit(&Event::JobFinished {
         id: format!("verify-stage-{stage}"),
         status: JobStatus::Completed,
@@ -496,4 +277,53 @@ pub(crate) async fn verify_stage(
             i64::from(count.each_runs) - i64::from(count.runs)
         )),
     });
+}
+
+/// Closes the groups whose fixes were waiting for the stage's verification
+/// (`close`, and those a killed run left waiting with every fix landed);
+/// their progress files get the stage's figures.
+fn close_groups(shared: &Shared, run: &StageRun<'_>, close: &BTreeSet<String>) {
+    let count = &run.count;
+    for group in &shared.plan.groups {
+        let Some(p) = run.progress.get(&group.group_id) else {
+            continue;
+        };
+        let snapshot = p.snapshot();
+        let waiting = snapshot.phase == "verifying"
+            && snapshot
+                .findings
+                .iter()
+                .all(|f| f.status == ProgressStatus::Completed);
+        if !close.contains(&group.group_id) && !waiting {
+            continue;
+        }
+        let flaky = snapshot
+            .errors
+            .iter()
+            .filter(|e| e.error_type == "flaky_test")
+            .count() as u32;
+        p.update(|p| {
+            if crate::effective_mode(&shared.config) == VerifyMode::Each {
+                // The group's own runs, one per fix, plus the runs that
+                // tested the stage's combination at landing.
+                let v = p
+                    .verification
+                    .get_or_insert(ProgressVerification::empty(VerifyMode::Each));
+                v.test_runs += count.runs;
+                v.reruns += count.reruns;
+                v.each_runs += count.runs;
+                v.flaky = flaky;
+                return;
+            }
+            p.verification = Some(ProgressVerification {
+                mode: run.state.config.mode,
+                test_runs: count.runs,
+                reruns: count.reruns,
+                each_runs: count.each_runs,
+                runs_saved: i64::from(count.each_runs) - i64::from(count.runs),
+                flaky,
+            });
+        });
+        finish_group(shared, group, p);
+    }
 }

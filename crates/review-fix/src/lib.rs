@@ -55,8 +55,9 @@
 //!   threads as findings, fixes made in a worktree at the request's head,
 //!   delivered by push with "Fixed in abc1234." replies or as one review of
 //!   committable suggestions; [`forge::RoutedAgent`]).
-//! - Everything else (`exec`, `landing`, `stages`, `open`, `complete`) is
-//!   internal.
+//! - Everything else is internal: the phases of a run (`phases`: settings,
+//!   discovery, planning, approval; `execution`; `complete`), `open` (new or
+//!   resumed sessions), `stages`, `exec` and `landing`.
 //!
 //! ## Invariants
 //! - Commits land only on the checked-out branch of the repository, one per
@@ -73,6 +74,7 @@ mod complete;
 mod config;
 pub mod error;
 mod exec;
+mod execution;
 pub mod files;
 pub mod forge;
 pub mod input;
@@ -109,6 +111,7 @@ use complete::*;
 pub use config::*;
 pub use error::ReviewFixError;
 pub use exec::commit_message;
+use execution::*;
 pub use files::*;
 pub use input::{InferredTestCommand, infer_test_command};
 use open::*;
@@ -187,194 +190,62 @@ pub(crate) async fn run_locked(
     ));
     let sink: Arc<dyn EventSink> = timeline.clone();
     let repo = vcs.root().to_path_buf();
-    for folder in ENGINE_FOLDERS {
-        vcs.exclude(folder)
-            .await
-            .map_err(|e| ReviewFixError::vcs(format!("excluding {folder}"), e))?;
-    }
+    exclude_engine_folders(vcs.as_ref()).await?;
     let run_started = now();
-    emit_phase(sink.as_ref(), "discovery", true);
-    let first_input = config.inputs.first().map(|p| absolute(&repo, p));
-    let root = session::fixes_root(&repo, first_input.as_deref());
-    let opened = if config.resume {
-        open_for_resume(&config, &services, &root).await?
-    } else {
-        open_new(&config, &services, &root).await?
-    };
+    let (config, opened) = discover(config, &services, &sink, &repo).await?;
     let Opened {
         paths,
         lock: _lock,
         mut active,
         findings_file,
-        mut notes,
+        notes,
     } = opened;
-    sink.emit(&Event::SessionOpened {
-        flow: FLOW.to_owned(),
-        session: paths.id(),
-        dir: paths.dir.clone(),
-    });
-    // A resumed session keeps what its plan was made for: where groups run
-    // and how many run at once.
-    let config = if config.resume {
-        keep_session_layout(config, &active.options, &mut notes)
-    } else {
-        config
+    let planning = Planning {
+        config: &config,
+        services: &services,
+        sink: &sink,
+        paths: &paths,
+        repo: &repo,
     };
-    emit_phase(sink.as_ref(), "discovery", false);
-
-    // Planning (skipped when a resumed session already has its plan).
-    let findings: Vec<Finding> = findings_file.findings.clone();
-    let plan = match read_json_if_exists::<FixPlan>(paths.plan())? {
-        Some(plan) => plan,
-        None => {
-            let planning = Planning {
-                config: &config,
-                services: &services,
-                sink: &sink,
-                paths: &paths,
-                repo: &repo,
-            };
-            planning.make_plan(&mut active, &findings).await?
+    let plan = planning
+        .plan_unless_planned(&mut active, &findings_file.findings)
+        .await?;
+    let executed = if config.dry_run {
+        Executed::dry_run(active, &config)
+    } else {
+        if matches!(
+            active.phase,
+            SessionPhase::Planning | SessionPhase::AwaitingApproval | SessionPhase::Discovery
+        ) && let Some(stopped) =
+            ask_approval(&services, sink.as_ref(), &paths, &mut active, &plan, &notes).await?
+        {
+            return Ok(stopped);
         }
-    };
-
-    let done = |outcome: Outcome| Completion {
-        outcome,
-        run_started: run_started.clone(),
-        notes: notes.clone(),
-        spans: timeline.spans(),
-        worktrees: None,
-    };
-
-    if config.dry_run {
-        let c = done(Outcome::DryRun);
-        return complete(
-            &paths,
-            &active,
-            &plan,
-            &findings_file,
-            c,
-            VerificationStats {
-                mode: effective_mode(&config),
-                ..VerificationStats::default()
-            },
-            &vcs,
-            sink.as_ref(),
-        )
-        .await;
-    }
-
-    if matches!(
-        active.phase,
-        SessionPhase::Planning | SessionPhase::AwaitingApproval | SessionPhase::Discovery
-    ) && let Some(stopped) =
-        ask_approval(&services, sink.as_ref(), &paths, &mut active, &plan, &notes).await?
-    {
-        return Ok(stopped);
-    }
-
-    // Execution.
-    active.phase = SessionPhase::Executing;
-    active.last_update = now();
-    session::write_active(&paths, &active)?;
-    emit_phase(sink.as_ref(), "execution", true);
-    let finding_map: HashMap<String, Finding> = findings
-        .iter()
-        .map(|f| (f.id.to_string(), f.clone()))
-        .collect();
-    let active = Arc::new(Mutex::new(active));
-    let shared = Arc::new(exec::Shared {
-        config: config.clone(),
-        agent: Arc::clone(&services.agent),
-        vcs: Arc::clone(&vcs),
-        tests: Arc::clone(&services.tests),
-        sink: Arc::clone(&sink),
-        paths: paths.clone(),
-        plan: plan.clone(),
-        findings: finding_map.clone(),
-        // Stable slot places (one review-fix run per repository at a
-        // time): each slot's build folder stays warm from run to run.
-        pool: orchestrator_core::worktree::WorktreePool::new(
-            Arc::clone(&vcs),
-            orchestrator_core::state::worktree_root(&repo).join("review-fix"),
-            "review-fix/",
-        )
-        .with_reclaim(true)
-        .with_provisioner(services.provisioner.clone())
-        .with_sink(Arc::clone(&sink))
-        .with_journal(Arc::new(exec::ActiveJournal {
-            active: Arc::clone(&active),
-            path: paths.active(),
-            sink: Arc::clone(&sink),
-        })),
-        active,
-        test_runs: AtomicU32::new(0),
-        cargo: repo.join("Cargo.toml").is_file(),
-        batch: config.verify != VerifyMode::Each && config.isolation == Isolation::Worktree,
-        stats: Mutex::new(VerificationStats {
-            mode: effective_mode(&config),
-            ..VerificationStats::default()
-        }),
-        digests: Mutex::new(HashMap::new()),
-        decided: Mutex::new((0, 0)),
-        ledger: ledger::Ledger::open(&paths.dir)?,
-        halted: Mutex::new(None),
-        baseline: Mutex::new(orchestrator_core::test_runner::Baseline::default()),
-    });
-    exec::recover(&shared).await;
-    if let Err(refusal) = exec::establish(&shared).await {
-        shared.pool.close().await;
-        return Err(match refusal {
-            exec::BaseRefusal::Red(tests) => ReviewFixError::RedBase { tests },
-            exec::BaseRefusal::Unjudgeable(message) | exec::BaseRefusal::Io(message) => {
-                ReviewFixError::Base { message }
-            }
-        });
-    }
-    let landed = exec::landed_commits(&shared).await;
-    let mut progress: HashMap<String, exec::Progress> = HashMap::new();
-    for (i, g) in plan.groups.iter().enumerate() {
-        let path = paths.progress(i + 1);
-        let mut p: FixProgress = match read_json_if_exists(&path)? {
-            Some(p) => p,
-            None => exec::init_progress(g, i + 1, &finding_map),
+        let execution = Execution {
+            config: &config,
+            services: &services,
+            sink: &sink,
+            paths: &paths,
+            repo: &repo,
+            plan: &plan,
+            findings_file: &findings_file,
         };
-        prepare_for_run(&mut p, &finding_map, &landed);
-        let handle = exec::Progress::new(path, p, Arc::clone(&sink));
-        handle.update(|_| {});
-        progress.insert(g.group_id.clone(), handle);
-    }
-    stages::run_stages(Arc::clone(&shared), &progress).await;
-    shared.pool.close().await;
-    emit_phase(sink.as_ref(), "execution", false);
-    let active = lock(&shared.active).clone();
-    let all: Vec<FixProgress> = plan
-        .groups
-        .iter()
-        .filter_map(|g| progress.get(&g.group_id).map(exec::Progress::snapshot))
-        .collect();
-    let failed = all
-        .iter()
-        .flat_map(|p| p.findings.iter())
-        .any(|f| f.result != Some(FixResult::Fixed));
-    let outcome = if let Some(halted) = shared.halt_outcome() {
-        halted
-    } else if failed || !findings_file.rejected.is_empty() {
-        Outcome::SomeFailed
-    } else {
-        Outcome::AllFixed
+        execution.execute(active).await?
     };
-    let mut verification = shared.with_stats(|s| *s);
-    verification.test_runs = shared.test_runs.load(Ordering::SeqCst);
-    let mut completion = done(outcome);
-    completion.worktrees = Some(shared.pool.stats()).filter(|s| s.made > 0);
+    let completion = Completion {
+        outcome: executed.outcome,
+        run_started,
+        notes,
+        spans: timeline.spans(),
+        worktrees: executed.worktrees,
+    };
     complete(
         &paths,
-        &active,
+        &executed.active,
         &plan,
         &findings_file,
         completion,
-        verification,
+        executed.verification,
         &vcs,
         sink.as_ref(),
     )

@@ -103,6 +103,9 @@ pub(crate) fn options_of(config: &ReviewFixConfig) -> SessionOptions {
     }
 }
 
+/// Opens a new session under `root`: refuses a dirty tree unless allowed,
+/// loads and sorts the findings, writes `findings.json`, starts the edit
+/// ledger and writes the session record.
 pub(crate) async fn open_new(
     config: &ReviewFixConfig,
     services: &Services,
@@ -157,6 +160,26 @@ pub(crate) async fn open_new(
         .flat_map(|s| s.edits.iter().map(|e| e.file.clone()))
         .collect();
     ledger::Ledger::start(&paths.dir, &repo, &edit_files)?;
+    let active = new_active(config, vcs.as_ref(), &paths, inputs, dirty).await?;
+    session::write_active(&paths, &active)?;
+    Ok(Opened {
+        paths,
+        lock,
+        active,
+        findings_file,
+        notes,
+    })
+}
+
+/// The session record of a new run: where it started (HEAD, branch, the
+/// files dirty before it) and with which options.
+async fn new_active(
+    config: &ReviewFixConfig,
+    vcs: &dyn Vcs,
+    paths: &session::SessionPaths,
+    inputs: Vec<PathBuf>,
+    dirty: Vec<String>,
+) -> Result<ActiveSession, ReviewFixError> {
     let head = vcs
         .head()
         .await
@@ -169,8 +192,8 @@ pub(crate) async fn open_new(
     let active = ActiveSession {
         version: ACTIVE_SESSION_VERSION,
         fix_session_id: paths.id(),
-        session_dir: dir.clone(),
-        repo: repo.clone(),
+        session_dir: paths.dir.clone(),
+        repo: vcs.root().to_path_buf(),
         inputs,
         pid: std::process::id(),
         run: 1,
@@ -185,14 +208,7 @@ pub(crate) async fn open_new(
         worktrees: Vec::new(),
         stages_completed: Vec::new(),
     };
-    session::write_active(&paths, &active)?;
-    Ok(Opened {
-        paths,
-        lock,
-        active,
-        findings_file,
-        notes,
-    })
+    Ok(active)
 }
 
 /// A live session elsewhere under the same root is another engine at work:

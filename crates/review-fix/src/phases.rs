@@ -1,7 +1,49 @@
-//! The phases of a run between opening its session and executing its plan:
-//! the settings checked, the plan made, the plan approved.
+//! The phases of a run before executing its plan: the settings checked,
+//! the session opened (discovery), the plan made, the plan approved.
 
 use crate::*;
+
+/// Keeps the engine's folders out of version control.
+pub(crate) async fn exclude_engine_folders(vcs: &dyn Vcs) -> Result<(), ReviewFixError> {
+    for folder in ENGINE_FOLDERS {
+        vcs.exclude(folder)
+            .await
+            .map_err(|e| ReviewFixError::vcs(format!("excluding {folder}"), e))?;
+    }
+    Ok(())
+}
+
+/// Discovery: opens a new session over the configured inputs, or the one
+/// to resume (which keeps the layout its plan was made for: where groups
+/// run and how many run at once). Returns the configuration the run goes on
+/// with.
+pub(crate) async fn discover(
+    config: ReviewFixConfig,
+    services: &Services,
+    sink: &Arc<dyn EventSink>,
+    repo: &Path,
+) -> Result<(ReviewFixConfig, Opened), ReviewFixError> {
+    emit_phase(sink.as_ref(), "discovery", true);
+    let first_input = config.inputs.first().map(|p| absolute(repo, p));
+    let root = session::fixes_root(repo, first_input.as_deref());
+    let mut opened = if config.resume {
+        open_for_resume(&config, services, &root).await?
+    } else {
+        open_new(&config, services, &root).await?
+    };
+    sink.emit(&Event::SessionOpened {
+        flow: FLOW.to_owned(),
+        session: opened.paths.id(),
+        dir: opened.paths.dir.clone(),
+    });
+    let config = if config.resume {
+        keep_session_layout(config, &opened.active.options, &mut opened.notes)
+    } else {
+        config
+    };
+    emit_phase(sink.as_ref(), "discovery", false);
+    Ok((config, opened))
+}
 
 /// Refuses settings a run cannot start with: nothing to fix, a zero limit,
 /// an agent that cannot change files (unless the run is dry).
@@ -37,6 +79,19 @@ pub(crate) struct Planning<'a> {
 }
 
 impl Planning<'_> {
+    /// The session's plan: the one a resumed session has already, else a
+    /// new one ([`Planning::make_plan`]).
+    pub(crate) async fn plan_unless_planned(
+        &self,
+        active: &mut ActiveSession,
+        findings: &[Finding],
+    ) -> Result<FixPlan, ReviewFixError> {
+        match read_json_if_exists::<FixPlan>(self.paths.plan())? {
+            Some(plan) => Ok(plan),
+            None => self.make_plan(active, findings).await,
+        }
+    }
+
     /// Batches the findings, plans each batch (the agents, or the
     /// deterministic planner), merges the partial plans and writes the plan
     /// and each group's first progress file.

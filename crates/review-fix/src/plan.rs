@@ -116,6 +116,40 @@ pub fn validate_partial_plan(value: &Value, batch: &Batch) -> Result<PartialPlan
             batch.batch_id, plan.batch_id
         ));
     }
+    let group_ids = check_groups(&plan, batch, &mut problems);
+    check_timeline(&plan, &group_ids, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    match order_stages(&plan.timeline) {
+        Ok(order) => {
+            let mut by_id: HashMap<u32, TimelineStage> =
+                plan.timeline.drain(..).map(|s| (s.stage, s)).collect();
+            plan.timeline = order.iter().filter_map(|id| by_id.remove(id)).collect();
+        }
+        Err(cycle) => {
+            return Err(vec![format!(
+                "timeline stages depend on each other in a cycle: {}",
+                cycle
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
+            )]);
+        }
+    }
+    plan.metadata.findings_count = batch.findings.len();
+    plan.metadata.groups_count = plan.groups.len();
+    Ok(plan)
+}
+
+/// The problems of a plan's groups: a group id used twice, a finding not
+/// in `batch`, in more than one group or in none. Returns the group ids.
+fn check_groups<'a>(
+    plan: &'a PartialPlan,
+    batch: &'a Batch,
+    problems: &mut Vec<String>,
+) -> BTreeSet<&'a str> {
     let wanted: BTreeSet<&str> = batch.findings.iter().map(|f| f.as_str()).collect();
     let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
     let mut group_ids = BTreeSet::new();
@@ -142,6 +176,13 @@ pub fn validate_partial_plan(value: &Value, batch: &Batch) -> Result<PartialPlan
             problems.push(format!("finding {f} is in no group"));
         }
     }
+    group_ids
+}
+
+/// The problems of a plan's timeline: a stage number used twice, an
+/// unknown group, a group in more than one stage or in none, a dependency
+/// on an unknown stage.
+fn check_timeline(plan: &PartialPlan, group_ids: &BTreeSet<&str>, problems: &mut Vec<String>) {
     let mut staged: BTreeMap<&str, u32> = BTreeMap::new();
     let stage_ids: BTreeSet<u32> = plan.timeline.iter().map(|s| s.stage).collect();
     if stage_ids.len() != plan.timeline.len() {
@@ -164,34 +205,11 @@ pub fn validate_partial_plan(value: &Value, batch: &Batch) -> Result<PartialPlan
             }
         }
     }
-    for g in &group_ids {
+    for g in group_ids {
         if !staged.contains_key(g) {
             problems.push(format!("group {g} is in no timeline stage"));
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    match order_stages(&plan.timeline) {
-        Ok(order) => {
-            let mut by_id: HashMap<u32, TimelineStage> =
-                plan.timeline.drain(..).map(|s| (s.stage, s)).collect();
-            plan.timeline = order.iter().filter_map(|id| by_id.remove(id)).collect();
-        }
-        Err(cycle) => {
-            return Err(vec![format!(
-                "timeline stages depend on each other in a cycle: {}",
-                cycle
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(" -> ")
-            )]);
-        }
-    }
-    plan.metadata.findings_count = batch.findings.len();
-    plan.metadata.groups_count = plan.groups.len();
-    Ok(plan)
 }
 
 /// Kahn order of stages by `depends_on` (ties by stage number); the stages of

@@ -222,6 +222,62 @@ impl PassesReport {
     }
 }
 
+/// What the passes after the first share.
+struct Passes<'a> {
+    config: &'a ReviewFixConfig,
+    services: &'a Services,
+    relint: &'a Relint,
+    repo: &'a Path,
+    /// Where the re-lint outputs are written.
+    relint_dir: PathBuf,
+}
+
+impl Passes<'_> {
+    /// Pass `pass`: re-lints, and runs a session over the findings when
+    /// some are new beyond `unfixed` (what the earlier passes left, updated
+    /// with what this one leaves). `Err`: why the passes stop.
+    async fn run_pass(
+        &self,
+        report: &mut PassesReport,
+        pass: u32,
+        unfixed: &mut KeyCounts,
+    ) -> Result<(), StopReason> {
+        let started = Instant::now();
+        let sink = self.services.sink.as_ref();
+        let (file, findings, counts) =
+            relint_phase(sink, self.relint, self.repo, &self.relint_dir, pass).await?;
+        if new_occurrences(&findings, unfixed) == 0 {
+            return Err(StopReason::NoNewFindings);
+        }
+        let next = ReviewFixConfig {
+            inputs: vec![file],
+            resume: false,
+            dry_run: false,
+            skip: unfixed.clone(),
+            known_baseline: self
+                .config
+                .known_baseline
+                .clone()
+                .or_else(|| crate::exec::kept_baseline(&report.passes[0].session_dir)),
+            ..self.config.clone()
+        };
+        let done = crate::run_locked(next, self.services.clone())
+            .await
+            .map_err(|e| StopReason::PassFailed {
+                pass,
+                message: e.to_string(),
+            })?;
+        let after = unfixed_after(Some(counts), &done.session_dir, &done);
+        report.passes.push(done);
+        report.walls.push(started.elapsed());
+        *unfixed = after.map_err(|e| StopReason::PassFailed {
+            pass: pass + 1,
+            message: e.to_string(),
+        })?;
+        Ok(())
+    }
+}
+
 /// Runs a session, then re-lints and runs further sessions as the module
 /// docs describe. Without `relint` this is [`crate::run`] with one pass.
 ///
@@ -271,64 +327,26 @@ pub async fn run_with_relint(
         }
     };
     let first_input = config.inputs.first().map(|p| absolute(&repo, p));
-    let relint_dir = fixes_root(&repo, first_input.as_deref())
-        .parent()
-        .map_or_else(|| repo.join(".review"), Path::to_path_buf)
-        .join("relint");
+    let passes = Passes {
+        config: &config,
+        services: &services,
+        relint,
+        repo: &repo,
+        relint_dir: fixes_root(&repo, first_input.as_deref())
+            .parent()
+            .map_or_else(|| repo.join(".review"), Path::to_path_buf)
+            .join("relint"),
+    };
     while let Some(last) = report.passes.last() {
         let pass = u32::try_from(report.passes.len()).unwrap_or(u32::MAX) + 1;
-        if let Some(stop) = stop_before(last, pass, relint.max_passes) {
+        let next = match stop_before(last, pass, relint.max_passes) {
+            Some(stop) => Err(stop),
+            None => passes.run_pass(&mut report, pass, &mut unfixed).await,
+        };
+        if let Err(stop) = next {
             report.stop = stop;
             break;
         }
-        let started = Instant::now();
-        let (file, findings, counts) =
-            match relint_phase(services.sink.as_ref(), relint, &repo, &relint_dir, pass).await {
-                Ok(found) => found,
-                Err(stop) => {
-                    report.stop = stop;
-                    break;
-                }
-            };
-        if new_occurrences(&findings, &unfixed) == 0 {
-            report.stop = StopReason::NoNewFindings;
-            break;
-        }
-        let next = ReviewFixConfig {
-            inputs: vec![file],
-            resume: false,
-            dry_run: false,
-            skip: unfixed.clone(),
-            known_baseline: config
-                .known_baseline
-                .clone()
-                .or_else(|| crate::exec::kept_baseline(&report.passes[0].session_dir)),
-            ..config.clone()
-        };
-        let done = match crate::run_locked(next, services.clone()).await {
-            Ok(done) => done,
-            Err(e) => {
-                report.stop = StopReason::PassFailed {
-                    pass,
-                    message: e.to_string(),
-                };
-                break;
-            }
-        };
-        unfixed = match unfixed_after(Some(counts), &done.session_dir, &done) {
-            Ok(counts) => counts,
-            Err(e) => {
-                report.stop = StopReason::PassFailed {
-                    pass: pass + 1,
-                    message: e.to_string(),
-                };
-                report.passes.push(done);
-                report.walls.push(started.elapsed());
-                break;
-            }
-        };
-        report.passes.push(done);
-        report.walls.push(started.elapsed());
     }
     Ok(report)
 }

@@ -155,6 +155,52 @@ pub fn call_limit(error: AgentError, limits: &ItemLimits) -> AgentError {
     }
 }
 
+/// The error of a result object that reports a failure (`is_error`, or a
+/// subtype other than `success`): an authentication failure, a budget or
+/// turn limit reached, or the failure with its detail and the tool calls
+/// the permission settings denied.
+fn reported_error(message: &ResultMessage, subtype: &str, raw: &RawOutput) -> AgentError {
+    let mut detail = message.result.clone().unwrap_or_default();
+    if detail.trim().is_empty() {
+        detail = message
+            .errors
+            .iter()
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
+    if detail.trim().is_empty() {
+        detail = raw.stderr.trim().to_owned();
+    }
+    let detail = detail.trim();
+    if message.is_auth_failure(detail) {
+        return authentication_error("claude", detail, AUTH_HINT);
+    }
+    let denials = message.denials();
+    let denied = if denials.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (tool calls denied by the permission settings: {})",
+            denials.join(", ")
+        )
+    };
+    if matches!(subtype, "error_max_turns" | "error_max_budget_usd") {
+        return AgentError::Budget {
+            message: format!("claude stopped with {subtype}: {detail}{denied}"),
+        };
+    }
+    let what = match message.api_error_status {
+        Some(status) => format!("the API answered {status}"),
+        None if message.is_error && subtype == "success" => "an error".to_owned(),
+        None => subtype.to_owned(),
+    };
+    AgentError::Failed {
+        message: format!("claude reported {what}: {detail}{denied}"),
+        exit_code: raw.code,
+    }
+}
+
 /// Maps Claude's output.
 pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
     let Some(message) = find_result(&raw.stdout) else {
@@ -168,45 +214,7 @@ pub fn parse(raw: &RawOutput) -> Result<ClaudeOutput, AgentError> {
     };
     let subtype = message.subtype.as_deref().unwrap_or("success");
     if message.is_error || subtype != "success" {
-        let mut detail = message.result.clone().unwrap_or_default();
-        if detail.trim().is_empty() {
-            detail = message
-                .errors
-                .iter()
-                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
-                .collect::<Vec<_>>()
-                .join("; ");
-        }
-        if detail.trim().is_empty() {
-            detail = raw.stderr.trim().to_owned();
-        }
-        let detail = detail.trim();
-        if message.is_auth_failure(detail) {
-            return Err(authentication_error("claude", detail, AUTH_HINT));
-        }
-        let denials = message.denials();
-        let denied = if denials.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (tool calls denied by the permission settings: {})",
-                denials.join(", ")
-            )
-        };
-        if matches!(subtype, "error_max_turns" | "error_max_budget_usd") {
-            return Err(AgentError::Budget {
-                message: format!("claude stopped with {subtype}: {detail}{denied}"),
-            });
-        }
-        let what = match message.api_error_status {
-            Some(status) => format!("the API answered {status}"),
-            None if message.is_error && subtype == "success" => "an error".to_owned(),
-            None => subtype.to_owned(),
-        };
-        return Err(AgentError::Failed {
-            message: format!("claude reported {what}: {detail}{denied}"),
-            exit_code: raw.code,
-        });
+        return Err(reported_error(&message, subtype, raw));
     }
     if raw.code != Some(0) {
         // A success object with a failing exit status: trust the status.

@@ -169,53 +169,11 @@ pub fn split_command(line: &str) -> Result<Vec<String>, SplitError> {
             }
             '\'' => {
                 in_word = true;
-                loop {
-                    match chars.next() {
-                        Some((_, '\'')) => break,
-                        Some((_, c)) => word.push(c),
-                        None => {
-                            return Err(SplitError::UnterminatedQuote {
-                                quote: "single",
-                                position,
-                            });
-                        }
-                    }
-                }
+                single_quoted(&mut chars, &mut word, position)?;
             }
             '"' => {
                 in_word = true;
-                loop {
-                    match chars.next() {
-                        Some((_, '"')) => break,
-                        Some((_, '\\')) => match chars.next() {
-                            Some((_, '\n')) => {}
-                            Some((_, c @ ('"' | '\\' | '$' | '`'))) => word.push(c),
-                            Some((_, c)) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => {
-                                return Err(SplitError::UnterminatedQuote {
-                                    quote: "double",
-                                    position,
-                                });
-                            }
-                        },
-                        Some((at, c @ ('$' | '`'))) => {
-                            return Err(SplitError::ShellSyntax {
-                                character: c,
-                                position: at,
-                            });
-                        }
-                        Some((_, c)) => word.push(c),
-                        None => {
-                            return Err(SplitError::UnterminatedQuote {
-                                quote: "double",
-                                position,
-                            });
-                        }
-                    }
-                }
+                double_quoted(&mut chars, &mut word, position)?;
             }
             '\\' => match chars.next() {
                 Some((_, '\n')) => {}
@@ -244,6 +202,63 @@ pub fn split_command(line: &str) -> Result<Vec<String>, SplitError> {
         return Err(SplitError::Empty);
     }
     Ok(words)
+}
+
+/// The rest of a single-quoted part (opened at `position`) onto `word`:
+/// everything literally, up to the closing quote.
+fn single_quoted(
+    chars: &mut impl Iterator<Item = (usize, char)>,
+    word: &mut String,
+    position: usize,
+) -> Result<(), SplitError> {
+    loop {
+        match chars.next() {
+            Some((_, '\'')) => return Ok(()),
+            Some((_, c)) => word.push(c),
+            None => {
+                return Err(SplitError::UnterminatedQuote {
+                    quote: "single",
+                    position,
+                });
+            }
+        }
+    }
+}
+
+/// The rest of a double-quoted part (opened at `position`) onto `word`, up
+/// to the closing quote: literally except the escapes `\"`, `\\`, `\$`,
+/// `` \` `` and backslash-newline; an unescaped `$` or backquote is refused.
+fn double_quoted(
+    chars: &mut impl Iterator<Item = (usize, char)>,
+    word: &mut String,
+    position: usize,
+) -> Result<(), SplitError> {
+    let unterminated = SplitError::UnterminatedQuote {
+        quote: "double",
+        position,
+    };
+    loop {
+        match chars.next() {
+            Some((_, '"')) => return Ok(()),
+            Some((_, '\\')) => match chars.next() {
+                Some((_, '\n')) => {}
+                Some((_, c @ ('"' | '\\' | '$' | '`'))) => word.push(c),
+                Some((_, c)) => {
+                    word.push('\\');
+                    word.push(c);
+                }
+                None => return Err(unterminated),
+            },
+            Some((at, c @ ('$' | '`'))) => {
+                return Err(SplitError::ShellSyntax {
+                    character: c,
+                    position: at,
+                });
+            }
+            Some((_, c)) => word.push(c),
+            None => return Err(unterminated),
+        }
+    }
 }
 
 /// Joins words into a line [`split_command`] splits back into the same

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::capture::{LineTap, Stream};
 use super::output::{ExitKind, ProcessError, ProcessOutput};
@@ -36,6 +36,8 @@ pub async fn run_streaming(
     run_tapped(spec, Some(lines)).await
 }
 
+/// [`run`] and [`run_streaming`]: starts the child in its own group,
+/// supervises it to its end and collects what it wrote.
 async fn run_tapped(
     spec: &ProcessSpec,
     lines: Option<tokio::sync::mpsc::UnboundedSender<String>>,
@@ -49,79 +51,23 @@ async fn run_tapped(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw);
-    let mut guard = GroupGuard { pgid, tag };
-
     let mut stdout = Stream::new(child.stdout.take(), spec.output_limit);
     stdout.tap = lines.map(|sender| LineTap {
         sender,
         partial: Vec::new(),
     });
-    let mut stderr = Stream::new(child.stderr.take(), spec.output_limit);
-    let stdin_pipe = child.stdin.take();
-    let stdin_bytes = spec.stdin.clone().unwrap_or_default();
-    let stdin_task = async move {
-        if let Some(mut pipe) = stdin_pipe {
-            // A child that exits without reading its input makes this fail
-            // with EPIPE; that is its business, not an error of the run.
-            if let Err(err) = pipe.write_all(&stdin_bytes).await {
-                tracing::debug!(%err, "writing the child's stdin failed");
-            }
-            drop(pipe);
-        }
+    let stdin = feed_stdin(child.stdin.take(), spec.stdin.clone().unwrap_or_default());
+    let mut running = Running {
+        stderr: Stream::new(child.stderr.take(), spec.output_limit),
+        stdout,
+        child,
+        guard: GroupGuard { pgid, tag },
     };
-    tokio::pin!(stdin_task);
-    let mut stdin_done = spec.stdin.is_none();
+    let (exit, timed_out) = running.supervise(stdin, spec, &command, started).await?;
+    running.guard.disarm();
 
-    let deadline = spec
-        .time_limit
-        .map(|limit| tokio::time::Instant::from_std(started) + limit);
-    let mut timed_out = false;
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    let mut exit: Option<ExitKind> = None;
-    let mut drain_until: Option<tokio::time::Instant> = None;
-
-    loop {
-        if exit.is_some() && !stdout.open() && !stderr.open() {
-            break;
-        }
-        tokio::select! {
-            read = stdout.read_chunk(), if stdout.open() => stdout.consume(read),
-            read = stderr.read_chunk(), if stderr.open() => stderr.consume(read),
-            () = &mut stdin_task, if !stdin_done => stdin_done = true,
-            status = child.wait(), if exit.is_none() => {
-                let status = status.map_err(|source| ProcessError::Io {
-                    command: command.clone(),
-                    source,
-                })?;
-                exit = Some(status.into());
-                // The leader is gone: whatever it left in its group goes too,
-                // so that nothing outlives the call or holds the pipes open.
-                guard.signal(Signal::SIGKILL);
-                drain_until = Some(tokio::time::Instant::now() + spec.grace);
-            }
-            () = sleep_until_opt(deadline), if !timed_out && exit.is_none() => {
-                timed_out = true;
-                tracing::debug!(command = %command, "time limit exceeded; sending SIGTERM to the process group");
-                guard.signal(Signal::SIGTERM);
-                kill_at = Some(tokio::time::Instant::now() + spec.grace);
-            }
-            () = sleep_until_opt(kill_at), if exit.is_none() => {
-                tracing::debug!(command = %command, "grace period over; sending SIGKILL to the process group");
-                guard.signal(Signal::SIGKILL);
-                kill_at = None;
-            }
-            () = sleep_until_opt(drain_until) => {
-                // Something that escaped the group still holds a pipe open;
-                // stop waiting for it and keep what was read.
-                tracing::debug!(command = %command, "output still open after the child exited; giving up on it");
-                break;
-            }
-        }
-    }
-    guard.disarm();
-
-    let (stdout, stdout_dropped) = stdout.tail.finish();
-    let (stderr, stderr_dropped) = stderr.tail.finish();
+    let (stdout, stdout_dropped) = running.stdout.tail.finish();
+    let (stderr, stderr_dropped) = running.stderr.tail.finish();
     Ok(ProcessOutput {
         command,
         exit: exit.unwrap_or(ExitKind::Code(-1)),
@@ -132,6 +78,97 @@ async fn run_tapped(
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// Writes the child's input and closes its stdin (no pipe: nothing to do).
+async fn feed_stdin(pipe: Option<ChildStdin>, bytes: Vec<u8>) {
+    if let Some(mut pipe) = pipe {
+        // A child that exits without reading its input makes this fail
+        // with EPIPE; that is its business, not an error of the run.
+        if let Err(err) = pipe.write_all(&bytes).await {
+            tracing::debug!(%err, "writing the child's stdin failed");
+        }
+        drop(pipe);
+    }
+}
+
+/// A started child: the process, its group, and its two output streams.
+struct Running {
+    child: Child,
+    guard: GroupGuard,
+    stdout: Stream<ChildStdout>,
+    stderr: Stream<ChildStderr>,
+}
+
+impl Running {
+    /// Runs the child to its end: reads both streams, feeds its input,
+    /// waits for it and enforces the time limit (SIGTERM to the group, then
+    /// SIGKILL after the grace). Once the leader exits, what it left in its
+    /// group is killed and the pipes are drained for at most the grace.
+    /// Returns how it exited (`None`: given up on) and whether it timed out.
+    async fn supervise(
+        &mut self,
+        stdin: impl std::future::Future<Output = ()>,
+        spec: &ProcessSpec,
+        command: &str,
+        started: Instant,
+    ) -> Result<(Option<ExitKind>, bool), ProcessError> {
+        let Running {
+            child,
+            guard,
+            stdout,
+            stderr,
+        } = self;
+        tokio::pin!(stdin);
+        let mut stdin_done = spec.stdin.is_none();
+        let deadline = spec
+            .time_limit
+            .map(|limit| tokio::time::Instant::from_std(started) + limit);
+        let mut timed_out = false;
+        let mut kill_at: Option<tokio::time::Instant> = None;
+        let mut exit: Option<ExitKind> = None;
+        let mut drain_until: Option<tokio::time::Instant> = None;
+
+        loop {
+            if exit.is_some() && !stdout.open() && !stderr.open() {
+                break;
+            }
+            tokio::select! {
+                read = stdout.read_chunk(), if stdout.open() => stdout.consume(read),
+                read = stderr.read_chunk(), if stderr.open() => stderr.consume(read),
+                () = &mut stdin, if !stdin_done => stdin_done = true,
+                status = child.wait(), if exit.is_none() => {
+                    let status = status.map_err(|source| ProcessError::Io {
+                        command: command.to_owned(),
+                        source,
+                    })?;
+                    exit = Some(status.into());
+                    // The leader is gone: whatever it left in its group goes too,
+                    // so that nothing outlives the call or holds the pipes open.
+                    guard.signal(Signal::SIGKILL);
+                    drain_until = Some(tokio::time::Instant::now() + spec.grace);
+                }
+                () = sleep_until_opt(deadline), if !timed_out && exit.is_none() => {
+                    timed_out = true;
+                    tracing::debug!(command = %command, "time limit exceeded; sending SIGTERM to the process group");
+                    guard.signal(Signal::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                }
+                () = sleep_until_opt(kill_at), if exit.is_none() => {
+                    tracing::debug!(command = %command, "grace period over; sending SIGKILL to the process group");
+                    guard.signal(Signal::SIGKILL);
+                    kill_at = None;
+                }
+                () = sleep_until_opt(drain_until) => {
+                    // Something that escaped the group still holds a pipe open;
+                    // stop waiting for it and keep what was read.
+                    tracing::debug!(command = %command, "output still open after the child exited; giving up on it");
+                    break;
+                }
+            }
+        }
+        Ok((exit, timed_out))
+    }
 }
 
 /// The command for `spec`: its program, arguments and environment, in a

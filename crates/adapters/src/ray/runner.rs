@@ -233,31 +233,8 @@ impl RayRunner {
         let client = &self.inner.client;
         let uploaded = self.ensure_package(pkg).await?;
         let id = self.next_id();
-        let argv: Vec<String> = std::iter::once(spec.program.clone())
-            .chain(spec.args.iter().cloned())
-            .collect();
-        let script = Entry {
-            id: &id,
-            argv: &argv,
-            rel_cwd: &pkg.rel_cwd,
-            stdin: spec.stdin.as_deref(),
-            output_limit: spec.output_limit,
-            cache_dir: self.cache_dir(pkg),
-        }
-        .script();
-        let mut env = self.inner.config.env.clone();
-        env.extend(spec.env.clone());
-        let working_dir = format!("gcs://{}", pkg.name);
         let started = Instant::now();
-        client
-            .submit(&Submission {
-                id: &id,
-                entrypoint: &script,
-                working_dir: &working_dir,
-                env: &env,
-                cpus: self.inner.config.cpus_per_job,
-            })
-            .await?;
+        self.submit(spec, pkg, &id).await?;
         if let Ok(mut set) = self.inner.in_flight.lock() {
             set.insert(id.clone());
         }
@@ -309,6 +286,37 @@ impl RayRunner {
             },
             record,
         ))
+    }
+
+    /// Submits job `id`: the entry script that runs `spec` in the
+    /// package's copy of its working directory, with the configured and
+    /// the command's environment.
+    async fn submit(&self, spec: &CommandSpec, pkg: &Package, id: &str) -> Result<(), RayError> {
+        let argv: Vec<String> = std::iter::once(spec.program.clone())
+            .chain(spec.args.iter().cloned())
+            .collect();
+        let script = Entry {
+            id,
+            argv: &argv,
+            rel_cwd: &pkg.rel_cwd,
+            stdin: spec.stdin.as_deref(),
+            output_limit: spec.output_limit,
+            cache_dir: self.cache_dir(pkg),
+        }
+        .script();
+        let mut env = self.inner.config.env.clone();
+        env.extend(spec.env.clone());
+        let working_dir = format!("gcs://{}", pkg.name);
+        self.inner
+            .client
+            .submit(&Submission {
+                id,
+                entrypoint: &script,
+                working_dir: &working_dir,
+                env: &env,
+                cpus: self.inner.config.cpus_per_job,
+            })
+            .await
     }
 
     async fn node_ip(&self, node_id: Option<&str>) -> Option<String> {

@@ -46,6 +46,26 @@ fn attr(e: &BytesStart<'_>, key: &str) -> String {
     }
 }
 
+/// Counts a finished test case: failed (its `classname::name` listed once),
+/// skipped, or passed.
+fn count_case(case: Case, summary: &mut Summary) {
+    if case.failed {
+        summary.failed += 1;
+        let name = if case.classname.is_empty() {
+            case.name
+        } else {
+            format!("{}::{}", case.classname, case.name)
+        };
+        if !summary.failing_tests.contains(&name) {
+            summary.failing_tests.push(name);
+        }
+    } else if case.skipped {
+        summary.skipped += 1;
+    } else {
+        summary.passed += 1;
+    }
+}
+
 /// Parses a JUnit XML document.
 pub fn parse(xml: &str) -> Result<Summary, JunitError> {
     let mut reader = quick_xml::Reader::from_str(xml);
@@ -58,24 +78,6 @@ pub fn parse(xml: &str) -> Result<Summary, JunitError> {
     };
     let mut current: Option<Case> = None;
     let mut saw_junit = false;
-
-    let finish = |case: Case, summary: &mut Summary| {
-        if case.failed {
-            summary.failed += 1;
-            let name = if case.classname.is_empty() {
-                case.name
-            } else {
-                format!("{}::{}", case.classname, case.name)
-            };
-            if !summary.failing_tests.contains(&name) {
-                summary.failing_tests.push(name);
-            }
-        } else if case.skipped {
-            summary.skipped += 1;
-        } else {
-            summary.passed += 1;
-        }
-    };
 
     loop {
         let event = reader.read_event().map_err(|e| JunitError::Xml {
@@ -95,11 +97,11 @@ pub fn parse(xml: &str) -> Result<Summary, JunitError> {
                             ..Case::default()
                         };
                         if is_empty {
-                            finish(case, &mut summary);
+                            count_case(case, &mut summary);
                         } else if let Some(previous) = current.replace(case) {
                             // A testcase nested in a testcase is malformed;
                             // count the outer one rather than lose it.
-                            finish(previous, &mut summary);
+                            count_case(previous, &mut summary);
                         }
                     }
                     b"failure" | b"error" => {
@@ -117,7 +119,7 @@ pub fn parse(xml: &str) -> Result<Summary, JunitError> {
             }
             Event::End(ref e) if e.local_name().as_ref() == b"testcase" => {
                 if let Some(case) = current.take() {
-                    finish(case, &mut summary);
+                    count_case(case, &mut summary);
                 }
             }
             Event::Eof => break,
@@ -125,7 +127,7 @@ pub fn parse(xml: &str) -> Result<Summary, JunitError> {
         }
     }
     if let Some(case) = current.take() {
-        finish(case, &mut summary);
+        count_case(case, &mut summary);
     }
     if !saw_junit {
         return Err(JunitError::NotJunit);

@@ -273,30 +273,39 @@ impl ToolAgent {
         }
     }
 
+    /// The tools of a request that wants them: confined to its working
+    /// directory, its allowed commands, the sandbox, a run limit within the
+    /// request's time limit. `None` for a request without tools.
+    async fn toolbox_for(&self, request: &AgentRequest) -> Result<Option<Toolbox>, AgentError> {
+        if !run_loop::wants_tools(request) {
+            return Ok(None);
+        }
+        let confinement = Confinement::new(&request.workdir, &self.config.protected_paths)
+            .map_err(|e| AgentError::Unavailable {
+                message: format!(
+                    "cannot resolve the working directory {}: {e}",
+                    request.workdir.display()
+                ),
+            })?;
+        let run_limit = request
+            .time_limit
+            .map_or(self.config.run_limit, |l| l.min(self.config.run_limit));
+        Ok(Some(Toolbox {
+            confinement,
+            allowed: request.allowed_commands.clone(),
+            runner: Arc::clone(&self.runner),
+            sandbox: self.sandbox().await,
+            run_limit,
+            hidden_env: self.http.config().api_key_env.iter().cloned().collect(),
+            env: request.env.clone(),
+        }))
+    }
+
+    /// One attempt at a request: the tool loop (with the tools it wants),
+    /// bounded by its time limit, logged to its transcript from `start` to
+    /// `end`, with the files it changed and its numbers recorded.
     async fn attempt(&self, request: &AgentRequest) -> Result<AgentResponse, AgentError> {
-        let toolbox = if run_loop::wants_tools(request) {
-            let confinement = Confinement::new(&request.workdir, &self.config.protected_paths)
-                .map_err(|e| AgentError::Unavailable {
-                    message: format!(
-                        "cannot resolve the working directory {}: {e}",
-                        request.workdir.display()
-                    ),
-                })?;
-            let run_limit = request
-                .time_limit
-                .map_or(self.config.run_limit, |l| l.min(self.config.run_limit));
-            Some(Toolbox {
-                confinement,
-                allowed: request.allowed_commands.clone(),
-                runner: Arc::clone(&self.runner),
-                sandbox: self.sandbox().await,
-                run_limit,
-                hidden_env: self.http.config().api_key_env.iter().cloned().collect(),
-                env: request.env.clone(),
-            })
-        } else {
-            None
-        };
+        let toolbox = self.toolbox_for(request).await?;
         let before = match &toolbox {
             Some(t) => Some(snapshot(t.confinement.root()).await),
             None => None,

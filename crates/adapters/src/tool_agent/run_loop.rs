@@ -160,12 +160,6 @@ impl<'a> Attempt<'a> {
         } else {
             String::new()
         };
-        let usage = |stats: &AttemptStats| Usage {
-            input_tokens: stats.input_tokens,
-            output_tokens: stats.output_tokens,
-            cost_usd: 0.0,
-            turns: stats.turns,
-        };
         let Some(schema) = self.request.schema.clone() else {
             let text = if self.toolbox.is_some() {
                 final_text
@@ -174,11 +168,32 @@ impl<'a> Attempt<'a> {
             };
             return Ok(AgentResponse {
                 text,
-                usage: Some(usage(&self.stats)),
+                usage: Some(self.usage()),
                 ..AgentResponse::default()
             });
         };
-        let validator = Validator::new(&schema)?;
+        self.structured_answer(final_text, &schema).await
+    }
+
+    /// What the attempt used so far.
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.stats.input_tokens,
+            output_tokens: self.stats.output_tokens,
+            cost_usd: 0.0,
+            turns: self.stats.turns,
+        }
+    }
+
+    /// The answer as a JSON value that satisfies `schema`: the work phase's
+    /// last reply (`final_text`) when it is one, else asked for, and once
+    /// more with what was wrong with it.
+    async fn structured_answer(
+        &mut self,
+        final_text: String,
+        schema: &Value,
+    ) -> Result<AgentResponse, AgentError> {
+        let validator = Validator::new(schema)?;
         let check = |text: &str| -> Result<Value, Vec<String>> {
             let value = extract_json(text)
                 .ok_or_else(|| vec!["the answer holds no JSON value".to_owned()])?;
@@ -194,7 +209,7 @@ impl<'a> Attempt<'a> {
                     return Ok(AgentResponse {
                         text: final_text,
                         structured: Some(value),
-                        usage: Some(usage(&self.stats)),
+                        usage: Some(self.usage()),
                         ..AgentResponse::default()
                     });
                 }
@@ -217,13 +232,13 @@ impl<'a> Attempt<'a> {
                 ),
                 (None, false) => None,
             };
-            let text = self.answer(prompt, Some(&schema)).await?;
+            let text = self.answer(prompt, Some(schema)).await?;
             match check(&text) {
                 Ok(value) => {
                     return Ok(AgentResponse {
                         text,
                         structured: Some(value),
-                        usage: Some(usage(&self.stats)),
+                        usage: Some(self.usage()),
                         ..AgentResponse::default()
                     });
                 }

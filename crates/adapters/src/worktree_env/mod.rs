@@ -310,8 +310,27 @@ async fn make_plan(section: &WorktreeSection, main: &Path) -> Result<Plan, Provi
         .ignored_entries()
         .await
         .map_err(|e| ProvisionError::Config(format!("ignored files cannot be listed: {e}")))?;
+    let mut items = configured_items(&section.copy, &canonical, &ignored)?;
+    if section.detects() {
+        detect_items(&ignored, &canonical, &mut items);
+    }
+    let how = choose_how(section.link, &items, &canonical).await;
+    Ok(Plan {
+        items,
+        how,
+        main: roots,
+    })
+}
+
+/// The configured `copy` entries, each checked: readable, and ignored by
+/// git (a worktree already has what git tracks).
+fn configured_items(
+    copy: &[String],
+    canonical: &Path,
+    ignored: &[String],
+) -> Result<Vec<Item>, ProvisionError> {
     let mut items = Vec::new();
-    for (i, rel) in section.copy.iter().enumerate() {
+    for (i, rel) in copy.iter().enumerate() {
         let rel = rel.trim_end_matches('/').to_owned();
         let full = canonical.join(&rel);
         let meta = full.symlink_metadata().map_err(|e| {
@@ -335,35 +354,45 @@ async fn make_plan(section: &WorktreeSection, main: &Path) -> Result<Plan, Provi
             detected: false,
         });
     }
-    if section.detects() {
-        for entry in &ignored {
-            let Some(dir) = entry.strip_suffix('/') else {
-                continue;
-            };
-            let name = dir.rsplit('/').next().unwrap_or(dir);
-            if !DETECTED_FOLDERS.contains(&name) || items.iter().any(|i| i.rel == dir) {
-                continue;
-            }
-            let venv = canonical.join(dir).join("pyvenv.cfg").is_file();
-            if name != "node_modules" && !venv {
-                continue;
-            }
-            items.push(Item {
-                rel: dir.to_owned(),
-                dir: true,
-                detected: true,
-                venv,
-            });
+    Ok(items)
+}
+
+/// Adds the known ignored folders not configured already: `node_modules`
+/// and Python virtualenvs (a folder with a `pyvenv.cfg`).
+fn detect_items(ignored: &[String], canonical: &Path, items: &mut Vec<Item>) {
+    for entry in ignored {
+        let Some(dir) = entry.strip_suffix('/') else {
+            continue;
+        };
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        if !DETECTED_FOLDERS.contains(&name) || items.iter().any(|i| i.rel == dir) {
+            continue;
         }
+        let venv = canonical.join(dir).join("pyvenv.cfg").is_file();
+        if name != "node_modules" && !venv {
+            continue;
+        }
+        items.push(Item {
+            rel: dir.to_owned(),
+            dir: true,
+            detected: true,
+            venv,
+        });
     }
-    let how = match section.link {
+}
+
+/// How folders are shared: copied when configured so, else reflinked when
+/// the filesystem can (probed with a file of the first folder), else linked
+/// to a snapshot.
+async fn choose_how(link: LinkMode, items: &[Item], canonical: &Path) -> ProvideHow {
+    match link {
         LinkMode::Copy => ProvideHow::Copied,
         LinkMode::Auto => {
             let probe = items
                 .iter()
                 .filter(|i| i.dir)
                 .find_map(|i| share::first_file(&canonical.join(&i.rel)));
-            let into = orchestrator_core::state::worktree_root(&canonical);
+            let into = orchestrator_core::state::worktree_root(canonical);
             let works = match probe {
                 Some(file) => blocking(move || {
                     std::fs::create_dir_all(&into)?;
@@ -379,12 +408,7 @@ async fn make_plan(section: &WorktreeSection, main: &Path) -> Result<Plan, Provi
                 ProvideHow::LinkedSnapshot
             }
         }
-    };
-    Ok(Plan {
-        items,
-        how,
-        main: roots,
-    })
+    }
 }
 
 /// Where the engine keeps its snapshot of a folder of the repository at

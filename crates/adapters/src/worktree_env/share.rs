@@ -214,45 +214,9 @@ fn sync_snapshot(source: &Path, snapshot: &Path) -> io::Result<(Manifest, u64)> 
             }
             Entry::Symlink { target }
         } else if ft.is_file() {
-            let (size, mtime, mode) = (meta.len(), mtime_ns(&meta), meta.mode());
-            let kept = match &previous {
-                Some(Entry::File {
-                    size: s,
-                    mtime_ns: m,
-                    mode: md,
-                    snap_ino,
-                    snap_mtime_ns,
-                }) if (*s, *m, *md) == (size, mtime, mode) => to
-                    .symlink_metadata()
-                    .ok()
-                    .filter(|snap| {
-                        snap.is_file()
-                            && snap.ino() == *snap_ino
-                            && mtime_ns(snap) == *snap_mtime_ns
-                            && snap.len() == size
-                    })
-                    .map(|snap| (snap.ino(), mtime_ns(&snap))),
-                _ => None,
-            };
-            let (snap_ino, snap_mtime_ns) = match kept {
-                Some(k) => k,
-                None => {
-                    if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                        remove_any(&to)?;
-                    }
-                    copy_fresh(&source.join(&rel), &to)?;
-                    copied += 1;
-                    let snap = to.symlink_metadata()?;
-                    (snap.ino(), mtime_ns(&snap))
-                }
-            };
-            Entry::File {
-                size,
-                mtime_ns: mtime,
-                mode,
-                snap_ino,
-                snap_mtime_ns,
-            }
+            let (entry, fresh) = sync_file(&source.join(&rel), &to, &meta, previous.as_ref())?;
+            copied += u64::from(fresh);
+            entry
         } else {
             continue;
         };
@@ -266,6 +230,57 @@ fn sync_snapshot(source: &Path, snapshot: &Path) -> io::Result<(Manifest, u64)> 
     let bytes = serde_json::to_vec(&new).map_err(io::Error::other)?;
     orchestrator_core::state::write_atomic(&manifest_path, &bytes).map_err(io::Error::other)?;
     Ok((new, copied))
+}
+
+/// A file of the snapshot at `to`: kept when neither the source (size,
+/// mtime, mode) nor the snapshot's copy (inode, mtime) changed since the
+/// manifest's `previous` entry, else copied fresh from `from` (`true`).
+fn sync_file(
+    from: &Path,
+    to: &Path,
+    meta: &fs::Metadata,
+    previous: Option<&Entry>,
+) -> io::Result<(Entry, bool)> {
+    let (size, mtime, mode) = (meta.len(), mtime_ns(meta), meta.mode());
+    let kept = match previous {
+        Some(Entry::File {
+            size: s,
+            mtime_ns: m,
+            mode: md,
+            snap_ino,
+            snap_mtime_ns,
+        }) if (*s, *m, *md) == (size, mtime, mode) => to
+            .symlink_metadata()
+            .ok()
+            .filter(|snap| {
+                snap.is_file()
+                    && snap.ino() == *snap_ino
+                    && mtime_ns(snap) == *snap_mtime_ns
+                    && snap.len() == size
+            })
+            .map(|snap| (snap.ino(), mtime_ns(&snap))),
+        _ => None,
+    };
+    let fresh = kept.is_none();
+    let (snap_ino, snap_mtime_ns) = match kept {
+        Some(k) => k,
+        None => {
+            if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                remove_any(to)?;
+            }
+            copy_fresh(from, to)?;
+            let snap = to.symlink_metadata()?;
+            (snap.ino(), mtime_ns(&snap))
+        }
+    };
+    let entry = Entry::File {
+        size,
+        mtime_ns: mtime,
+        mode,
+        snap_ino,
+        snap_mtime_ns,
+    };
+    Ok((entry, fresh))
 }
 
 /// Syncs the snapshot of `source` at `snapshot`, then hard-links it into

@@ -2,6 +2,8 @@
 //! ([`FixStep`]): the agent's fix, its write-set checked, the tests, and a
 //! failure rolled back; with the gate and event sink the attempts run under.
 
+use orchestrator_core::agent::Usage;
+
 use super::*;
 
 /// A gate for the fix milestones: an escalation means "attempts exhausted",
@@ -121,7 +123,7 @@ impl FixStep<'_> {
         }
     }
 
-    fn fail(&self, error: AgentError, error_type: &str) -> Result<AgentResponse, AgentError> {
+    fn fail<T>(&self, error: AgentError, error_type: &str) -> Result<T, AgentError> {
         // The plain message for a failure of ours (tests, write-set); the
         // agent's own errors keep their kind.
         let message = match &error {
@@ -148,7 +150,47 @@ impl Agent for FixStep<'_> {
     }
 
     async fn run(&self, mut request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        let id = self.finding.id.to_string();
+        let attempt = self.start_attempt(&mut request)?;
+        let response = self.call_agent(request, attempt).await?;
+        let already = response
+            .structured
+            .as_ref()
+            .and_then(|v| v.get("already_applied"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+        if already && response.files_changed.is_empty() {
+            self.progress.end_step("completed");
+            self.with(|s| s.already_applied = true);
+            return Ok(response);
+        }
+        let changed = self.write_set().await?;
+        self.progress.end_step("completed");
+        let digest = write_set_digest(&self.tree.env.root, &changed);
+        let earlier = self.with(|s| s.failed.iter().find(|k| k.digest == digest).cloned());
+        if let Some(known) = earlier {
+            // The same change already failed its tests: the result is known,
+            // and an agent that answered the failure with the identical
+            // change would answer it so again. The finding stops here: no
+            // test run, no further attempt.
+            self.restore().await;
+            let error = repeated(attempt, &known);
+            self.with(|s| s.stop = Some(error.clone()));
+            return self.fail(error, "repeat");
+        }
+        if self.tree.defer {
+            // Batch verification: the fix is tested at landing.
+            return Ok(self.accept(changed, digest, "tests run at landing"));
+        }
+        self.test_fix(attempt, changed, digest).await
+    }
+}
+
+impl FixStep<'_> {
+    /// Starts an attempt unless none may start (the run halted, the finding
+    /// stopped or out of budget): counts it, resumes the agent's session and
+    /// passes what is left of the finding's budget with the call.
+    fn start_attempt(&self, request: &mut AgentRequest) -> Result<u32, AgentError> {
+        let id = self.finding.id.as_str();
         if self.shared.halted().is_some() {
             // The run's limit is reached: no new attempt starts. Cancelled,
             // so the retry executor counts no attempt.
@@ -168,7 +210,7 @@ impl Agent for FixStep<'_> {
         }
         // The finding's own budget, over every attempt so far (earlier runs
         // and landings included: the spend is kept in the progress file).
-        let spent = self.progress.snapshot().finding(&id).and_then(|f| f.spend);
+        let spent = self.progress.snapshot().finding(id).and_then(|f| f.spend);
         if let Some(message) = spent.and_then(|s| s.exhausted(&self.shared.config.item_limits)) {
             let error = AgentError::Budget {
                 message: format!("the finding's budget: {message}"),
@@ -184,7 +226,7 @@ impl Agent for FixStep<'_> {
             .item_limits
             .left_after(&spent.unwrap_or_default());
         self.progress.update(|p| {
-            if let Some(f) = p.finding_mut(&id) {
+            if let Some(f) = p.finding_mut(id) {
                 f.attempts = attempt;
             }
             // Each attempt restarts the flow after the analysis.
@@ -197,6 +239,18 @@ impl Agent for FixStep<'_> {
             "fixing",
             "Applying code changes per recommendations",
         );
+        Ok(attempt)
+    }
+
+    /// Calls the agent for the fix and accounts its spend. A failed call is
+    /// rolled back and recorded; one stopped by the run's limit leaves the
+    /// finding pending, as if the attempt had not started.
+    async fn call_agent(
+        &self,
+        request: AgentRequest,
+        attempt: u32,
+    ) -> Result<AgentResponse, AgentError> {
+        let id = self.finding.id.as_str();
         let answer = self.shared.agent.run(request).await;
         if let Err(AgentError::Budget { message }) = &answer {
             // The run's limit (the finding's own is checked above): the
@@ -209,41 +263,17 @@ impl Agent for FixStep<'_> {
                 s.halted = true;
                 s.attempt = attempt - 1;
             });
-            self.progress.finding(&id, |f| f.attempts = attempt - 1);
+            self.progress.finding(id, |f| f.attempts = attempt - 1);
             return Err(AgentError::Cancelled);
         }
-        let usage = answer.as_ref().ok().and_then(|r| r.usage.as_ref());
-        self.progress.finding(&id, |f| {
-            f.spend
-                .get_or_insert_with(crate::files::AgentSpend::default)
-                .add_call(usage);
-        });
-        let mut call = crate::files::AgentSpend::default();
-        call.add_call(usage);
-        if let Some(total) = self.progress.snapshot().finding(&id).and_then(|f| f.spend) {
-            self.shared.sink.emit(&Event::AgentCall {
-                id: id.clone(),
-                spend: call,
-                total,
-            });
-        }
+        self.record_spend(answer.as_ref().ok().and_then(|r| r.usage.as_ref()));
         match answer {
             Ok(response) => {
                 if let Some(session) = &response.session {
                     self.with(|s| s.session = Some(session.clone()));
                 }
                 self.record_edits(response.structured.as_ref());
-                let already = response
-                    .structured
-                    .as_ref()
-                    .and_then(|v| v.get("already_applied"))
-                    .and_then(serde_json::Value::as_bool)
-                    == Some(true);
-                if already && response.files_changed.is_empty() {
-                    self.progress.end_step("completed");
-                    self.with(|s| s.already_applied = true);
-                    return Ok(response);
-                }
+                Ok(response)
             }
             Err(e) => {
                 self.restore().await;
@@ -259,9 +289,33 @@ impl Agent for FixStep<'_> {
                     // again gives the same answer, so no further attempt.
                     self.with(|s| s.stop = Some(e.clone()));
                 }
-                return self.fail(e, kind);
+                self.fail(e, kind)
             }
         }
+    }
+
+    /// Adds an agent call's usage to the finding's spend and reports it.
+    fn record_spend(&self, usage: Option<&Usage>) {
+        let id = self.finding.id.as_str();
+        self.progress.finding(id, |f| {
+            f.spend
+                .get_or_insert_with(crate::files::AgentSpend::default)
+                .add_call(usage);
+        });
+        let mut call = crate::files::AgentSpend::default();
+        call.add_call(usage);
+        if let Some(total) = self.progress.snapshot().finding(id).and_then(|f| f.spend) {
+            self.shared.sink.emit(&Event::AgentCall {
+                id: id.to_owned(),
+                spend: call,
+                total,
+            });
+        }
+    }
+
+    /// The files the fix changed since the checkpoint. A fix that touched
+    /// the user's uncommitted files, or changed nothing, fails the attempt.
+    async fn write_set(&self) -> Result<Vec<String>, AgentError> {
         let changed = match self.tree.vcs.changed_since(self.checkpoint).await {
             Ok(c) => c,
             Err(VcsError::TouchedDirty { paths }) => {
@@ -298,34 +352,31 @@ impl Agent for FixStep<'_> {
                 "agent_error",
             );
         }
-        self.progress.end_step("completed");
-        let digest = write_set_digest(&self.tree.env.root, &changed);
-        let earlier = self.with(|s| s.failed.iter().find(|k| k.digest == digest).cloned());
-        if let Some(known) = earlier {
-            // The same change already failed its tests: the result is known,
-            // and an agent that answered the failure with the identical
-            // change would answer it so again. The finding stops here: no
-            // test run, no further attempt.
-            self.restore().await;
-            let error = repeated(attempt, &known);
-            self.with(|s| s.stop = Some(error.clone()));
-            return self.fail(error, "repeat");
-        }
-        if self.tree.defer {
-            // Batch verification: the fix is tested at landing.
-            self.with(|s| {
-                s.write_set = Some(changed.clone());
-                s.digest = Some(digest);
-            });
-            return Ok(AgentResponse::text(format!(
-                "fix applied to {}; tests run at landing",
-                changed.join(", ")
-            ))
-            .with_files_changed(changed));
-        }
+        Ok(changed)
+    }
+
+    /// Keeps the fix: its write-set and digest go to the commit.
+    fn accept(&self, changed: Vec<String>, digest: String, tested: &str) -> AgentResponse {
+        self.with(|s| {
+            s.write_set = Some(changed.clone());
+            s.digest = Some(digest);
+        });
+        AgentResponse::text(format!("fix applied to {}; {tested}", changed.join(", ")))
+            .with_files_changed(changed)
+    }
+
+    /// Runs the tests on the fix (with re-runs of a failure): a pass keeps
+    /// it, a failure rolls it back and is remembered by its digest.
+    async fn test_fix(
+        &self,
+        attempt: u32,
+        changed: Vec<String>,
+        digest: String,
+    ) -> Result<AgentResponse, AgentError> {
+        let id = self.finding.id.as_str();
         self.progress
             .step("run_tests", "testing", "Running test suite to verify fix");
-        let report = match test_with_reruns(self.shared, self.tree, &id, self.pattern.clone()).await
+        let report = match test_with_reruns(self.shared, self.tree, id, self.pattern.clone()).await
         {
             Ok(r) => r,
             Err(message) => {
@@ -350,20 +401,12 @@ impl Agent for FixStep<'_> {
             v.each_runs += runs;
         });
         if let Some(flaky) = &report.flaky {
-            record_flaky(self.shared, self.progress, &id, flaky);
+            record_flaky(self.shared, self.progress, id, flaky);
         }
         let report = report.last;
         if report.is_pass() {
             self.progress.end_step("completed");
-            self.with(|s| {
-                s.write_set = Some(changed.clone());
-                s.digest = Some(digest);
-            });
-            return Ok(AgentResponse::text(format!(
-                "fix applied to {}; tests passed",
-                changed.join(", ")
-            ))
-            .with_files_changed(changed));
+            return Ok(self.accept(changed, digest, "tests passed"));
         }
         self.restore().await;
         self.progress.end_step("failed");

@@ -121,16 +121,7 @@ pub async fn run_on_request(
         .await
         .map_err(|e| forge_error(format!("reading {label}"), e))?;
     refuse_unpushable(&label, &request, options.delivery)?;
-    let threads = forge
-        .threads(n)
-        .await
-        .map_err(|e| forge_error(format!("reading {label}'s threads"), e))?;
-    let diff = forge
-        .diff(n)
-        .await
-        .map_err(|e| forge_error(format!("reading {label}'s diff"), e))?;
-    let diff = hunks::parse(&diff);
-    let found = threads::from_threads(&label, &threads, &diff);
+    let (diff, found) = read_threads(forge.as_ref(), n, &label).await?;
     let mut report = RequestReport {
         label: label.clone(),
         request: request.clone(),
@@ -146,14 +137,7 @@ pub async fn run_on_request(
     let head = fetch_head(user.as_ref(), options, &label, &request).await?;
     let threads_file = write_threads(user.root(), forge.kind(), n, &found.rdjson)?;
     let (path, branch) = worktree_place(user.root(), forge.kind(), n);
-    // A worktree an earlier run left (killed mid-way) is replaced.
-    user.worktree_remove(&path, &branch).await.map_err(|e| {
-        ReviewFixError::vcs(format!("removing the old worktree {}", path.display()), e)
-    })?;
-    let tree = user
-        .worktree_add(&path, &branch, &head)
-        .await
-        .map_err(|e| ReviewFixError::vcs(format!("making a worktree at {label}'s head"), e))?;
+    let tree = fresh_worktree(user.as_ref(), &path, &branch, &head, &label).await?;
     services.vcs = Arc::clone(&tree);
     let mut inputs = vec![threads_file];
     inputs.extend(config.inputs.iter().cloned());
@@ -193,6 +177,42 @@ pub async fn run_on_request(
         .await
         .map_err(|e| ReviewFixError::vcs(format!("removing the worktree {}", path.display()), e))?;
     Ok(report)
+}
+
+/// The request's diff and its open review threads as findings placed on it.
+async fn read_threads(
+    forge: &dyn Forge,
+    n: u64,
+    label: &str,
+) -> Result<(hunks::FileHunks, threads::ThreadFindings), ReviewFixError> {
+    let threads = forge
+        .threads(n)
+        .await
+        .map_err(|e| forge_error(format!("reading {label}'s threads"), e))?;
+    let diff = forge
+        .diff(n)
+        .await
+        .map_err(|e| forge_error(format!("reading {label}'s diff"), e))?;
+    let diff = hunks::parse(&diff);
+    let found = threads::from_threads(label, &threads, &diff);
+    Ok((diff, found))
+}
+
+/// A new worktree at the request's head, in place of the one an earlier
+/// run left (killed mid-way), if any.
+async fn fresh_worktree(
+    user: &dyn Vcs,
+    path: &std::path::Path,
+    branch: &str,
+    head: &CommitId,
+    label: &str,
+) -> Result<Arc<dyn Vcs>, ReviewFixError> {
+    user.worktree_remove(path, branch).await.map_err(|e| {
+        ReviewFixError::vcs(format!("removing the old worktree {}", path.display()), e)
+    })?;
+    user.worktree_add(path, branch, head)
+        .await
+        .map_err(|e| ReviewFixError::vcs(format!("making a worktree at {label}'s head"), e))
 }
 
 /// A fork whose author does not allow edits cannot take a pushed fix.

@@ -7,20 +7,14 @@ use super::*;
 /// Adds a segment's re-runs and each-equivalent runs (those made in this
 /// process; in `each` mode the runs themselves) to the session's counts, and
 /// its decisions to the prior.
-pub(super) fn account(
-    shared: &Shared,
-    verifier: &Verifier<String>,
-    each_start: u32,
-    reruns_start: u32,
-    count: &mut StageCount,
-) {
-    let report = verifier.report();
+pub(super) fn account(shared: &Shared, seg: &Segment, count: &mut StageCount) {
+    let report = seg.verifier.report();
     let each = if crate::effective_mode(&shared.config) == VerifyMode::Each {
-        report.runs.saturating_sub(each_start)
+        report.runs.saturating_sub(seg.each_start)
     } else {
-        report.each_runs.saturating_sub(each_start)
+        report.each_runs.saturating_sub(seg.each_start)
     };
-    let reruns = report.reruns.saturating_sub(reruns_start);
+    let reruns = report.reruns.saturating_sub(seg.reruns_start);
     shared.with_stats(|s| {
         s.each_runs += each;
         s.reruns += reruns;

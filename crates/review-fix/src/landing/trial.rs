@@ -172,46 +172,61 @@ pub(super) async fn ensure_built(
         }
         // Made again by the agent on this tree: after a drop with the
         // failing output, or because it no longer applies.
-        let start = match &item.failure {
-            Some(failure) => FixStart {
-                attempts: item.attempts,
-                failure: Some(failure.clone()),
-                known: item.failed.clone(),
-            },
-            None => FixStart {
-                attempts: 0,
-                failure: None,
-                known: item.failed.clone(),
-            },
-        };
-        let group = shared.plan.group(&item.group_id).cloned();
-        let finding = shared.findings.get(&item.finding_id).cloned();
-        let p = progress.get(&item.group_id);
-        let (Some(group), Some(finding), Some(p)) = (group, finding, p) else {
+        remake(shared, t, state, position, &item, progress).await?;
+    }
+    Ok(())
+}
+
+/// Makes the fix at queue `position` again with the agent on the trial
+/// tree and puts its new commit on top. A fix that cannot be made is
+/// removed from the queue (recorded as failed): [`BuildError::Removed`].
+async fn remake(
+    shared: &Shared,
+    t: &mut TrialTree,
+    state: &mut VerifyState,
+    position: usize,
+    item: &QueuedFix,
+    progress: &HashMap<String, Progress>,
+) -> Result<(), BuildError> {
+    let start = match &item.failure {
+        Some(failure) => FixStart {
+            attempts: item.attempts,
+            failure: Some(failure.clone()),
+            known: item.failed.clone(),
+        },
+        None => FixStart {
+            attempts: 0,
+            failure: None,
+            known: item.failed.clone(),
+        },
+    };
+    let group = shared.plan.group(&item.group_id).cloned();
+    let finding = shared.findings.get(&item.finding_id).cloned();
+    let p = progress.get(&item.group_id);
+    let (Some(group), Some(finding), Some(p)) = (group, finding, p) else {
+        state.queue.remove(position);
+        return Err(BuildError::Removed);
+    };
+    let tree = Tree {
+        vcs: Arc::clone(&t.vcs),
+        env: t.env.clone(),
+        defer: true,
+        land_each: false,
+    };
+    match fix_one(shared, &group, &tree, p, &finding, start).await {
+        Some(committed) => {
+            let entry = &mut state.queue[position];
+            entry.commit = Some(committed.commit.to_string());
+            entry.digest = committed.digest;
+            entry.attempts = committed.attempts;
+            entry.failure = None;
+            t.built.push((item.finding_id.clone(), committed.commit));
+            save_state(shared, state);
+        }
+        None => {
+            // Recorded as failed by fix_one.
             state.queue.remove(position);
             return Err(BuildError::Removed);
-        };
-        let tree = Tree {
-            vcs: Arc::clone(&t.vcs),
-            env: t.env.clone(),
-            defer: true,
-            land_each: false,
-        };
-        match fix_one(shared, &group, &tree, p, &finding, start).await {
-            Some(committed) => {
-                let entry = &mut state.queue[position];
-                entry.commit = Some(committed.commit.to_string());
-                entry.digest = committed.digest;
-                entry.attempts = committed.attempts;
-                entry.failure = None;
-                t.built.push((item.finding_id.clone(), committed.commit));
-                save_state(shared, state);
-            }
-            None => {
-                // Recorded as failed by fix_one.
-                state.queue.remove(position);
-                return Err(BuildError::Removed);
-            }
         }
     }
     Ok(())

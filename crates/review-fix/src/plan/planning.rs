@@ -59,15 +59,7 @@ pub async fn plan_batches(
     findings: &[Finding],
     options: &PlanningOptions,
 ) -> Vec<PartialPlan> {
-    let PlanningOptions {
-        mode,
-        workdir,
-        session_id,
-        session_dir,
-        max_parallel,
-        time_limit,
-    } = options;
-    let (mode, max_parallel, time_limit) = (*mode, *max_parallel, *time_limit);
+    let (mode, time_limit) = (options.mode, options.time_limit);
     let by_id: HashMap<String, &Finding> = findings.iter().map(|f| (f.id.to_string(), f)).collect();
     if mode == PlannerMode::Deterministic {
         return batches
@@ -75,26 +67,10 @@ pub async fn plan_batches(
             .map(|b| deterministic_plan(b, &by_id, None))
             .collect();
     }
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(max_parallel.max(1)));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(options.max_parallel.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for batch in batches {
-        let listed: Vec<&Finding> = batch
-            .findings
-            .iter()
-            .filter_map(|id| by_id.get(id.as_str()).copied())
-            .collect();
-        let prompt = planning_prompt(batch, &listed, session_id);
-        let context = json!({"batch_id": batch.batch_id, "findings": listed});
-        let request = AgentRequest::new(
-            format!("plan-batch-{}", batch.batch_id),
-            Role::Plan,
-            prompt,
-            workdir,
-        )
-        .with_artifacts_dir(session_dir)
-        .with_schema(partial_plan_schema())
-        .with_time_limit(time_limit)
-        .with_context(context);
+        let request = planning_request(batch, &by_id, options);
         let agent = Arc::clone(&agent);
         let sink = Arc::clone(&sink);
         let semaphore = Arc::clone(&semaphore);
@@ -137,6 +113,32 @@ pub async fn plan_batches(
             ),
         })
         .collect()
+}
+
+/// The request to the planning agent of `batch`: the prompt, the batch's
+/// findings as context, the partial-plan schema for its answer.
+fn planning_request(
+    batch: &Batch,
+    by_id: &HashMap<String, &Finding>,
+    options: &PlanningOptions,
+) -> AgentRequest {
+    let listed: Vec<&Finding> = batch
+        .findings
+        .iter()
+        .filter_map(|id| by_id.get(id.as_str()).copied())
+        .collect();
+    let prompt = planning_prompt(batch, &listed, &options.session_id);
+    let context = json!({"batch_id": batch.batch_id, "findings": listed});
+    AgentRequest::new(
+        format!("plan-batch-{}", batch.batch_id),
+        Role::Plan,
+        prompt,
+        &options.workdir,
+    )
+    .with_artifacts_dir(&options.session_dir)
+    .with_schema(partial_plan_schema())
+    .with_time_limit(options.time_limit)
+    .with_context(context)
 }
 
 /// One batch: ask, validate, retry once with the error.

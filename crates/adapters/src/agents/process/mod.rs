@@ -372,24 +372,7 @@ impl ProcessAgent {
     /// mapped to the answer.
     async fn call(&self, request: &AgentRequest) -> Result<AgentResponse, Call> {
         let prompt = self.render_instruction(request);
-        let schema_file = match (&request.schema, self.dialect) {
-            (Some(schema), Dialect::Codex) => {
-                // Codex sends the schema in strict mode, which the API only
-                // accepts in the closed, all-required form.
-                let strict = codex::strict_schema(schema);
-                let violations = codex::strict_violations(&strict);
-                if !violations.is_empty() {
-                    return Err(Call::Failed(AgentError::Unavailable {
-                        message: format!(
-                            "codex: the request's schema could not be made strict: {}",
-                            violations.join("; ")
-                        ),
-                    }));
-                }
-                Some(write_temp_file("schema", ".json", &strict.to_string())?)
-            }
-            _ => None,
-        };
+        let schema_file = self.schema_file(request)?;
         let writes = self.role_permissions && matches!(request.role, Role::Execute | Role::Fix);
         let policy_file = match self.dialect {
             Dialect::Gemini if writes && !request.allowed_commands.is_empty() => Some(
@@ -404,26 +387,7 @@ impl ProcessAgent {
             policy_file.as_ref().map(|f| f.path()),
         );
         let limit = request.time_limit.or(self.time_limit);
-        let mut spec = ProcessSpec::new(&self.program)
-            .args(args)
-            .cwd(&request.workdir)
-            .time_limit(limit)
-            .grace(self.grace)
-            .output_limit(self.output_limit);
-        if self.input == InstructionInput::Stdin {
-            spec = spec.stdin(prompt.into_bytes());
-        }
-        for k in &self.env_remove {
-            spec = spec.env_remove(k);
-        }
-        for (k, v) in &self.env {
-            spec = spec.env(k, v);
-        }
-        // What the tree the agent works in needs (a worktree's virtualenv
-        // on PATH, `[worktree] env`): its commands run there.
-        for (k, v) in &request.env {
-            spec = spec.env(k, v);
-        }
+        let spec = self.spec_for(request, prompt, args, limit);
         let started = std::time::Instant::now();
         let mut rate_limited = 0;
         loop {
@@ -462,6 +426,70 @@ impl ProcessAgent {
                 }
             }
         }
+    }
+}
+
+impl ProcessAgent {
+    /// The request's answer schema in a file, for codex (which takes it
+    /// only in the strict form: closed, every property required); `None`
+    /// for the other CLIs or without a schema.
+    fn schema_file(
+        &self,
+        request: &AgentRequest,
+    ) -> Result<Option<tempfile::NamedTempFile>, AgentError> {
+        let (Some(schema), Dialect::Codex) = (&request.schema, self.dialect) else {
+            return Ok(None);
+        };
+        // Codex sends the schema in strict mode, which the API only
+        // accepts in the closed, all-required form.
+        let strict = codex::strict_schema(schema);
+        let violations = codex::strict_violations(&strict);
+        if !violations.is_empty() {
+            return Err(AgentError::Unavailable {
+                message: format!(
+                    "codex: the request's schema could not be made strict: {}",
+                    violations.join("; ")
+                ),
+            });
+        }
+        Ok(Some(write_temp_file(
+            "schema",
+            ".json",
+            &strict.to_string(),
+        )?))
+    }
+
+    /// The CLI's process: its arguments, run in the request's tree with the
+    /// limits, the prompt on stdin when the CLI reads it there, and the
+    /// agent's and the tree's environment.
+    fn spec_for(
+        &self,
+        request: &AgentRequest,
+        prompt: String,
+        args: Vec<std::ffi::OsString>,
+        limit: Option<Duration>,
+    ) -> ProcessSpec {
+        let mut spec = ProcessSpec::new(&self.program)
+            .args(args)
+            .cwd(&request.workdir)
+            .time_limit(limit)
+            .grace(self.grace)
+            .output_limit(self.output_limit);
+        if self.input == InstructionInput::Stdin {
+            spec = spec.stdin(prompt.into_bytes());
+        }
+        for k in &self.env_remove {
+            spec = spec.env_remove(k);
+        }
+        for (k, v) in &self.env {
+            spec = spec.env(k, v);
+        }
+        // What the tree the agent works in needs (a worktree's virtualenv
+        // on PATH, `[worktree] env`): its commands run there.
+        for (k, v) in &request.env {
+            spec = spec.env(k, v);
+        }
+        spec
     }
 }
 

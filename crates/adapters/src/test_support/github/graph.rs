@@ -223,6 +223,66 @@ fn not_found(message: String) -> Option<Result<Value, FieldError>> {
     }))
 }
 
+impl Graph<'_> {
+    /// `Query.repository(owner:, name:)`.
+    fn repository_field(&self, owner: &Value, name: &Value) -> Option<Result<Value, FieldError>> {
+        let full = format!(
+            "{}/{}",
+            owner.as_str().unwrap_or_default(),
+            name.as_str().unwrap_or_default()
+        );
+        match self.repository(&full) {
+            Some(r) => Some(Ok(r)),
+            None => not_found(format!(
+                "Could not resolve to a Repository with the name '{full}'."
+            )),
+        }
+    }
+
+    /// `Repository.pullRequests(headRefName:, states:, first:)`.
+    fn pull_requests(&self, parent: &Value, head: &Value) -> Value {
+        let repo = parent["_full"].as_str().unwrap_or_default();
+        let nodes: Vec<Value> = self
+            .scenario
+            .pulls
+            .iter()
+            .filter(|p| p.base == repo)
+            .filter(|p| head.as_str().is_none_or(|h| h == p.head_ref))
+            .map(|p| self.pull(p))
+            .collect();
+        json!({"nodes": nodes, "totalCount": nodes.len()})
+    }
+
+    /// `Query.node(id:)`: the pull requests are the nodes with ids.
+    fn node(&self, id: &Value) -> Option<Result<Value, FieldError>> {
+        let found = self
+            .scenario
+            .pulls
+            .iter()
+            .find(|p| Some(pull_node_id(p.number).as_str()) == id.as_str());
+        match found {
+            Some(p) => Some(Ok(self.pull(p))),
+            None => not_found(format!(
+                "Could not resolve to a node with the global id of '{}'",
+                id.as_str().unwrap_or_default()
+            )),
+        }
+    }
+}
+
+/// `Query.__type(name:)`: introspection of the public schema (the field
+/// names of type `name`, `null` for a type it does not know).
+fn introspect_type(name: &Value) -> Value {
+    let fields: Value = serde_json::from_str(SCHEMA_FIELDS).unwrap_or(Value::Null);
+    match fields.get(name.as_str().unwrap_or_default()) {
+        Some(Value::Array(names)) => json!({
+            "name": name,
+            "fields": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+        }),
+        _ => Value::Null,
+    }
+}
+
 impl Resolver for Graph<'_> {
     fn resolve(
         &self,
@@ -234,17 +294,7 @@ impl Resolver for Graph<'_> {
         match field {
             // Query.repository(owner:, name:)
             "repository" if parent.get("__typename").is_none() => {
-                let full = format!(
-                    "{}/{}",
-                    arg("owner").as_str().unwrap_or_default(),
-                    arg("name").as_str().unwrap_or_default()
-                );
-                match self.repository(&full) {
-                    Some(r) => Some(Ok(r)),
-                    None => not_found(format!(
-                        "Could not resolve to a Repository with the name '{full}'."
-                    )),
-                }
+                self.repository_field(&arg("owner"), &arg("name"))
             }
             // Repository.pullRequest(number:)
             "pullRequest" => {
@@ -258,35 +308,9 @@ impl Resolver for Graph<'_> {
                 }
             }
             // Repository.pullRequests(headRefName:, states:, first:)
-            "pullRequests" => {
-                let repo = parent["_full"].as_str().unwrap_or_default();
-                let head = arg("headRefName");
-                let nodes: Vec<Value> = self
-                    .scenario
-                    .pulls
-                    .iter()
-                    .filter(|p| p.base == repo)
-                    .filter(|p| head.as_str().is_none_or(|h| h == p.head_ref))
-                    .map(|p| self.pull(p))
-                    .collect();
-                Some(Ok(json!({"nodes": nodes, "totalCount": nodes.len()})))
-            }
+            "pullRequests" => Some(Ok(self.pull_requests(parent, &arg("headRefName")))),
             // Query.node(id:)
-            "node" => {
-                let id = arg("id");
-                let found = self
-                    .scenario
-                    .pulls
-                    .iter()
-                    .find(|p| Some(pull_node_id(p.number).as_str()) == id.as_str());
-                match found {
-                    Some(p) => Some(Ok(self.pull(p))),
-                    None => not_found(format!(
-                        "Could not resolve to a node with the global id of '{}'",
-                        id.as_str().unwrap_or_default()
-                    )),
-                }
-            }
+            "node" => self.node(&arg("id")),
             // PullRequest.commits(last:): the head commit.
             "commits" => {
                 let all = parent["_commits"].as_array().cloned().unwrap_or_default();
@@ -300,17 +324,7 @@ impl Resolver for Graph<'_> {
             // CheckRun.isRequired(pullRequestId:) / StatusContext.isRequired
             "isRequired" => Some(Ok(parent["_isRequired"].clone())),
             // Query.__type(name:): introspection of the public schema.
-            "__type" => {
-                let fields: Value = serde_json::from_str(SCHEMA_FIELDS).unwrap_or(Value::Null);
-                let name = arg("name");
-                Some(Ok(match fields.get(name.as_str().unwrap_or_default()) {
-                    Some(Value::Array(names)) => json!({
-                        "name": name,
-                        "fields": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
-                    }),
-                    _ => Value::Null,
-                }))
-            }
+            "__type" => Some(Ok(introspect_type(&arg("name")))),
             // Query.viewer: User
             "viewer" => Some(Ok(
                 json!({"__typename": "User", "login": "octo", "name": "Octo"}),

@@ -209,20 +209,7 @@ impl Respond for Responder {
         } else if host == rest::BLOB_HOST {
             rest::blob(&shared.scenario, &path)
         } else if path == "/graphql" {
-            let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-            let query_text = body["query"].as_str().unwrap_or_default();
-            let vars = body["variables"]
-                .as_object()
-                .cloned()
-                .unwrap_or_else(Map::new);
-            let graph = graph::Graph {
-                scenario: &shared.scenario,
-            };
-            let answer = graphql::answer(query_text, &vars, &Value::Object(Map::new()), &graph);
-            logged.operation = Some(answer.operation.unwrap_or_else(|| "(anonymous)".into()));
-            logged.variables = Some(Value::Object(vars).to_string());
-            logged.missing = answer.missing;
-            rest::Reply::json(200, &answer.body)
+            graphql_reply(&shared.scenario, &request.body, &mut logged)
         } else {
             rest::route(
                 &mut shared.scenario,
@@ -232,22 +219,45 @@ impl Respond for Responder {
             )
         };
         shared.log.push(logged);
-        let content_type = reply
-            .headers
-            .iter()
-            .find(|(k, _)| *k == "Content-Type")
-            .map_or_else(|| reply.content_type.to_owned(), |(_, v)| v.clone());
-        let mut template =
-            ResponseTemplate::new(reply.status).set_body_raw(reply.body, &content_type);
-        for (k, v) in reply
-            .headers
-            .into_iter()
-            .filter(|(k, _)| *k != "Content-Type")
-        {
-            template = template.insert_header(k, v.as_str());
-        }
-        template
+        response(reply)
     }
+}
+
+/// Answers a GraphQL request (`body`: the JSON with `query` and
+/// `variables`) from the scenario; the operation, its variables and the
+/// fields it asked that the server does not know go to the log.
+fn graphql_reply(scenario: &Scenario, body: &[u8], logged: &mut Logged) -> rest::Reply {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let query_text = body["query"].as_str().unwrap_or_default();
+    let vars = body["variables"]
+        .as_object()
+        .cloned()
+        .unwrap_or_else(Map::new);
+    let graph = graph::Graph { scenario };
+    let answer = graphql::answer(query_text, &vars, &Value::Object(Map::new()), &graph);
+    logged.operation = Some(answer.operation.unwrap_or_else(|| "(anonymous)".into()));
+    logged.variables = Some(Value::Object(vars).to_string());
+    logged.missing = answer.missing;
+    rest::Reply::json(200, &answer.body)
+}
+
+/// The HTTP response of a scripted server's reply (its `Content-Type`
+/// header, if any, wins over its content type).
+pub(crate) fn response(reply: rest::Reply) -> ResponseTemplate {
+    let content_type = reply
+        .headers
+        .iter()
+        .find(|(k, _)| *k == "Content-Type")
+        .map_or_else(|| reply.content_type.to_owned(), |(_, v)| v.clone());
+    let mut template = ResponseTemplate::new(reply.status).set_body_raw(reply.body, &content_type);
+    for (k, v) in reply
+        .headers
+        .into_iter()
+        .filter(|(k, _)| *k != "Content-Type")
+    {
+        template = template.insert_header(k, v.as_str());
+    }
+    template
 }
 
 /// The gh release the tests pin besides Debian's: installed from PyPI's

@@ -153,24 +153,7 @@ impl Respond for Responder {
                 api::message(401, "401 Unauthorized")
             }
             Some(rest) => {
-                let body = if header("content-type").contains("json") {
-                    serde_json::from_slice(&request.body).unwrap_or(Value::Null)
-                } else {
-                    api::form_to_json(&String::from_utf8_lossy(&request.body))
-                };
-                let req = api::ApiRequest {
-                    method: request.method.as_str(),
-                    segments: rest.split('/').map(api::decode).collect(),
-                    query: query
-                        .split('&')
-                        .filter(|p| !p.is_empty())
-                        .map(|p| {
-                            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                            (api::decode(k), api::decode(v))
-                        })
-                        .collect(),
-                    body,
-                };
+                let req = api_request(request, rest, &query, &header("content-type"));
                 api::route(&mut shared.scenario, &req)
             }
             None => serve_git(
@@ -187,21 +170,36 @@ impl Respond for Responder {
             ),
         };
         drop(shared);
-        let content_type = reply
-            .headers
-            .iter()
-            .find(|(k, _)| *k == "Content-Type")
-            .map_or_else(|| reply.content_type.to_owned(), |(_, v)| v.clone());
-        let mut template =
-            ResponseTemplate::new(reply.status).set_body_raw(reply.body, &content_type);
-        for (k, v) in reply
-            .headers
-            .into_iter()
-            .filter(|(k, _)| *k != "Content-Type")
-        {
-            template = template.insert_header(k, v.as_str());
-        }
-        template
+        crate::test_support::github::response(reply)
+    }
+}
+
+/// A REST call of `request` (`rest`: its path after `/api/v4/`, `query`
+/// its query string): the decoded path segments and query pairs, and the
+/// body as JSON (a form body turned into JSON).
+fn api_request<'a>(
+    request: &'a Request,
+    rest: &str,
+    query: &str,
+    content_type: &str,
+) -> api::ApiRequest<'a> {
+    let body = if content_type.contains("json") {
+        serde_json::from_slice(&request.body).unwrap_or(Value::Null)
+    } else {
+        api::form_to_json(&String::from_utf8_lossy(&request.body))
+    };
+    api::ApiRequest {
+        method: request.method.as_str(),
+        segments: rest.split('/').map(api::decode).collect(),
+        query: query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                (api::decode(k), api::decode(v))
+            })
+            .collect(),
+        body,
     }
 }
 
