@@ -305,15 +305,20 @@ pub(crate) fn check_status(status: &str, conclusion: Option<&str>) -> CiStatus {
 /// `lines_above` is the range's length above `line`.
 pub(crate) fn thread(t: WireThread) -> ReviewThread {
     let new_side = t.diff_side == "RIGHT";
-    let line = t.line.or(t.original_line);
-    let above = match (t.start_line, line) {
+    let above = match (t.start_line, t.line) {
         (Some(s), Some(l)) if s < l => u32::try_from(l - s).unwrap_or(0),
         _ => 0,
     };
+    // `line` is null once the thread is outdated (its line changed since):
+    // no new-side line is named then, so no fix is aimed at a moved line.
     let position = Position {
         path: t.path,
-        new_line: if new_side { line } else { None },
-        old_line: if new_side { None } else { line },
+        new_line: if new_side { t.line } else { None },
+        old_line: if new_side {
+            None
+        } else {
+            t.line.or(t.original_line)
+        },
     };
     let comments = t
         .comments
@@ -420,6 +425,22 @@ mod tests {
     }
 
     #[test]
+    fn an_outdated_thread_names_no_new_side_line() {
+        let wire: WireThread = serde_json::from_value(json!({
+            "id": "PRRT_1", "isResolved": false, "path": "a.rs", "line": null,
+            "originalLine": 4, "startLine": null, "diffSide": "RIGHT",
+            "comments": {"nodes": [{"id": "PRRC_1", "databaseId": 9, "author": null,
+                                    "body": "```suggestion\nx\n```"}]}
+        }))
+        .unwrap();
+        let t = thread(wire);
+        let c = &t.comments[0];
+        assert_eq!(c.position.as_ref().map(|p| p.new_line), Some(None));
+        assert_eq!((c.id.as_str(), c.author.as_str()), ("9", ""));
+        assert_eq!(c.suggestions.len(), 1);
+    }
+
+    #[test]
     fn a_range_suggestion_becomes_githubs_plain_block_on_a_line_range() {
         let one = review_comment(&NewComment {
             path: "a.rs".into(),
@@ -440,5 +461,37 @@ mod tests {
             (range["start_line"].clone(), range["line"].clone()),
             (json!(3), json!(6))
         );
+    }
+
+    proptest::proptest! {
+        /// A suggestion posted as `suggestion:-A+B` on line L and read back
+        /// from GitHub's range comment replaces the same lines, L-A..=L+B.
+        #[test]
+        fn a_suggestion_range_survives_the_trip_through_github(
+            line in 1u64..500, above in 0u32..20, below in 0u32..20,
+        ) {
+            proptest::prop_assume!(u64::from(above) < line);
+            let posted = review_comment(&NewComment {
+                path: "a.rs".into(),
+                line,
+                body: format!("```suggestion:-{above}+{below}\nx\n```\n"),
+            });
+            let wire: WireThread = serde_json::from_value(json!({
+                "id": "PRRT_1", "isResolved": false, "path": "a.rs",
+                "line": posted["line"], "originalLine": posted["line"],
+                "startLine": posted.get("start_line"), "diffSide": posted["side"],
+                "comments": {"nodes": [{"id": "PRRC_1", "databaseId": 1,
+                    "author": {"login": "octo"}, "body": posted["body"]}]},
+            }))
+            .unwrap();
+            let read = thread(wire);
+            let c = &read.comments[0];
+            let at = c.position.as_ref().and_then(|p| p.new_line).unwrap();
+            let b = &c.suggestions[0];
+            proptest::prop_assert_eq!(
+                (at - u64::from(b.lines_above), at + u64::from(b.lines_below)),
+                (line - u64::from(above), line + u64::from(below))
+            );
+        }
     }
 }
