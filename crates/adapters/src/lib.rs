@@ -49,7 +49,10 @@
 //! ## Forges
 //! [`forge::GitlabForge`] is the core `Forge` over GitLab's REST API v4
 //! (merge requests, pipelines, jobs and traces, discussions), at the
-//! instance and project read from the git remote ([`forge::GitlabLocation`]).
+//! instance and project read from the git remote ([`forge::GitlabLocation`]);
+//! [`forge::GithubForge`] is the same trait through the real `gh`
+//! (`gh api` REST and GraphQL, the user's `gh auth`), at the host and
+//! repository of the remote ([`forge::GithubLocation`]).
 //!
 //! ## Builtin agents
 //! [`builtin`] holds the agents that need no LLM: `SuggestionAgent` applies

@@ -3,6 +3,9 @@
 //! - [`GitlabForge`]: GitLab's REST API v4 over `reqwest`, for gitlab.com
 //!   and self-hosted instances ([`GitlabLocation`] reads the instance and
 //!   the project from the git remote; an explicit URL overrides it).
+//! - [`GithubForge`]: GitHub through the real `gh` (`gh api`, the user's
+//!   `gh auth`), for github.com and GitHub Enterprise ([`GithubLocation`]:
+//!   the host and `owner/name` from the git remote; gh is told the host).
 //!
 //! ## GitLab's routes
 //!
@@ -28,12 +31,37 @@
 //! (REST authentication docs); a job token may call none of these routes,
 //! so its 404 is explained.
 //!
-//! GitHub's backend drives the real `gh` and lives with ci-autofix's GitHub
-//! provider (`orchestrator_ci_autofix::provider`), which reads the same
-//! data.
+//! ## GitHub's routes
+//!
+//! Every call is one or a few `gh api` requests (GraphQL documents and
+//! wire types in `github_wire`, each field named after the GitHub GraphQL
+//! schema type it is read from; REST routes by their operation id in
+//! GitHub's REST OpenAPI description):
+//! - the PR: `Repository.pullRequest` (head and base refs, head oid,
+//!   `isCrossRepository`, `maintainerCanModify`, the viewer's permission on
+//!   the base and the head repository: a fork is ours to push only when its
+//!   author allows edits and we may write to the base, or we may write to
+//!   the fork); its diff: `pulls/get` with the `v3.diff` media type;
+//! - its pipeline: the head commit's `statusCheckRollup` check runs (every
+//!   attempt is listed; the newest of each name is kept; commit statuses of
+//!   other CIs are left out: they have no job), logs from
+//!   `actions/download-job-logs-for-workflow-run`, re-runs by
+//!   `actions/re-run-job-for-workflow-run`, the new attempt from
+//!   `actions/list-jobs-for-workflow-run`;
+//! - threads: `PullRequest.reviewThreads` (paged) with their comments;
+//!   replies `pulls/create-reply-for-review-comment` on a thread's first
+//!   comment; resolving: the `resolveReviewThread` mutation; a review:
+//!   `pulls/create-review` (`event: COMMENT`, `comments[]` with
+//!   `line`/`side`, `start_line` for a range).
+//!
+//! ci-autofix's GitHub provider (`orchestrator_ci_autofix::provider`)
+//! reads checks through `gh pr view`/`gh pr checks` itself.
 
+mod github;
+mod github_wire;
 mod gitlab;
 mod remote;
 
+pub use github::{GithubForge, GithubLocation, is_github_remote};
 pub use gitlab::{GitlabForge, GitlabToken};
 pub use remote::{GitlabLocation, detect_forge};

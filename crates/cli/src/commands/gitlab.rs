@@ -1,11 +1,17 @@
 //! Which forge a `--pr` / `--mr` run reads, for every flow that takes one:
 //! GitLab for `--mr`, for `--gitlab-url`, or for a remote whose host names
-//! GitLab; the caller decides what "not GitLab" means (GitHub through `gh`
-//! for ci-autofix, a refusal for review-fix).
+//! GitLab; the caller decides what "not GitLab" means (ci-autofix's own
+//! GitHub provider; for review-fix, [`github_forge`] when the remote is on
+//! GitHub, else a refusal).
 
+use std::path::Path;
 use std::sync::Arc;
 
-use orchestrator_adapters::forge::{GitlabForge, GitlabLocation, GitlabToken, detect_forge};
+use orchestrator_adapters::forge::{
+    GithubForge, GithubLocation, GitlabForge, GitlabLocation, GitlabToken, detect_forge,
+    is_github_remote,
+};
+use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_core::forge::{Forge, ForgeKind};
 use orchestrator_core::vcs::Vcs;
 
@@ -46,4 +52,23 @@ pub async fn remote_forge(
     })?;
     let forge = GitlabForge::new(location, token).map_err(|e| e.to_string())?;
     Ok(RemoteForge::Gitlab(Arc::new(forge)))
+}
+
+/// The GitHub forge of remote `url`, through the real `gh` run in `cwd`
+/// with the user's `gh auth`, when the remote is on GitHub: its host names
+/// GitHub (`github.com`, `github.localhost`) or is `$GH_HOST` (GitHub
+/// Enterprise). `None` for any other remote.
+pub fn github_forge(url: &str, cwd: &Path) -> Option<Result<Arc<dyn Forge>, String>> {
+    let gh_host = std::env::var("GH_HOST").ok();
+    if !is_github_remote(url, gh_host.as_deref()) {
+        return None;
+    }
+    Some(
+        GithubLocation::from_remote(url)
+            .map(|location| {
+                let runner = Arc::new(ProcessRunner::default());
+                Arc::new(GithubForge::new(runner, cwd, location)) as Arc<dyn Forge>
+            })
+            .map_err(|e| e.to_string()),
+    )
 }

@@ -46,7 +46,9 @@ impl Graph<'_> {
             "description": "",                              // Repository.description
             "hasIssuesEnabled": true,                       // Repository.hasIssuesEnabled
             "hasWikiEnabled": false,                        // Repository.hasWikiEnabled
-            "viewerPermission": "ADMIN",                    // Repository.viewerPermission
+            // Repository.viewerPermission: the viewer (`octo`) administers
+            // its own repositories and only reads others' (forks).
+            "viewerPermission": if owner == super::review_state::VIEWER { "ADMIN" } else { "READ" },
             "defaultBranchRef": {"name": repo.default_branch}, // Repository.defaultBranchRef: Ref
             "parent": null,                                 // Repository.parent
             "mergeCommitAllowed": true,                     // Repository.mergeCommitAllowed
@@ -290,6 +292,9 @@ impl Resolver for Graph<'_> {
         field: &str,
         args: &Args,
     ) -> Option<Result<Value, FieldError>> {
+        if let Some(r) = super::reviews::resolve(self.scenario, parent, field, args) {
+            return Some(r);
+        }
         let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
         match field {
             // Query.repository(owner:, name:)

@@ -26,8 +26,11 @@ pub(crate) mod git_http;
 mod graph;
 mod graphql;
 pub(crate) mod rest;
+mod review_state;
+mod reviews;
 mod scenario;
 
+pub use review_state::{Review, Reviews, Thread, ThreadComment, VIEWER};
 pub(crate) use scenario::git;
 pub use scenario::{
     CheckRun, CheckStatus, CommitStatus, Conclusion, HOST, Pull, PushHook, Pushed, Repo, Rerun,
@@ -210,6 +213,13 @@ impl Respond for Responder {
             rest::blob(&shared.scenario, &path)
         } else if path == "/graphql" {
             graphql_reply(&shared.scenario, &request.body, &mut logged)
+        } else if let Some(reply) = reviews::rest(
+            &mut shared.scenario,
+            request.method.as_str(),
+            &path,
+            &request.body,
+        ) {
+            reply
         } else {
             rest::route(
                 &mut shared.scenario,

@@ -184,6 +184,9 @@ pub struct Scenario {
     pub on_push: Option<PushHook>,
     /// The scenario's clock, in minutes after 2024-05-01T10:00:00Z.
     pub clock: u32,
+    /// Review threads and reviews (see `reviews`; a `RefCell` because a
+    /// GraphQL mutation changes them through a shared scenario).
+    pub(crate) reviews: std::cell::RefCell<super::review_state::Reviews>,
     next_id: u64,
 }
 
@@ -195,6 +198,7 @@ impl std::fmt::Debug for Scenario {
             .field("pulls", &self.pulls)
             .field("checks", &self.checks)
             .field("statuses", &self.statuses)
+            .field("reviews", &self.reviews)
             .finish_non_exhaustive()
     }
 }
@@ -213,6 +217,7 @@ impl Scenario {
             statuses: Vec::new(),
             on_push: None,
             clock: 0,
+            reviews: std::cell::RefCell::default(),
             next_id: 1,
         }
     }

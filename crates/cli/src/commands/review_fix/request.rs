@@ -12,7 +12,7 @@ use orchestrator_core::text::counted;
 use orchestrator_core::vcs::Vcs;
 use orchestrator_review_fix::forge::{Delivery, RequestOptions, RequestReport, RoutedAgent};
 
-use crate::commands::gitlab::{RemoteForge, remote_forge};
+use crate::commands::gitlab::{RemoteForge, github_forge, remote_forge};
 
 /// How `--deliver` hands verified fixes to the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,8 +32,9 @@ pub struct RequestFlags {
     #[arg(long, value_name = "N", conflicts_with = "pr",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub mr: Option<u64>,
-    /// Fix the open review threads of this pull request (GitLab when the
-    /// remote or `--gitlab-url` says so).
+    /// Fix the open review threads of this pull request: GitHub through
+    /// `gh` (its `gh auth`; host: the remote, or GH_HOST), GitLab when the
+    /// remote or `--gitlab-url` says so.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pr: Option<u64>,
     /// How verified fixes reach the request.
@@ -93,11 +94,14 @@ pub async fn request_forge(flags: &RequestFlags, vcs: &dyn Vcs) -> Result<Arc<dy
     );
     match found.await? {
         RemoteForge::Gitlab(forge) => Ok(forge),
-        RemoteForge::Other { url } => Err(format!(
-            "review-fix --pr reads GitLab merge requests for now, and remote `{}` ({url}) is not \
-             GitLab; give --gitlab-url for a self-hosted GitLab under another host name",
-            flags.remote
-        )),
+        RemoteForge::Other { url } => github_forge(&url, vcs.root()).unwrap_or_else(|| {
+            Err(format!(
+                "review-fix --pr reads GitHub pull requests and GitLab merge requests, and remote \
+                 `{}` ({url}) is on neither: set GH_HOST for a GitHub Enterprise host, or give \
+                 --gitlab-url for a self-hosted GitLab under another host name",
+                flags.remote
+            ))
+        }),
     }
 }
 
@@ -179,7 +183,13 @@ pub fn render_delivery_json(report: &RequestReport) -> String {
     format!("{line}\n")
 }
 
+/// A thread's id for people: GitLab's hex discussion ids by their first
+/// 8 characters; GitHub's node ids (`PRRT_…`, which share a long prefix
+/// within a repository) whole.
 fn short(thread: &str) -> &str {
+    if thread.contains('_') {
+        return thread;
+    }
     &thread[..thread.len().min(8)]
 }
 
