@@ -32,7 +32,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 mod apply;
+mod hunk;
 pub use apply::*;
+use hunk::{parse_hunk, truncate};
 
 /// How far (in lines, either way) a hunk is looked for around its expected
 /// position.
@@ -275,85 +277,99 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
             }
             git_section = Some(i + 1);
             i += 1;
-            continue;
-        }
-        if line == "-- " {
+        } else if line == "-- " {
             // `git format-patch` signature: the diff ends here.
             break;
-        }
-        let header_pair =
-            line.starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "));
-        if !header_pair {
-            if line.starts_with("@@") {
-                return Err(PatchError::Parse {
-                    line: i + 1,
-                    message: "hunk header without a `--- `/`+++ ` file header before it".into(),
-                });
-            }
-            i += 1;
-            continue;
-        }
-        git_section = None;
-        let header_line = i + 1;
-        let old = header_path(&line[4..], "a/", header_line)?;
-        let new = header_path(&lines[i + 1][4..], "b/", header_line + 1)?;
-        let (path, change) = match (old, new) {
-            (None, None) => {
-                return Err(PatchError::Parse {
-                    line: header_line,
-                    message: "both sides of the file header are /dev/null".into(),
-                });
-            }
-            (None, Some(p)) => (p, FileChange::Add),
-            (Some(p), None) => (p, FileChange::Delete),
-            (Some(o), Some(n)) if o != n => {
-                return Err(PatchError::Unsupported {
-                    line: header_line,
-                    what: format!("renaming `{o}` to `{n}`"),
-                });
-            }
-            (Some(_), Some(n)) => (n, FileChange::Modify),
-        };
-        i += 2;
-        let mut hunks = Vec::new();
-        while i < lines.len() && lines[i].starts_with("@@") {
-            let (hunk, next) = parse_hunk(&lines, i)?;
-            hunks.push(hunk);
+        } else if is_file_header(&lines, i) {
+            git_section = None;
+            let (file, next) = file_section(&lines, i)?;
+            files.push(file);
             i = next;
-        }
-        let Some(last) = hunks.last() else {
+        } else if line.starts_with("@@") {
             return Err(PatchError::Parse {
                 line: i + 1,
-                message: format!("file header for `{path}` is not followed by a hunk"),
+                message: "hunk header without a `--- `/`+++ ` file header before it".into(),
             });
-        };
-        if let Some(next) = lines.get(i)
-            && is_body_line(next)
-            && !(next.starts_with("--- ")
-                && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ ")))
-            && *next != "-- "
-        {
-            return Err(PatchError::Parse {
-                line: i + 1,
-                message: format!(
-                    "line after the hunk at line {} that its header does not count ({})",
-                    last.line,
-                    last.header()
-                ),
-            });
+        } else {
+            i += 1;
         }
-        check_sides(&path, change, &hunks)?;
-        files.push(FilePatch {
-            path,
-            change,
-            hunks,
-            line: header_line,
-        });
     }
     if let Some(at) = git_section {
         return Err(git_without_hunks(at));
     }
     Ok(Patch { files })
+}
+
+/// Whether `lines[i]` starts a `--- `/`+++ ` file header pair.
+fn is_file_header(lines: &[&str], i: usize) -> bool {
+    lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+}
+
+/// The file section whose header pair starts at `lines[i]`: what it does to
+/// which path, its hunks, and the check that no uncounted body line follows
+/// them. Returns it and the index of the line after it.
+fn file_section(lines: &[&str], i: usize) -> Result<(FilePatch, usize), PatchError> {
+    let header_line = i + 1;
+    let old = header_path(&lines[i][4..], "a/", header_line)?;
+    let new = header_path(&lines[i + 1][4..], "b/", header_line + 1)?;
+    let (path, change) = file_change(old, new, header_line)?;
+    let mut i = i + 2;
+    let mut hunks = Vec::new();
+    while i < lines.len() && lines[i].starts_with("@@") {
+        let (hunk, next) = parse_hunk(lines, i)?;
+        hunks.push(hunk);
+        i = next;
+    }
+    let Some(last) = hunks.last() else {
+        return Err(PatchError::Parse {
+            line: i + 1,
+            message: format!("file header for `{path}` is not followed by a hunk"),
+        });
+    };
+    if let Some(next) = lines.get(i)
+        && is_body_line(next)
+        && !is_file_header(lines, i)
+        && *next != "-- "
+    {
+        return Err(PatchError::Parse {
+            line: i + 1,
+            message: format!(
+                "line after the hunk at line {} that its header does not count ({})",
+                last.line,
+                last.header()
+            ),
+        });
+    }
+    check_sides(&path, change, &hunks)?;
+    let file = FilePatch {
+        path,
+        change,
+        hunks,
+        line: header_line,
+    };
+    Ok((file, i))
+}
+
+/// What a header pair's two paths say: a creation, a deletion or a change;
+/// a rename and `/dev/null` on both sides are refused.
+fn file_change(
+    old: Option<String>,
+    new: Option<String>,
+    line: usize,
+) -> Result<(String, FileChange), PatchError> {
+    match (old, new) {
+        (None, None) => Err(PatchError::Parse {
+            line,
+            message: "both sides of the file header are /dev/null".into(),
+        }),
+        (None, Some(p)) => Ok((p, FileChange::Add)),
+        (Some(p), None) => Ok((p, FileChange::Delete)),
+        (Some(o), Some(n)) if o != n => Err(PatchError::Unsupported {
+            line,
+            what: format!("renaming `{o}` to `{n}`"),
+        }),
+        (Some(_), Some(n)) => Ok((n, FileChange::Modify)),
+    }
 }
 
 fn git_without_hunks(line: usize) -> PatchError {
@@ -451,142 +467,6 @@ pub fn normalize_path(path: &str) -> Result<String, PatchError> {
         return Err(bad("it names no file"));
     }
     Ok(parts.join("/"))
-}
-
-/// `@@ -a[,b] +c[,d] @@[ section]`.
-fn parse_hunk_header(line: &str, at: usize) -> Result<(usize, usize, usize, usize), PatchError> {
-    let err = || PatchError::Parse {
-        line: at,
-        message: format!("malformed hunk header `{line}` (expected `@@ -a,b +c,d @@`)"),
-    };
-    let rest = line.strip_prefix("@@ -").ok_or_else(err)?;
-    let end = rest.find(" @@").ok_or_else(err)?;
-    let (old, new) = rest[..end].split_once(" +").ok_or_else(err)?;
-    let range = |r: &str| -> Option<(usize, usize)> {
-        let (start, len) = match r.split_once(',') {
-            Some((s, l)) => (s, l),
-            None => (r, "1"),
-        };
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(start) || !digits(len) {
-            return None;
-        }
-        Some((start.parse().ok()?, len.parse().ok()?))
-    };
-    let (a, b) = range(old).ok_or_else(err)?;
-    let (c, d) = range(new).ok_or_else(err)?;
-    if (a == 0 && b != 0) || (c == 0 && d != 0) {
-        return Err(PatchError::Parse {
-            line: at,
-            message: format!("hunk header `{line}` starts a non-empty side at line 0"),
-        });
-    }
-    Ok((a, b, c, d))
-}
-
-/// Parses the hunk whose header is `lines[start]`; returns it and the index
-/// of the line after it.
-fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), PatchError> {
-    let header_line = start + 1;
-    let (old_start, old_len, new_start, new_len) = parse_hunk_header(lines[start], header_line)?;
-    let mut body: Vec<HunkLine> = Vec::new();
-    let (mut old_seen, mut new_seen) = (0usize, 0usize);
-    let mut j = start + 1;
-    let counts =
-        |o: usize, n: usize| format!("after {o} of {old_len} old and {n} of {new_len} new lines");
-    loop {
-        // A `\ No newline at end of file` marker belongs to the line before it.
-        if let Some(marker) = lines.get(j)
-            && marker.starts_with('\\')
-        {
-            let Some(prev) = body.last_mut() else {
-                return Err(PatchError::Parse {
-                    line: j + 1,
-                    message: "`\\ No newline at end of file` marker before any hunk line".into(),
-                });
-            };
-            let text = match prev {
-                HunkLine::Context(t) | HunkLine::Remove(t) | HunkLine::Add(t) => t,
-            };
-            if text.pop() != Some('\n') {
-                return Err(PatchError::Parse {
-                    line: j + 1,
-                    message: "two `\\ No newline at end of file` markers for one line".into(),
-                });
-            }
-            j += 1;
-            continue;
-        }
-        if old_seen == old_len && new_seen == new_len {
-            break;
-        }
-        let Some(line) = lines.get(j) else {
-            return Err(PatchError::Parse {
-                line: j,
-                message: format!(
-                    "hunk at line {header_line} is cut short: the diff ends {}",
-                    counts(old_seen, new_seen)
-                ),
-            });
-        };
-        let (entry, old_inc, new_inc) = if let Some(t) = line.strip_prefix(' ') {
-            (HunkLine::Context(format!("{t}\n")), 1, 1)
-        } else if line.is_empty() {
-            (HunkLine::Context("\n".into()), 1, 1)
-        } else if let Some(t) = line.strip_prefix('-') {
-            (HunkLine::Remove(format!("{t}\n")), 1, 0)
-        } else if let Some(t) = line.strip_prefix('+') {
-            (HunkLine::Add(format!("{t}\n")), 0, 1)
-        } else {
-            return Err(PatchError::Parse {
-                line: j + 1,
-                message: format!(
-                    "hunk at line {header_line} is cut short: `{}` is not a context, removed or added line ({})",
-                    truncate(line, 60),
-                    counts(old_seen, new_seen)
-                ),
-            });
-        };
-        if old_seen + old_inc > old_len || new_seen + new_inc > new_len {
-            return Err(PatchError::Parse {
-                line: j + 1,
-                message: format!(
-                    "hunk at line {header_line} has more lines than its header counts ({})",
-                    counts(old_seen, new_seen)
-                ),
-            });
-        }
-        old_seen += old_inc;
-        new_seen += new_inc;
-        body.push(entry);
-        j += 1;
-    }
-    let hunk = Hunk {
-        old_start,
-        old_len,
-        new_start,
-        new_len,
-        lines: body,
-        line: header_line,
-    };
-    // Only the last line of a side can lack its newline.
-    for side in [hunk.old_side(), hunk.new_side()] {
-        if side.iter().rev().skip(1).any(|l| !l.ends_with('\n')) {
-            return Err(PatchError::Parse {
-                line: header_line,
-                message: "a line marked `\\ No newline at end of file` is not the last of its side"
-                    .into(),
-            });
-        }
-    }
-    Ok((hunk, j))
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
 }
 
 #[cfg(test)]
