@@ -50,7 +50,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A git repository holding a copy of the quickstart crate (without its
 /// clippy JSON, which is returned as an input path outside the repository).
-fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
     let repo = parent.join("repo");
     for (from, rel) in [
         ("Cargo.toml.in", "Cargo.toml"),
@@ -118,7 +118,11 @@ impl TestRunnerFactory for CargoTests {
     }
 }
 
-async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) -> Services {
+pub(crate) async fn services(
+    repo: &Path,
+    target: &Path,
+    seen: Arc<Mutex<Vec<TreeEnv>>>,
+) -> Services {
     Services {
         agent: Arc::new(GarbagePlanner),
         vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
@@ -132,7 +136,7 @@ async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) ->
     }
 }
 
-fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
+pub(crate) fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
     ReviewFixConfig::default()
         .with_inputs(inputs)
         .with_planner(PlannerMode::Agent)
