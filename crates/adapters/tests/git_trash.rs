@@ -196,3 +196,34 @@ async fn a_clean_worktree_removal_and_a_rollback_without_a_trash_save_nothing() 
     wt.restore(&checkpoint).await.unwrap();
     assert!(!trash.dir().exists());
 }
+
+#[tokio::test]
+async fn a_restore_that_fails_after_saving_names_the_trash() {
+    let (tmp, vcs, head) = repo().await;
+    let trash = Arc::new(Trash::for_session(&tmp.path().join("session")));
+    vcs.set_trash(Some(Arc::clone(&trash)));
+    let wt = vcs
+        .worktree_add(&tmp.path().join("slot-0"), "orch/slot-0", &head)
+        .await
+        .unwrap();
+    let checkpoint = wt.checkpoint().await.unwrap();
+    std::fs::write(wt.root().join("src/a.rs"), "agent's change\n").unwrap();
+    // Another git holds the worktree's index: `git restore` fails.
+    let out = Command::new("git")
+        .current_dir(wt.root())
+        .args(["rev-parse", "--absolute-git-dir"])
+        .output()
+        .unwrap();
+    let git_dir = String::from_utf8(out.stdout).unwrap();
+    std::fs::write(Path::new(git_dir.trim()).join("index.lock"), "").unwrap();
+
+    let err = wt.restore(&checkpoint).await.unwrap_err().to_string();
+    assert!(err.contains("orchestrator trash list session"), "{err}");
+    assert!(err.contains(&trash.dir().display().to_string()), "{err}");
+    let saved = trash.saved();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(trash.dir().join(saved[0].stored())).unwrap(),
+        "agent's change\n"
+    );
+}
