@@ -31,7 +31,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         ),
     });
     let log = audit_log_path(vcs.root(), &target, now);
-    let section = format!("\n## Trash\n\n```text\n{saved}```\n");
+    let section = vcs.trash().map(|t| t.report_markdown()).unwrap_or_default();
     if let Err(e) = append_audit(&log, &audit_header(&target, now), &section) {
         sink.emit(&Event::Warning {
             message: format!("the trash section could not be added to the audit log: {e}"),

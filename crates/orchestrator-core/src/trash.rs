@@ -30,7 +30,7 @@ mod render;
 #[cfg(test)]
 mod tests;
 
-pub use render::{human_size, render_entries, render_saved};
+pub use render::{human_size, render_entries, render_saved, render_saved_markdown};
 
 /// The folder name of a session's trash.
 pub const TRASH_DIR: &str = "trash";
@@ -182,6 +182,11 @@ impl Trash {
     /// list and restore); empty when it saved nothing.
     pub fn report(&self) -> String {
         render_saved(&self.session(), &self.dir, &self.saved())
+    }
+
+    /// [`Trash::report`] as a Markdown `## Trash` section.
+    pub fn report_markdown(&self) -> String {
+        render_saved_markdown(&self.session(), &self.saved())
     }
 
     /// Saves the current bytes of `root/rel` before the engine restores

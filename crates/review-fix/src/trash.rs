@@ -18,8 +18,5 @@ pub(crate) fn install(vcs: &dyn Vcs, session_dir: &Path) {
 /// The summary's section on what this run saved to trash (empty when
 /// nothing was).
 pub(crate) fn summary_section(vcs: &dyn Vcs) -> String {
-    match vcs.trash().map(|t| t.report()) {
-        Some(report) if !report.is_empty() => format!("\n## Trash\n\n```text\n{report}```\n"),
-        _ => String::new(),
-    }
+    vcs.trash().map(|t| t.report_markdown()).unwrap_or_default()
 }

@@ -76,6 +76,30 @@ pub fn render_saved(session: &str, dir: &Path, entries: &[TrashEntry]) -> String
     out
 }
 
+/// [`render_saved`] as a Markdown section (`## Trash`) for a report kept
+/// in the session's folder; empty when nothing was saved.
+pub fn render_saved_markdown(session: &str, entries: &[TrashEntry]) -> String {
+    if entries.is_empty() {
+        return String::new();
+    }
+    let total: u64 = entries.iter().map(|e| e.size).sum();
+    let mut out = format!(
+        "\n## Trash\n\nSaved to this session's `trash/` before the engine reverted them: {} ({}). Bring one back with `orchestrator trash restore <entry> [--to DIR]`; list them with `orchestrator trash list {session}`.\n\n",
+        count(entries.len()),
+        human_size(total)
+    );
+    for entry in entries {
+        let _ = writeln!(
+            out,
+            "- `{session}:{}` `{}` — {}",
+            entry.id,
+            describe(entry),
+            entry.reason
+        );
+    }
+    out
+}
+
 fn count(n: usize) -> String {
     if n == 1 {
         "1 file".to_owned()

@@ -165,7 +165,12 @@ fn the_list_and_the_report_section_read_as_snapshotted() {
         "trash_report",
         render_saved("fix-1765030000000", dir, &sample())
     );
+    insta::assert_snapshot!(
+        "trash_report_markdown",
+        render_saved_markdown("fix-1765030000000", &sample())
+    );
     assert_eq!(render_saved("s", dir, &[]), "");
+    assert_eq!(render_saved_markdown("s", &[]), "");
     assert_eq!(human_size(1023), "1023 B");
     assert_eq!(human_size(1536), "1.5 KiB");
 }

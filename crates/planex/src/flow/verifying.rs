@@ -331,9 +331,8 @@ impl Planex {
     ) -> Option<String> {
         let trash = (self.verification.as_ref())
             .and_then(|v| v.vcs.trash())
-            .map(|t| t.report())
-            .filter(|r| !r.is_empty())
-            .map(|r| format!("\n\n## Trash\n\n```text\n{r}```\n"));
+            .map(|t| format!("\n{}", t.report_markdown()))
+            .filter(|r| r.len() > 1);
         match (verification_section(rows, verified), trash) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or_default() + &b.unwrap_or_default()),

@@ -178,6 +178,11 @@ fn redact_summary(text: &str, report: &RunReport) -> String {
     for l in out.lines() {
         if l.starts_with("- Started:") {
             lines.push("- Started: <time>; finished: <time>".to_owned());
+        } else if l.starts_with("- `fix-<session>:") {
+            // A trash entry's reason names the worktree slot and the
+            // checkpoint's commit, which differ between runs.
+            let l = l.find(" in worktree slot-").map_or(l, |cut| &l[..cut]);
+            lines.push(format!("{l} in worktree slot-<n> (back to <base>)"));
         } else if l.starts_with("- Worktrees:") {
             lines.push(crate::redact_worktree_times(l));
         } else if l == "```text" {
