@@ -407,7 +407,8 @@ fn check_invariants(
     let mut saved = 0;
     for engine in [".review", ".workflow", ".moai"] {
         for file in walkdir_names(&repo.join(engine)) {
-            if !file.contains("/trash/") || file.ends_with("/trash.json") {
+            let is_file = std::fs::symlink_metadata(&file).is_ok_and(|m| !m.is_dir());
+            if !file.contains("/trash/") || file.ends_with("/trash.json") || !is_file {
                 continue;
             }
             saved += 1;
