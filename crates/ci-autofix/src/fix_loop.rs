@@ -117,6 +117,10 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
         session: format!("ci-autofix-{}", cfg.target.key()),
         dir: lock.dir().to_path_buf(),
     });
+    // Rollbacks and worktree removals save what they would lose here first.
+    ctx.vcs.set_trash(Some(Arc::new(
+        orchestrator_core::trash::Trash::for_session(lock.dir()),
+    )));
     // The PR's head decides where the fix is made and pushed, before any
     // agent call (see `pr_head`).
     let located = match ctx.provider.pr_head().await? {

@@ -44,7 +44,9 @@
 //! - Running: [`run_autofix`] with an [`AutofixContext`] (agent, VCS, gate,
 //!   [`CiProvider`], sink) and an [`AutofixConfig`] (`#[non_exhaustive]`:
 //!   [`AutofixConfig::new`] and its `with_…` setters), ending in an
-//!   [`AutofixOutcome`] or an [`AutofixError`].
+//!   [`AutofixOutcome`] or an [`AutofixError`]; what the run saved to its
+//!   state folder's `trash/` before reverting it is said on stderr and in
+//!   the audit log.
 //! - Choosing what to fix: [`plan_run`] ([`RunPlan`], [`RunSource`]), the
 //!   watcher [`Handoff`], [`watch`].
 //! - The CI: [`GithubProvider`] and [`LocalProvider`] over a core
@@ -79,9 +81,10 @@ mod pr_head;
 pub mod provider;
 pub mod report;
 pub mod state;
+mod trash;
 
 pub use classify::{ClassificationReport, Evidence, classify, classify_many};
-pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome, run_autofix};
+pub use fix_loop::{AutofixConfig, AutofixContext, AutofixError, AutofixOutcome};
 pub use handoff::{FailedCheck, Handoff, HandoffError, HandoffFileError};
 pub use patch::{Patch, PatchError};
 pub use plan::{PlanError, Polling, RunPlan, RunSource, plan_run};
@@ -90,6 +93,7 @@ pub use provider::{
     LocalConfig, LocalProvider, PrHead, ProviderError, RerunOutcome, WatchOutcome, watch,
 };
 pub use state::{AnsweredBy, ConfirmGate, GateAnswer, GateDecision, Target};
+pub use trash::run_autofix;
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

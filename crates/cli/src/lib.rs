@@ -104,6 +104,10 @@ pub enum Command {
     /// Show the effective settings and where each comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// What the engine saved before it reverted something: list it, bring
+    /// an entry back, clean it away.
+    #[command(subcommand)]
+    Trash(commands::trash::TrashCommand),
     /// Print a shell completion script to stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout.

@@ -44,6 +44,8 @@
 //!   picture of a run's schedule).
 //! - Worktrees: [`worktree`] (a pool of worktrees per run, provisioned
 //!   once per slot with what the project needs).
+//! - The safety net under every revert: [`trash`] (a session's `trash/`
+//!   folder, given to the [`vcs::Vcs`] with [`vcs::Vcs::set_trash`]).
 //! - State files: [`state`] (atomic JSON/CSV, NDJSON boards, locks,
 //!   worktree folders, a session's `events.ndjson`), [`limits`], [`text`].
 //! - Behind `test-support`: `fakes` and `conformance`.
@@ -103,6 +105,7 @@ pub mod state;
 pub mod test_runner;
 pub mod text;
 pub mod timeline;
+pub mod trash;
 pub mod vcs;
 pub mod verify;
 pub mod waves;

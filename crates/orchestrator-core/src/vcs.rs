@@ -316,6 +316,39 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Err(unsupported("worktree_move"))
     }
 
+    /// Gives this working tree, and every worktree made from it (before or
+    /// after), `trash`: from then on a [`Vcs::restore`] copies each path
+    /// it is about to restore or delete there first, and
+    /// [`Vcs::salvage_worktree`] saves a worktree's uncommitted files.
+    /// `None` takes it away. Returns whether this `Vcs` keeps a trash.
+    ///
+    /// Default: no trash (`false`); reverts happen as before.
+    fn set_trash(&self, trash: Option<Arc<crate::trash::Trash>>) -> bool {
+        let _ = trash;
+        false
+    }
+
+    /// The trash [`Vcs::set_trash`] gave, if any.
+    fn trash(&self) -> Option<Arc<crate::trash::Trash>> {
+        None
+    }
+
+    /// Before a worktree folder at `path` is deleted whatever it holds:
+    /// copies what git would lose — modified tracked files and untracked,
+    /// non-ignored ones — into the trash, each with `reason`, and returns
+    /// the entries (none for a clean worktree, a missing folder, or no
+    /// trash).
+    ///
+    /// Default: nothing saved.
+    async fn salvage_worktree(
+        &self,
+        path: &Path,
+        reason: &str,
+    ) -> Result<Vec<crate::trash::TrashEntry>, VcsError> {
+        let _ = (path, reason);
+        Ok(Vec::new())
+    }
+
     /// Applies `commit` onto the current branch as a new commit. Never
     /// touches uncommitted work: when a path the commit changes is
     /// modified in the working tree, or anything is staged, it answers
@@ -461,6 +494,19 @@ macro_rules! forward_vcs {
             }
             async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
                 (**self).cherry_pick(commit).await
+            }
+            fn set_trash(&self, trash: Option<Arc<crate::trash::Trash>>) -> bool {
+                (**self).set_trash(trash)
+            }
+            fn trash(&self) -> Option<Arc<crate::trash::Trash>> {
+                (**self).trash()
+            }
+            async fn salvage_worktree(
+                &self,
+                path: &Path,
+                reason: &str,
+            ) -> Result<Vec<crate::trash::TrashEntry>, VcsError> {
+                (**self).salvage_worktree(path, reason).await
             }
             async fn fast_forward(
                 &self,

@@ -212,3 +212,27 @@ pub use pool::*;
 
 #[cfg(test)]
 mod tests;
+
+/// Deletes the folder of a worktree the engine made, whatever it holds,
+/// after [`Vcs::salvage_worktree`] saved what git would lose into the
+/// trash (with `reason`). A salvage that fails leaves the folder as it is
+/// (the error says why); a missing folder is `NotFound`, as
+/// `remove_dir_all` says it.
+pub async fn delete_worktree_dir(vcs: &dyn Vcs, path: &Path, reason: &str) -> std::io::Result<()> {
+    if let Err(e) = vcs.salvage_worktree(path, reason).await {
+        return Err(std::io::Error::other(format!(
+            "its files could not be saved to trash first, so it is left as it is: {e}"
+        )));
+    }
+    std::fs::remove_dir_all(path)
+}
+
+/// The reason a trash entry gives for a worktree removal: `removal of
+/// worktree slot-1` and what `why` adds.
+pub fn removal_reason(path: &Path, why: &str) -> String {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    format!("removal of worktree {name}{why}")
+}

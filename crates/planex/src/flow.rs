@@ -529,7 +529,7 @@ impl Planex {
             tasks,
             &scope_waits(tasks, &self.options),
         );
-        if let Some(section) = verifying::verification_section(tasks, &run.state.verified) {
+        if let Some(section) = self.verification_sections(tasks, &run.state.verified) {
             markdown.push_str(&section);
         }
         if let Some(section) = self.spend_section() {

@@ -79,11 +79,13 @@ fn write_summary(
     paths: &session::SessionPaths,
     input: &summary::SummaryInput<'_>,
     spans: Vec<orchestrator_core::timeline::Span>,
+    trash: &str,
 ) -> Result<(), ReviewFixError> {
     let mut summary = summary::render_summary(input);
     if write_timeline(paths, input.progress, spans)? {
         summary.push_str(TIMELINE_SECTION);
     }
+    summary.push_str(trash);
     write_atomic(paths.summary(), summary.as_bytes())?;
     Ok(())
 }
@@ -131,7 +133,7 @@ pub(crate) async fn complete(
         worktrees: worktrees.as_ref(),
         base: base.as_ref(),
     };
-    write_summary(paths, &input, spans)?;
+    write_summary(paths, &input, spans, &crate::trash::summary_section(vcs))?;
     let findings = finding_reports(&progress, &findings_file.rejected);
     let counts = |result: &str| findings.iter().filter(|f| f.result == result).count();
     append_history(

@@ -89,6 +89,7 @@ pub mod session;
 mod stages;
 pub mod summary;
 mod sync;
+mod trash;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -200,6 +201,7 @@ pub(crate) async fn run_locked(
         findings_file,
         notes,
     } = opened;
+    trash::install(vcs.as_ref(), &paths.dir);
     let planning = Planning {
         config: &config,
         services: &services,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use orchestrator_core::{Checkpoint, Vcs, VcsError};
+use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 
 use super::run::os_args;
 use super::{GitVcs, parse};
@@ -31,7 +31,8 @@ impl GitVcs {
     }
 
     /// [`Vcs::restore`]: puts the files changed since `checkpoint` back,
-    /// deleting the untracked ones created since.
+    /// deleting the untracked ones created since (each saved to the trash
+    /// first, when there is one).
     pub(super) async fn restore_checkpoint(
         &self,
         checkpoint: &Checkpoint,
@@ -55,6 +56,22 @@ impl GitVcs {
         if files.is_empty() {
             return Ok(files);
         }
+        // Their bytes go to the session's trash before any is changed; a
+        // restore that fails then names where they are.
+        self.save_before_restore(&files, &head)?;
+        self.put_back(&head, files).await.map_err(|e| match self.trash.get() {
+            Some(trash) => VcsError::Other(format!(
+                "{e} (what it was restoring was saved first: orchestrator trash list {}, in {})",
+                trash.session(),
+                trash.dir().display()
+            )),
+            None => e,
+        })
+    }
+
+    /// The rest of a restore to `head`: untracked `files` deleted, the
+    /// others put back from `head`.
+    async fn put_back(&self, head: &CommitId, files: Vec<String>) -> Result<Vec<String>, VcsError> {
         let in_head: BTreeSet<String> = parse::nul_list(
             &self
                 .run_paths(

@@ -21,7 +21,9 @@
 //!
 //! The implementation is split by concern: `run.rs` starts git, `refs.rs`
 //! checks commit ids and branch names, `status.rs` reads status and digests,
-//! `checkpoint.rs` takes and restores checkpoints, `commit.rs` commits and
+//! `checkpoint.rs` takes and restores checkpoints (`trash.rs` saving what
+//! a restore or a worktree's deletion would lose into the session's trash
+//! first), `commit.rs` commits and
 //! reads history, `worktree.rs` adds and removes worktrees, `remote.rs`
 //! fetches one ref, pushes one commit and reads remotes and bases.
 
@@ -33,12 +35,14 @@ mod refs;
 mod remote;
 mod run;
 mod status;
+mod trash;
 mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use orchestrator_core::trash::{Trash, TrashEntry};
 use orchestrator_core::vcs::{CherryPick, CommitInfo, FastForward, PushOutcome, Status};
 use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 use tokio::sync::Mutex;
@@ -76,6 +80,9 @@ pub struct GitVcs {
     /// cherry-pick there skips the checks for the user's work before it
     /// (git's own refusal is still checked after).
     engine_tree: bool,
+    /// The session's trash, shared with the worktrees made from this
+    /// value ([`Vcs::set_trash`]).
+    trash: trash::SharedTrash,
 }
 
 impl GitVcs {
@@ -100,6 +107,7 @@ impl GitVcs {
             program: options.program,
             write_lock: Arc::new(Mutex::new(())),
             engine_tree: false,
+            trash: trash::SharedTrash::default(),
         };
         let version = vcs
             .run("version", Vec::new(), None)
@@ -224,6 +232,23 @@ impl Vcs for GitVcs {
 
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
         self.cherry_pick_commit(commit).await
+    }
+
+    fn set_trash(&self, trash: Option<Arc<Trash>>) -> bool {
+        self.trash.set(trash);
+        true
+    }
+
+    fn trash(&self) -> Option<Arc<Trash>> {
+        self.trash.get()
+    }
+
+    async fn salvage_worktree(
+        &self,
+        path: &Path,
+        reason: &str,
+    ) -> Result<Vec<TrashEntry>, VcsError> {
+        self.salvage(path, reason).await
     }
 
     async fn fast_forward(&self, onto: &CommitId, to: &CommitId) -> Result<FastForward, VcsError> {

@@ -40,6 +40,7 @@ impl GitVcs {
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
             engine_tree: true,
+            trash: self.trash.clone(),
         }))
     }
 
@@ -73,6 +74,7 @@ impl GitVcs {
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
             engine_tree: true,
+            trash: self.trash.clone(),
         };
         let status = worktree.status().await?;
         if !status.is_clean() {
@@ -126,6 +128,7 @@ impl GitVcs {
             program: self.program.clone(),
             write_lock: Arc::clone(&self.write_lock),
             engine_tree: true,
+            trash: self.trash.clone(),
         };
         let status = worktree.status().await?;
         if !status.is_clean() {

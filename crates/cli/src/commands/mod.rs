@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod planex;
 pub mod review_fix;
 pub mod serve;
+pub mod trash;
 mod waves;
 
 use std::path::Path;
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::CiAutofix(args) => ci_autofix::run(&args, &files),
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
+        Command::Trash(command) => trash::run(&command),
         Command::Mcp(args) => mcp::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),

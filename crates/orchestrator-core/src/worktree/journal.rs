@@ -66,7 +66,8 @@ impl PoolJournal for FileJournal {
 }
 
 /// Removes the worktrees a crashed run's journal lists, whatever they hold
-/// (only folders inside `within`, the pool's folder: a record naming
+/// (what git would lose saved to the trash first,
+/// [`delete_worktree_dir`]; only folders inside `within`, the pool's folder: a record naming
 /// anything else is not deleted), and their branches. Returns what could
 /// not be removed, with why.
 pub async fn remove_leftovers(vcs: &dyn Vcs, slots: &[SlotRecord], within: &Path) -> Vec<String> {
@@ -80,7 +81,8 @@ pub async fn remove_leftovers(vcs: &dyn Vcs, slots: &[SlotRecord], within: &Path
             ));
             continue;
         }
-        if let Err(e) = std::fs::remove_dir_all(&slot.path)
+        let reason = removal_reason(&slot.path, " left by a crash");
+        if let Err(e) = delete_worktree_dir(vcs, &slot.path, &reason).await
             && e.kind() != std::io::ErrorKind::NotFound
         {
             problems.push(format!("{} could not be removed: {e}", slot.path.display()));

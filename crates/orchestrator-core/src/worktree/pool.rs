@@ -223,7 +223,7 @@ impl WorktreePool {
                 "the worktree {} could not be reused ({refused}); a new one is made",
                 idle.record.path.display()
             ));
-            self.remove(&idle.record).await;
+            self.remove(&idle.record, " whose reuse was refused").await;
         }
     }
 
@@ -240,7 +240,7 @@ impl WorktreePool {
             branch: format!("{}slot-{slot}", self.branch_prefix),
         };
         if self.reclaim {
-            self.remove(&record).await;
+            self.remove(&record, " left by an earlier run").await;
         }
         if let Some(journal) = &self.journal {
             journal.making(&record);
@@ -261,7 +261,7 @@ impl WorktreePool {
             Ok(vcs) => vcs,
             Err(e) => {
                 // git may have made the branch before failing.
-                self.remove(&record).await;
+                self.remove(&record, " git could not make").await;
                 return Err(PoolError::Vcs(e));
             }
         };
@@ -296,7 +296,7 @@ impl WorktreePool {
             Err(e) => {
                 self.lock().setup_failed = Some(e.clone());
                 drop(vcs);
-                self.remove(&record).await;
+                self.remove(&record, " whose setup failed").await;
                 Err(PoolError::Setup(e))
             }
         }
@@ -322,7 +322,7 @@ impl WorktreePool {
         }
         let record = lease.record.clone();
         drop(lease);
-        self.remove(&record).await;
+        self.remove(&record, " discarded after its attempt").await;
     }
 
     /// Removes every idle worktree (call once the run's items are done).
@@ -330,7 +330,7 @@ impl WorktreePool {
     pub async fn close(&self) {
         let idle = std::mem::take(&mut self.lock().idle);
         for slot in idle {
-            self.remove(&slot.record).await;
+            self.remove(&slot.record, " at the end of the run").await;
         }
         if std::fs::read_dir(&self.dir).is_ok_and(|mut d| d.next().is_none()) {
             let _ = std::fs::remove_dir(&self.dir);
@@ -339,8 +339,9 @@ impl WorktreePool {
 
     /// Removes one worktree's folder and git's record of it and its
     /// branch; a failure is a warning.
-    async fn remove(&self, record: &SlotRecord) {
-        if let Err(e) = std::fs::remove_dir_all(&record.path)
+    async fn remove(&self, record: &SlotRecord, why: &str) {
+        let reason = removal_reason(&record.path, why);
+        if let Err(e) = delete_worktree_dir(self.vcs.as_ref(), &record.path, &reason).await
             && e.kind() != std::io::ErrorKind::NotFound
         {
             self.warn(format!(

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use orchestrator_core::event::Event;
 use orchestrator_core::scheduler::SchedulerConfig;
 use orchestrator_core::vcs::CommitId;
-use orchestrator_core::worktree::{FileJournal, WorktreePool, remove_leftovers};
+use orchestrator_core::worktree::{
+    FileJournal, WorktreePool, delete_worktree_dir, removal_reason, remove_leftovers,
+};
 
 use super::Planex;
 use crate::error::PlanexError;
@@ -134,6 +136,11 @@ impl Planex {
             }
             return Ok(None);
         };
+        // Every rollback and worktree removal of the run saves what it
+        // would lose into the session's trash first.
+        verification.vcs.set_trash(Some(Arc::new(
+            orchestrator_core::trash::Trash::for_session(session.dir()),
+        )));
         let run_file = match &session.meta().source {
             SessionSource::Run { tasks_csv } => Some(tasks_csv.as_str()),
             _ => None,
@@ -146,6 +153,7 @@ impl Planex {
         let base = match base {
             Some(base) => {
                 self.recover_in_flight(verification, session, &base).await?;
+                self.say_what_went_to_trash(verification);
                 self.check_clean(run_file).await?;
                 base
             }
@@ -238,7 +246,9 @@ impl Planex {
                 // Nothing of it is in the working tree: the worktree goes,
                 // whatever it holds, and the task starts afresh (or is
                 // found landed).
-                if let Err(e) = std::fs::remove_dir_all(&worktree.path)
+                let reason = removal_reason(&worktree.path, " left by a crash");
+                if let Err(e) =
+                    delete_worktree_dir(verification.vcs.as_ref(), &worktree.path, &reason).await
                     && e.kind() != std::io::ErrorKind::NotFound
                 {
                     return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
@@ -308,6 +318,43 @@ impl Planex {
         }
         session.remove_file(&journal)?;
         Ok(())
+    }
+}
+
+impl Planex {
+    /// `context.md`'s `## Verification` section ([`verification_section`])
+    /// followed by what the run saved to the session's trash, if anything.
+    pub(super) fn verification_sections(
+        &self,
+        rows: &[crate::rows::TaskRow],
+        verified: &std::collections::BTreeMap<String, crate::verify::Verified>,
+    ) -> Option<String> {
+        let trash = (self.verification.as_ref())
+            .and_then(|v| v.vcs.trash())
+            .map(|t| format!("\n{}", t.report_markdown()))
+            .filter(|r| r.len() > 1);
+        match (verification_section(rows, verified), trash) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or_default() + &b.unwrap_or_default()),
+        }
+    }
+
+    /// After a `--continue` removed what a crash left: says on stderr what
+    /// went to the session's trash, with the command to bring it back.
+    fn say_what_went_to_trash(&self, verification: &Verification) {
+        let saved = verification
+            .vcs
+            .trash()
+            .map(|t| t.report())
+            .unwrap_or_default();
+        if !saved.is_empty() {
+            self.sink.emit(&Event::Warning {
+                message: format!(
+                    "the continued run removed worktrees an interrupted run left, and saved their uncommitted files first.\n{}",
+                    saved.trim_end()
+                ),
+            });
+        }
     }
 }
 

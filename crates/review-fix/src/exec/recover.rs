@@ -1,6 +1,9 @@
 //! What an interrupted run left: its worktrees removed (whatever they
-//! hold: a fix's work there was not landed and is redone). The user's tree
+//! hold: a fix's work there was not landed and is redone; what git would
+//! lose is saved to the session's trash first, and the resume says so). The user's tree
 //! is never rolled back.
+
+use orchestrator_core::worktree::{delete_worktree_dir, removal_reason};
 
 use super::*;
 
@@ -53,7 +56,8 @@ pub(crate) async fn recover(shared: &Shared) {
             // Nothing in an interrupted run's worktree is kept (its landed
             // fixes are on the branch, the others are redone): its folder
             // goes, and removing the worktree then forgets the rest.
-            match std::fs::remove_dir_all(path) {
+            let reason = removal_reason(path, " left by a crash");
+            match delete_worktree_dir(shared.vcs.as_ref(), path, &reason).await {
                 Ok(()) => removed = shared.vcs.worktree_remove(path, branch).await,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => shared.warn(format!("failed to delete {}: {e}", path.display())),
@@ -70,4 +74,13 @@ pub(crate) async fn recover(shared: &Shared) {
         a.in_flight.clear();
         a.worktrees.clear();
     });
+    if let Some(trash) = shared.vcs.trash() {
+        let saved = trash.report();
+        if !saved.is_empty() {
+            shared.warn(format!(
+                "the resume removed worktrees an interrupted run left, and saved their uncommitted files first.\n{}",
+                saved.trim_end()
+            ));
+        }
+    }
 }

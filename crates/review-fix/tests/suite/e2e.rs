@@ -50,7 +50,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A git repository holding a copy of the quickstart crate (without its
 /// clippy JSON, which is returned as an input path outside the repository).
-fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
     let repo = parent.join("repo");
     for (from, rel) in [
         ("Cargo.toml.in", "Cargo.toml"),
@@ -118,7 +118,11 @@ impl TestRunnerFactory for CargoTests {
     }
 }
 
-async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) -> Services {
+pub(crate) async fn services(
+    repo: &Path,
+    target: &Path,
+    seen: Arc<Mutex<Vec<TreeEnv>>>,
+) -> Services {
     Services {
         agent: Arc::new(GarbagePlanner),
         vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
@@ -132,7 +136,7 @@ async fn services(repo: &Path, target: &Path, seen: Arc<Mutex<Vec<TreeEnv>>>) ->
     }
 }
 
-fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
+pub(crate) fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
     ReviewFixConfig::default()
         .with_inputs(inputs)
         .with_planner(PlannerMode::Agent)
@@ -174,6 +178,11 @@ fn redact_summary(text: &str, report: &RunReport) -> String {
     for l in out.lines() {
         if l.starts_with("- Started:") {
             lines.push("- Started: <time>; finished: <time>".to_owned());
+        } else if l.starts_with("- `fix-<session>:") {
+            // A trash entry's reason names the worktree slot and the
+            // checkpoint's commit, which differ between runs.
+            let l = l.find(" in worktree slot-").map_or(l, |cut| &l[..cut]);
+            lines.push(format!("{l} in worktree slot-<n> (back to <base>)"));
         } else if l.starts_with("- Worktrees:") {
             lines.push(crate::redact_worktree_times(l));
         } else if l == "```text" {
