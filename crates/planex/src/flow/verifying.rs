@@ -212,57 +212,13 @@ impl Planex {
         session: &Session,
         base: &CommitId,
     ) -> Result<(), PlanexError> {
-        let Ok(entries) = std::fs::read_dir(session.dir()) else {
-            return Ok(());
-        };
-        let mut records: Vec<std::path::PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    n.starts_with(IN_FLIGHT_PREFIX) && n.ends_with(".json")
-                })
-            })
-            .collect();
-        records.sort();
-        for path in records {
+        for path in in_flight_records(session) {
             let Some(record) = orchestrator_core::state::read_json_if_exists::<InFlight>(&path)?
             else {
                 continue;
             };
             if let Some(worktree) = &record.worktree {
-                let ours = orchestrator_core::state::worktree_root(verification.vcs.root());
-                if !worktree.path.starts_with(&ours) {
-                    return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
-                        format!(
-                            "{} names the worktree {}, which is not under {}: refusing to remove it",
-                            path.display(),
-                            worktree.path.display(),
-                            ours.display()
-                        ),
-                    )));
-                }
-                // Nothing of it is in the working tree: the worktree goes,
-                // whatever it holds, and the task starts afresh (or is
-                // found landed).
-                let reason = removal_reason(&worktree.path, " left by a crash");
-                if let Err(e) =
-                    delete_worktree_dir(verification.vcs.as_ref(), &worktree.path, &reason).await
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
-                        format!(
-                            "the worktree {} of interrupted task {} cannot be removed: {e}",
-                            worktree.path.display(),
-                            record.id
-                        ),
-                    )));
-                }
-                verification
-                    .vcs
-                    .worktree_remove(&worktree.path, &worktree.branch)
-                    .await?;
+                remove_crashed_worktree(verification, &path, &record.id, worktree).await?;
                 session.remove_file(&path)?;
                 continue;
             }
@@ -444,4 +400,62 @@ pub(super) fn verification_section(
         ));
     }
     Some(out)
+}
+
+/// The session's in-flight records, in name order.
+fn in_flight_records(session: &Session) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(session.dir()) else {
+        return Vec::new();
+    };
+    let mut records: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(IN_FLIGHT_PREFIX) && n.ends_with(".json")
+            })
+        })
+        .collect();
+    records.sort();
+    records
+}
+
+/// Removes the worktree an interrupted task (`id`, recorded in `record`)
+/// left, whatever it holds (into the session's trash first): nothing of it
+/// is in the working tree, and the task starts afresh or is found landed.
+/// A worktree outside the engine's folder is refused, never removed.
+async fn remove_crashed_worktree(
+    verification: &Verification,
+    record: &std::path::Path,
+    id: &str,
+    worktree: &crate::verify::TaskWorktree,
+) -> Result<(), PlanexError> {
+    let ours = orchestrator_core::state::worktree_root(verification.vcs.root());
+    if !worktree.path.starts_with(&ours) {
+        return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
+            format!(
+                "{} names the worktree {}, which is not under {}: refusing to remove it",
+                record.display(),
+                worktree.path.display(),
+                ours.display()
+            ),
+        )));
+    }
+    let reason = removal_reason(&worktree.path, " left by a crash");
+    if let Err(e) = delete_worktree_dir(verification.vcs.as_ref(), &worktree.path, &reason).await
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(PlanexError::Vcs(orchestrator_core::vcs::VcsError::Other(
+            format!(
+                "the worktree {} of interrupted task {id} cannot be removed: {e}",
+                worktree.path.display(),
+            ),
+        )));
+    }
+    verification
+        .vcs
+        .worktree_remove(&worktree.path, &worktree.branch)
+        .await?;
+    Ok(())
 }
