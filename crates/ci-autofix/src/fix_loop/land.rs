@@ -60,6 +60,12 @@ pub(super) enum Next {
         /// This iteration, for the next instruction.
         earlier: Earlier,
     },
+    /// The failed checks were re-run at the same commit and failed again:
+    /// another iteration on the re-run's failures, with no patch to show.
+    Reran {
+        /// The failed checks.
+        failures: Vec<FailedCheck>,
+    },
 }
 
 /// The clock of the run.

@@ -25,6 +25,7 @@ pub(super) struct Asked<'a> {
 }
 
 /// Where an iteration's patch lands and is recorded.
+#[derive(Clone, Copy)]
 pub(super) struct Place<'a> {
     /// The tree the fix lands in (the user's, or the PR head's worktree).
     pub(super) tree: &'a AutofixContext,
