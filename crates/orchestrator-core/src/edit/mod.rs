@@ -188,23 +188,7 @@ fn locate_near(
     shifted: Option<usize>,
 ) -> Result<Range<usize>, EditError> {
     if edit.original.is_empty() {
-        if is_unanchored(edit) {
-            return Err(EditError::Unanchored {
-                file: edit.file.clone(),
-                line: edit.start_line,
-            });
-        }
-        if let Some(at) = shifted.filter(|&p| text.is_char_boundary(p)) {
-            return Ok(at..at);
-        }
-        let at = char_position(text, edit.start_line, edit.start_column).ok_or_else(|| {
-            EditError::OutOfRange {
-                file: edit.file.clone(),
-                line: edit.start_line,
-                column: edit.start_column,
-            }
-        })?;
-        return Ok(at..at);
+        return insertion_point(text, edit, shifted).map(|at| at..at);
     }
     let original = edit.original.as_str();
     let len = original.len();
@@ -224,6 +208,52 @@ fn locate_near(
     {
         return Ok(b..b + len);
     }
+    nearest(text, edit, shifted, by_position)
+        .map(|start| start..start + len)
+        .ok_or_else(|| EditError::Stale {
+            file: edit.file.clone(),
+            line: edit.start_line,
+            original: edit.original.clone(),
+            window: ANCHOR_WINDOW_LINES,
+        })
+}
+
+/// Where an insertion (`edit` with an empty original) goes: at the
+/// sibling's `shifted` offset, else at its line and column. An insertion
+/// with no anchor to find it by again is refused.
+fn insertion_point(
+    text: &str,
+    edit: &TextEdit,
+    shifted: Option<usize>,
+) -> Result<usize, EditError> {
+    if is_unanchored(edit) {
+        return Err(EditError::Unanchored {
+            file: edit.file.clone(),
+            line: edit.start_line,
+        });
+    }
+    if let Some(at) = shifted.filter(|&p| text.is_char_boundary(p)) {
+        return Ok(at);
+    }
+    char_position(text, edit.start_line, edit.start_column).ok_or_else(|| EditError::OutOfRange {
+        file: edit.file.clone(),
+        line: edit.start_line,
+        column: edit.start_column,
+    })
+}
+
+/// The start of the occurrence of `edit.original` nearest where the edit
+/// is expected — at `shifted`, else at its line and column
+/// (`by_position`), else at its recorded byte offset — within
+/// [`ANCHOR_WINDOW_LINES`] lines of its line: the closest line first, then
+/// the closest offset, then the first.
+fn nearest(
+    text: &str,
+    edit: &TextEdit,
+    shifted: Option<usize>,
+    by_position: Option<usize>,
+) -> Option<usize> {
+    let original = edit.original.as_str();
     let starts = line_starts(text);
     let wanted_line = shifted.map_or(edit.start_line.max(1), |p| line_of(&starts, p));
     let expected = shifted
@@ -256,13 +286,7 @@ fn locate_near(
         // Step one character on, so that overlapping occurrences are seen.
         from = start + text[start..].chars().next().map_or(1, char::len_utf8);
     }
-    best.map(|(_, start)| start..start + len)
-        .ok_or_else(|| EditError::Stale {
-            file: edit.file.clone(),
-            line: edit.start_line,
-            original: edit.original.clone(),
-            window: ANCHOR_WINDOW_LINES,
-        })
+    best.map(|(_, start)| start)
 }
 
 /// Index into `starts` of 1-based `line`, clamped to the text.
