@@ -38,6 +38,8 @@
 //! (`fix(ci): auto-fix <class> failure (iter <N>)`); pushes never force —
 //! the [`Vcs`] API has no way to.
 
+use std::ops::ControlFlow;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -49,6 +51,7 @@ use orchestrator_core::vcs::{CommitId, PushOutcome, Vcs};
 
 use crate::classify::{ClassificationReport, classify, classify_many};
 use crate::fix_tree::{self, Made};
+use crate::handoff::FailedCheck;
 use crate::pr_head;
 use crate::provider::{CheckLog, CheckRun};
 use crate::report::{
@@ -79,6 +82,9 @@ use land::*;
 mod waiting;
 use waiting::*;
 
+mod iteration;
+use iteration::*;
+
 const FLOW: &str = "ci-autofix";
 
 /// How much of the PR diff goes into the agent's instruction: the first
@@ -105,8 +111,60 @@ struct Earlier {
 
 /// Runs the loop (see the module docs).
 pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixError> {
+    let opened = open_run(&ctx).await?;
+    // A run stopped at its confirmation gate goes on from there: the
+    // checks are waited for only after its patch lands.
+    let failures = match first_failures(&ctx, &opened).await? {
+        ControlFlow::Continue(failures) => failures,
+        ControlFlow::Break(outcome) => return Ok(outcome),
+    };
+    // The tree the fix is made in: the user's, or a worktree at the PR head.
+    let workplace = match &opened.located {
+        Some(l) => Some(l.open(&ctx).await?),
+        None => None,
+    };
+    let tree = AutofixContext {
+        vcs: workplace
+            .as_ref()
+            .map_or_else(|| Arc::clone(&ctx.vcs), |w| Arc::clone(&w.tree)),
+        ..ctx.clone()
+    };
+    let push_to = workplace.as_ref().map(|w| w.push_to.clone());
+    let run = Run {
+        ctx: &ctx,
+        place: Place {
+            tree: &tree,
+            push_to: push_to.as_ref(),
+            file: &opened.file,
+            audit: (&opened.audit_path, &opened.header),
+        },
+        cadence: Cadence {
+            max_iterations: ctx.config.max_iterations,
+        },
+    };
+    let result = run.fix_loop(opened.state, failures).await;
+    if let Some(w) = workplace {
+        w.close().await;
+    }
+    result
+}
+
+/// What opening a run gives: the target's state file (locked) and state,
+/// where the PR head's fix is made, and the run's audit log.
+struct Opened {
+    file: StateFile,
+    state: AutofixState,
+    /// The PR head's place (none: the fix is made from the user's tree).
+    located: Option<pr_head::Located>,
+    audit_path: PathBuf,
+    /// The audit log's header.
+    header: String,
+}
+
+/// Opens the run: locks the target, locates the PR head, refuses a dirty
+/// tree the fix would be made from, and loads the state.
+async fn open_run(ctx: &AutofixContext) -> Result<Opened, AutofixError> {
     let cfg = &ctx.config;
-    let now = || cfg.now.unwrap_or_else(Timestamp::now);
     ctx.vcs.exclude(&format!("{MOAI_DIR}/")).await?;
     let root = ctx.vcs.root().to_path_buf();
     // The target is locked before the tree is looked at: while another run
@@ -121,24 +179,7 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
     ctx.vcs.set_trash(Some(Arc::new(
         orchestrator_core::trash::Trash::for_session(lock.dir()),
     )));
-    // The PR's head decides where the fix is made and pushed, before any
-    // agent call (see `pr_head`).
-    let located = match ctx.provider.pr_head().await? {
-        Some(head) => {
-            if cfg.initial_failures.is_some() && cfg.target.branch() != head.branch {
-                return Err(AutofixError::PrHead {
-                    reason: format!(
-                        "the handoff is for branch `{}` but PR #{}'s head is `{}`",
-                        cfg.target.branch(),
-                        head.number,
-                        head.branch
-                    ),
-                });
-            }
-            Some(pr_head::locate(&ctx, &head).await?)
-        }
-        None => None,
-    };
+    let located = locate_head(ctx).await?;
     let status = ctx.vcs.status().await?;
     // A fix made in a worktree never touches the user's tree.
     if !status.is_clean() && !cfg.allow_dirty && located.as_ref().is_none_or(|l| l.in_place()) {
@@ -146,374 +187,67 @@ pub async fn run_autofix(ctx: AutofixContext) -> Result<AutofixOutcome, AutofixE
             paths: status.dirty_paths(),
         });
     }
-    let (file, mut state, _) = lock.load(&root, &cfg.target, cfg.max_iterations, now())?;
-    let audit_path = audit_log_path(&root, &cfg.target, now());
-    let header = audit_header(&cfg.target, now());
+    let (file, state, _) = lock.load(&root, &cfg.target, cfg.max_iterations, now_of(cfg))?;
+    let audit_path = audit_log_path(&root, &cfg.target, now_of(cfg));
+    let header = audit_header(&cfg.target, now_of(cfg));
     ctx.sink.emit(&Event::PhaseStarted {
         flow: FLOW.into(),
         phase: "fix-loop".into(),
     });
+    Ok(Opened {
+        file,
+        state,
+        located,
+        audit_path,
+        header,
+    })
+}
 
-    // A run stopped at its confirmation gate goes on from there: the
-    // checks are waited for only after its patch lands.
-    let first = match (&state.gate, &cfg.initial_failures) {
+/// The PR's head, which decides where the fix is made and pushed, before
+/// any agent call (see `pr_head`); a handoff for another branch than the
+/// head's is refused.
+async fn locate_head(ctx: &AutofixContext) -> Result<Option<pr_head::Located>, AutofixError> {
+    let cfg = &ctx.config;
+    let Some(head) = ctx.provider.pr_head().await? else {
+        return Ok(None);
+    };
+    if cfg.initial_failures.is_some() && cfg.target.branch() != head.branch {
+        return Err(AutofixError::PrHead {
+            reason: format!(
+                "the handoff is for branch `{}` but PR #{}'s head is `{}`",
+                cfg.target.branch(),
+                head.number,
+                head.branch
+            ),
+        });
+    }
+    Ok(Some(pr_head::locate(ctx, &head).await?))
+}
+
+/// The failed checks the run starts on: none at a confirmation gate (the
+/// run goes on from the gate), the handoff's, or the checks' at the head —
+/// or how the run ends when nothing failed.
+async fn first_failures(
+    ctx: &AutofixContext,
+    opened: &Opened,
+) -> Result<ControlFlow<AutofixOutcome, Vec<FailedCheck>>, AutofixError> {
+    let first = match (&opened.state.gate, &ctx.config.initial_failures) {
         (Some(_), _) => CheckRun::Failed(Vec::new()),
         (None, Some(f)) => CheckRun::Failed(f.clone()),
         (None, None) => ctx.provider.wait_for_checks(None).await?,
     };
-    notices(&ctx);
-    let mut failures = match first {
+    notices(ctx);
+    Ok(match first {
         CheckRun::Green => {
-            file.remove()?;
-            return Ok(AutofixOutcome::Green { commits: vec![] });
+            opened.file.remove()?;
+            ControlFlow::Break(AutofixOutcome::Green { commits: vec![] })
         }
-        CheckRun::TimedOut => {
-            return Ok(AutofixOutcome::StillFailing {
-                reason: "checks still pending at the time limit".into(),
-            });
-        }
-        CheckRun::NoChecks { head } => return Ok(AutofixOutcome::NoChecks { head }),
-        CheckRun::Failed(f) => f,
-    };
-    // The tree the fix is made in: the user's, or a worktree at the PR head.
-    let workplace = match &located {
-        Some(l) => Some(l.open(&ctx).await?),
-        None => None,
-    };
-    let tree = AutofixContext {
-        vcs: workplace
-            .as_ref()
-            .map_or_else(|| Arc::clone(&ctx.vcs), |w| Arc::clone(&w.tree)),
-        ..ctx.clone()
-    };
-    let push_to = workplace.as_ref().map(|w| w.push_to.clone());
-    let tree_root = tree.vcs.root().to_path_buf();
-    let result: Result<AutofixOutcome, AutofixError> = async {
-        let mut commits = Vec::new();
-        // Every instruction carries the earlier iterations' patches and the
-        // checks after them, so the agent does not try the same fix again.
-        let mut earlier: Vec<Earlier> = Vec::new();
-        let mut last_diff_warning: Option<String> = None;
-        let cadence = Cadence {
-            max_iterations: cfg.max_iterations,
-        };
-        let mut reran_first = false;
-
-        loop {
-            if let Some(gate) = state.gate.clone() {
-                let place = Place {
-                    tree: &tree,
-                    push_to: push_to.as_ref(),
-                    file: &file,
-                    audit: (&audit_path, &header),
-                };
-                match resume_gate(&ctx, place, &mut state, gate, &mut commits).await? {
-                    Next::Stop(outcome) => return Ok(outcome),
-                    Next::Again {
-                        failures: f,
-                        earlier: e,
-                    } => {
-                        earlier.push(e);
-                        failures = f;
-                        continue;
-                    }
-                }
-            }
-            let iteration = state.iteration;
-            // What the agent spent in this iteration is the difference (for
-            // the audit log; agents that keep no count report nothing).
-            let spent_before = ctx.agent.spent();
-            let mut warnings = Vec::new();
-            let (mut logs, foreign) = fixable_logs(&ctx, &failures, &mut warnings).await?;
-            if logs.is_empty() {
-                return Ok(AutofixOutcome::StillFailing {
-                    reason: foreign.join("; "),
-                });
-            }
-            failures.retain(|f| logs.iter().any(|l| l.name == f.name));
-            let pr_diff = match ctx.provider.diff().await {
-                Ok(d) => d,
-                Err(e) => {
-                    let what = match cfg.target {
-                        Target::Local { .. } => "the working change",
-                        _ => "the PR diff",
-                    };
-                    let message = format!("could not fetch {what} (going on without it): {e}");
-                    // Said once per run on the terminal; every iteration's audit
-                    // entry keeps it.
-                    if last_diff_warning.as_ref() != Some(&message) {
-                        ctx.sink.emit(&Event::Warning {
-                            message: message.clone(),
-                        });
-                        last_diff_warning = Some(message.clone());
-                    }
-                    warnings.push(message);
-                    String::new()
-                }
-            };
-            let mut report = classify_many(logs.iter().map(|l| l.log.as_str()));
-            let mut rerun_record = None;
-            if rerun_first(cfg, iteration, report.classification, reran_first) {
-                // Before the first fix of a test failure: the same commit again.
-                reran_first = true;
-                let reran = rerun_failed(&ctx, &failures).await?;
-                let record = reran.record("flaky?", &logs);
-                if reran.all_passed() {
-                    let entry = history_entry(iteration, &failures, warnings);
-                    return passed_on_rerun(
-                        &file,
-                        &mut state,
-                        entry,
-                        Classification::Flaky,
-                        record,
-                        &report,
-                        (&audit_path, &header, now()),
-                    );
-                }
-                // Failed again: the fix goes on, with the re-run's logs too.
-                let again = ctx.provider.failed_logs(&reran.failed).await?;
-                logs.extend(
-                    again
-                        .into_iter()
-                        .filter(|l| l.not_fixable.is_none())
-                        .map(|l| CheckLog {
-                            name: format!("{} (re-run at the same commit)", l.name),
-                            ..l
-                        }),
-                );
-                failures = reran.failed;
-                report = classify_many(logs.iter().map(|l| l.log.as_str()));
-                rerun_record = Some(record);
-            }
-            let per_check: Vec<(String, String)> = logs
-                .iter()
-                .map(|l| (l.name.clone(), classify(&l.log).classification.to_string()))
-                .collect();
-            let class = report.classification;
-            let previous =
-                Classification::parse(&state.last_classification, &state.last_subclass).ok();
-            let decision = cadence.decide(iteration, class, previous);
-            state.last_classification = class.as_str().into();
-            state.last_subclass = class.sub_class_str().into();
-            state.last_action = decision.action.as_str().into();
-            file.save(&state)?;
-            let mut entry = history_entry(iteration, &failures, warnings);
-            entry.classification = class.as_str().into();
-            entry.sub_class = class.sub_class_str().into();
-            entry.rerun = rerun_record;
-
-            if decision.action == Action::RerunOnce {
-                // Not the code's fault: never patched; the same commit again.
-                let reran = rerun_failed(&ctx, &failures).await?;
-                let record = reran.record("infrastructure", &logs);
-                if reran.all_passed() {
-                    return passed_on_rerun(
-                        &file,
-                        &mut state,
-                        entry,
-                        class,
-                        record,
-                        &report,
-                        (&audit_path, &header, now()),
-                    );
-                }
-                entry.action = "re-ran (infrastructure); failed again".into();
-                entry.rerun = Some(record);
-                finish(
-                    &file,
-                    &mut state,
-                    entry,
-                    Some(&report),
-                    (&audit_path, &header),
-                    now(),
-                    None,
-                )?;
-                // The next round sees `infrastructure` as the previous class:
-                // escalated with the evidence if it is infrastructure again.
-                failures = reran.failed;
-                continue;
-            }
-
-            // The arguments of every "escalate, no patch applied" exit below.
-            let no_patch = |reason: String| EscalateArgs {
-                action: Action::EscalateNoPatch,
-                reason,
-                report: &report,
-                per_check: &per_check,
-                diagnosis: None,
-                blocking: false,
-                audit: (&audit_path, &header),
-                now: now(),
-                spent_before,
-            };
-
-            if !decision.action.applies_patch() {
-                let diagnosis = if decision.action == Action::EscalateNoPatch {
-                    let req = AgentRequest::new(
-                        format!("ci-autofix.diagnose.iter-{iteration}"),
-                        Role::Diagnose,
-                        instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, false),
-                        tree_root.clone(),
-                    );
-                    let req = match audit_path.parent() {
-                        Some(dir) => req.with_artifacts_dir(dir),
-                        None => req,
-                    };
-                    match ctx.agent.run(req).await {
-                        Ok(r) => Some(r.text),
-                        Err(e) => {
-                            ctx.sink.emit(&Event::Warning {
-                                message: format!("diagnosis failed: {e}"),
-                            });
-                            None
-                        }
-                    }
-                } else {
-                    None
-                };
-                return escalate(
-                    &ctx,
-                    &file,
-                    &mut state,
-                    entry,
-                    EscalateArgs {
-                        action: decision.action,
-                        reason: decision.reason.clone(),
-                        report: &report,
-                        per_check: &per_check,
-                        diagnosis: diagnosis.as_deref(),
-                        blocking: decision.blocking,
-                        audit: (&audit_path, &header),
-                        now: now(),
-                        spent_before,
-                    },
-                )
-                .await;
-            }
-
-            // Ask the agent for a patch: in place in a clean tree, in a
-            // temporary worktree when the tree is dirty (see `fix_tree`).
-            let req = AgentRequest::new(
-                format!("ci-autofix.fix.iter-{iteration}"),
-                Role::Fix,
-                instruction(&cfg.target, &report, &logs, &pr_diff, &earlier, true),
-                tree_root.clone(),
-            )
-            .with_context(fix_context(&report, &logs))
-            .with_spend_limits(cfg.iteration_limits);
-            // Agent records (transcripts) go beside the audit log that names them.
-            let req = match audit_path.parent() {
-                Some(dir) => req.with_artifacts_dir(dir),
-                None => req,
-            };
-            // The agent may run the checks that will judge its patch, and
-            // nothing else by default (see `AgentRequest::allowed_commands`).
-            let req = ctx
-                .provider
-                .check_commands()
-                .iter()
-                .fold(req, |req, line| req.allow_command_line(line));
-            let message = commit_message(class, iteration);
-            let staged =
-                match fix_tree::make_patch(&tree, req, iteration, &message, &mut entry.warnings)
-                    .await?
-                {
-                    Made::Patch(staged) => staged,
-                    Made::Problem(reason) => {
-                        return escalate(&ctx, &file, &mut state, entry, no_patch(reason)).await;
-                    }
-                    Made::Limit(reason) => {
-                        // Nothing to decide: the iteration did not happen. It is
-                        // recorded, and the state keeps its number for the next run.
-                        ctx.sink.emit(&Event::Warning {
-                            message: format!(
-                                "the run's limit is reached ({reason}): no patch was made; \
-                         run ci-autofix again (with a higher limit) to go on"
-                            ),
-                        });
-                        entry.action = "stopped at the run's limit".into();
-                        entry.escalation_reason =
-                            Some(format!("the run's limit is reached ({reason})"));
-                        finish(
-                            &file,
-                            &mut state,
-                            entry,
-                            Some(&report),
-                            (&audit_path, &header),
-                            now(),
-                            spend_since(ctx.agent.as_ref(), spent_before),
-                        )?;
-                        return Ok(AutofixOutcome::LimitReached { reason });
-                    }
-                };
-            let write_set = staged.write_set.clone();
-
-            let it = Iter {
-                tree: &tree,
-                push_to: push_to.as_ref(),
-                file: &file,
-                audit: (&audit_path, &header),
-                report: &report,
-                per_check: &per_check,
-                action: decision.action,
-                class,
-                spent_before,
-                kept_spend: None,
-            };
-            if decision.action == Action::ConfirmAndApply {
-                let q =
-                    confirm_question(iteration, class, &write_set, &cfg.target, &decision.reason);
-                match ask(&ctx, &q).await?.index() {
-                    // Nobody can answer now: the patch waits at the gate.
-                    None => {
-                        let asked = Asked {
-                            staged: &staged,
-                            question: &q,
-                            reason: &decision.reason,
-                            message: &message,
-                        };
-                        return stop_at_gate(&ctx, &it, &mut state, entry, asked).await;
-                    }
-                    Some(0) => {}
-                    Some(_) => {
-                        // Never written into the user's tree: nothing to undo.
-                        drop(staged);
-                        let args = it.no_patch("the user rejected the patch".into(), now());
-                        return escalate(&ctx, &file, &mut state, entry, args).await;
-                    }
-                }
-            }
-
-            let parent = tree.vcs.head().await?;
-            let commit = match staged.land(&tree).await? {
-                Ok(commit) => commit,
-                Err(reason) => {
-                    return escalate(&ctx, &file, &mut state, entry, it.no_patch(reason, now()))
-                        .await;
-                }
-            };
-            let landed = Landed {
-                parent,
-                commit,
-                message: &message,
-            };
-            match after_landing(&ctx, &it, &mut state, entry, landed, &mut commits).await? {
-                Next::Stop(outcome) => return Ok(outcome),
-                Next::Again {
-                    failures: f,
-                    earlier: e,
-                } => {
-                    earlier.push(e);
-                    failures = f;
-                }
-            }
-        }
-    }
-    .await;
-    if let Some(w) = workplace {
-        w.close().await;
-    }
-    result
+        CheckRun::TimedOut => ControlFlow::Break(AutofixOutcome::StillFailing {
+            reason: "checks still pending at the time limit".into(),
+        }),
+        CheckRun::NoChecks { head } => ControlFlow::Break(AutofixOutcome::NoChecks { head }),
+        CheckRun::Failed(f) => ControlFlow::Continue(f),
+    })
 }
 
 #[cfg(test)]

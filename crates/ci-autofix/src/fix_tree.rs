@@ -24,12 +24,13 @@
 //! the fix. A patch that is declined was never written: nothing to undo.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use orchestrator_core::agent::{AgentError, AgentRequest, AgentSpend};
 use orchestrator_core::event::Event;
 use orchestrator_core::vcs::{Checkpoint, CherryPick, CommitId, Vcs};
-use orchestrator_core::worktree::{PoolError, WorktreePool};
+use orchestrator_core::worktree::{PoolError, SlotRecord, WorktreePool};
 
 use crate::context::{AutofixContext, AutofixError, is_protected};
 use crate::patch;
@@ -82,20 +83,7 @@ pub(crate) async fn make_patch(
 ) -> Result<Made, AutofixError> {
     let dirty = ctx.vcs.status().await?.dirty_paths();
     let base = ctx.vcs.head().await?;
-    // Outside the repository, in its folder of the cache (the policy every
-    // flow follows: see `orchestrator_core::state::cache`).
-    let parent = orchestrator_core::state::worktree_root(ctx.vcs.root());
-    let tmp = std::fs::create_dir_all(&parent)
-        .and_then(|()| {
-            tempfile::Builder::new()
-                .prefix(&format!("ci-autofix-iter-{iteration}-"))
-                .tempdir_in(&parent)
-        })
-        .map_err(|source| AutofixError::Io {
-            what: "create a temporary directory for the fix worktree in".into(),
-            path: parent.clone(),
-            source,
-        })?;
+    let (parent, tmp) = worktree_dir(ctx, iteration)?;
     // The branch is named after the (unique) temporary directory, and the
     // worktree is that directory's only entry.
     let dir_name = tmp
@@ -139,10 +127,46 @@ pub(crate) async fn make_patch(
     .await;
     pool.release(lease);
     pool.close().await;
+    remove_dir(ctx, &parent, tmp, &record, warnings);
+    made
+}
+
+/// The temporary directory the fix worktree goes in, and its parent:
+/// outside the repository, in its folder of the cache (the policy every
+/// flow follows: see `orchestrator_core::state::cache`).
+fn worktree_dir(
+    ctx: &AutofixContext,
+    iteration: u32,
+) -> Result<(PathBuf, tempfile::TempDir), AutofixError> {
+    let parent = orchestrator_core::state::worktree_root(ctx.vcs.root());
+    let tmp = std::fs::create_dir_all(&parent)
+        .and_then(|()| {
+            tempfile::Builder::new()
+                .prefix(&format!("ci-autofix-iter-{iteration}-"))
+                .tempdir_in(&parent)
+        })
+        .map_err(|source| AutofixError::Io {
+            what: "create a temporary directory for the fix worktree in".into(),
+            path: parent.clone(),
+            source,
+        })?;
+    Ok((parent, tmp))
+}
+
+/// Removes the fix worktree's temporary directory `dir`, and the
+/// repository's cache folder `parent` once nothing is left in it — unless the worktree `record`
+/// is still there: then git still knows it and the person cleaning up
+/// needs its files, so the directory is kept and a warning says how to
+/// remove it.
+fn remove_dir(
+    ctx: &AutofixContext,
+    parent: &Path,
+    dir: tempfile::TempDir,
+    record: &SlotRecord,
+    warnings: &mut Vec<String>,
+) {
     if record.path.exists() {
-        // Keep the directory: git still knows the worktree, and the person
-        // cleaning up needs its files.
-        let kept = tmp.keep();
+        let kept = dir.keep();
         warn(
             ctx,
             warnings,
@@ -156,11 +180,9 @@ pub(crate) async fn make_patch(
             ),
         );
     } else {
-        drop(tmp);
-        // The repository's cache folder goes once nothing is left in it.
-        let _ = std::fs::remove_dir(&parent);
+        drop(dir);
+        let _ = std::fs::remove_dir(parent);
     }
-    made
 }
 
 /// The agent's run inside the worktree; leaves the worktree clean again

@@ -142,6 +142,57 @@ pub fn job_id_from_url(url: &str) -> Option<String> {
     (!job.is_empty()).then_some(job)
 }
 
+/// One entry of `failedChecks` (at `path`): its name, run id (or the one
+/// in its log URL), log URL and conclusion detail.
+fn failed_check(path: &str, c: &Value) -> Result<FailedCheck, HandoffError> {
+    let c = c
+        .as_object()
+        .ok_or_else(|| field(path, format!("must be an object, got {}", describe(c))))?;
+    let name = name_field(c.get("name"), format!("{path}.name"))?;
+    if let Some(Value::String(s)) = c.get("runId") {
+        sized(format!("{path}.runId"), s, MAX_NAME_BYTES)?;
+    }
+    let run_id = match c.get("runId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(Value::String(s)) if s.trim().chars().all(|ch| ch.is_ascii_digit()) => {
+            Some(s.trim().to_owned())
+        }
+        Some(Value::Number(n)) if n.as_u64().is_some() => Some(n.to_string()),
+        Some(v) => {
+            return Err(field(
+                format!("{path}.runId"),
+                format!("must be a run number, got {}", describe(v)),
+            ));
+        }
+    };
+    let log_url = opt_string(c, "logUrl", path, MAX_NAME_BYTES)?;
+    let conclusion_detail = opt_string(c, "conclusionDetail", path, MAX_TEXT_BYTES)?;
+    let run_id = run_id.or_else(|| log_url.as_deref().and_then(run_id_from_url));
+    Ok(FailedCheck {
+        name,
+        run_id,
+        log_url,
+        conclusion_detail,
+    })
+}
+
+/// A required name (`value` of the field `name`): a non-empty string of at
+/// most [`MAX_NAME_BYTES`], trimmed.
+fn name_field(value: Option<&Value>, name: String) -> Result<String, HandoffError> {
+    match value {
+        None => Err(field(name, "is missing")),
+        Some(Value::String(s)) if !s.trim().is_empty() => {
+            sized(name, s, MAX_NAME_BYTES)?;
+            Ok(s.trim().to_owned())
+        }
+        Some(v) => Err(field(
+            name,
+            format!("must be a non-empty string, got {}", describe(v)),
+        )),
+    }
+}
+
 fn field(field: impl Into<String>, problem: impl Into<String>) -> HandoffError {
     HandoffError::Field {
         field: field.into(),
@@ -264,19 +315,7 @@ impl Handoff {
                     )
                 })?,
         };
-        let branch = match obj.get("branch") {
-            None => return Err(field("branch", "is missing")),
-            Some(Value::String(s)) if !s.trim().is_empty() => {
-                sized("branch", s, MAX_NAME_BYTES)?;
-                s.trim().to_owned()
-            }
-            Some(v) => {
-                return Err(field(
-                    "branch",
-                    format!("must be a non-empty string, got {}", describe(v)),
-                ));
-            }
-        };
+        let branch = name_field(obj.get("branch"), "branch".into())?;
         let checks = match obj.get("failedChecks") {
             None => return Err(field("failedChecks", "is missing")),
             Some(Value::Array(a)) if a.is_empty() => {
@@ -293,52 +332,11 @@ impl Handoff {
                 ));
             }
         };
-        let mut failed_checks = Vec::with_capacity(checks.len());
-        for (i, c) in checks.iter().enumerate() {
-            let path = format!("failedChecks[{i}]");
-            let c = c
-                .as_object()
-                .ok_or_else(|| field(&path, format!("must be an object, got {}", describe(c))))?;
-            let name = match c.get("name") {
-                Some(Value::String(s)) if !s.trim().is_empty() => {
-                    sized(format!("{path}.name"), s, MAX_NAME_BYTES)?;
-                    s.trim().to_owned()
-                }
-                None => return Err(field(format!("{path}.name"), "is missing")),
-                Some(v) => {
-                    return Err(field(
-                        format!("{path}.name"),
-                        format!("must be a non-empty string, got {}", describe(v)),
-                    ));
-                }
-            };
-            if let Some(Value::String(s)) = c.get("runId") {
-                sized(format!("{path}.runId"), s, MAX_NAME_BYTES)?;
-            }
-            let run_id = match c.get("runId") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if s.trim().is_empty() => None,
-                Some(Value::String(s)) if s.trim().chars().all(|ch| ch.is_ascii_digit()) => {
-                    Some(s.trim().to_owned())
-                }
-                Some(Value::Number(n)) if n.as_u64().is_some() => Some(n.to_string()),
-                Some(v) => {
-                    return Err(field(
-                        format!("{path}.runId"),
-                        format!("must be a run number, got {}", describe(v)),
-                    ));
-                }
-            };
-            let log_url = opt_string(c, "logUrl", &path, MAX_NAME_BYTES)?;
-            let conclusion_detail = opt_string(c, "conclusionDetail", &path, MAX_TEXT_BYTES)?;
-            let run_id = run_id.or_else(|| log_url.as_deref().and_then(run_id_from_url));
-            failed_checks.push(FailedCheck {
-                name,
-                run_id,
-                log_url,
-                conclusion_detail,
-            });
-        }
+        let failed_checks = checks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| failed_check(&format!("failedChecks[{i}]"), c))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Handoff {
             pr_number,
             branch,

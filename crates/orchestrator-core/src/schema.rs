@@ -61,6 +61,7 @@ use std::fmt;
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 
+mod applicators;
 mod compile;
 use compile::*;
 
@@ -366,93 +367,6 @@ impl Validator {
             Value::Array(items) => self.check_array(schema, items, path, out, memo),
             Value::Object(map) => self.check_object(schema, map, path, out, memo),
             Value::Null | Value::Bool(_) => {}
-        }
-    }
-
-    /// The applicators that apply subschemas to the same value: `$ref`,
-    /// `allOf`, `anyOf`, `oneOf`, `not`.
-    fn check_in_place(
-        &self,
-        schema: &Map<String, Value>,
-        value: &Value,
-        path: &str,
-        out: &mut Vec<Violation>,
-        memo: &mut Memo,
-    ) {
-        if let Some(Value::String(reference)) = schema.get("$ref") {
-            match self.refs.get(reference).and_then(|p| self.root.pointer(p)) {
-                Some(target) => self.check(target, value, path, out, memo),
-                None => out.push(violation(
-                    path,
-                    format!("`$ref` {reference:?} does not resolve"),
-                )),
-            }
-        }
-        if let Some(Value::Array(all)) = schema.get("allOf") {
-            for s in all {
-                self.check(s, value, path, out, memo);
-            }
-        }
-        if let Some(Value::Array(any)) = schema.get("anyOf") {
-            let mut failures = Vec::new();
-            for (i, s) in any.iter().enumerate() {
-                let mut sub = Vec::new();
-                self.check(s, value, path, &mut sub, memo);
-                if sub.is_empty() {
-                    failures.clear();
-                    break;
-                }
-                failures.push(format!("anyOf[{i}]: {}", join(&sub)));
-            }
-            if !failures.is_empty() {
-                out.push(violation(
-                    path,
-                    format!(
-                        "expected a value matching at least one `anyOf` schema, none matched ({})",
-                        failures.join("; ")
-                    ),
-                ));
-            }
-        }
-        if let Some(Value::Array(one)) = schema.get("oneOf") {
-            let mut matched = Vec::new();
-            let mut failures = Vec::new();
-            for (i, s) in one.iter().enumerate() {
-                let mut sub = Vec::new();
-                self.check(s, value, path, &mut sub, memo);
-                if sub.is_empty() {
-                    matched.push(format!("oneOf[{i}]"));
-                } else {
-                    failures.push(format!("oneOf[{i}]: {}", join(&sub)));
-                }
-            }
-            match matched.len() {
-                1 => {}
-                0 => out.push(violation(
-                    path,
-                    format!(
-                        "expected a value matching exactly one `oneOf` schema, none matched ({})",
-                        failures.join("; ")
-                    ),
-                )),
-                _ => out.push(violation(
-                    path,
-                    format!(
-                        "expected a value matching exactly one `oneOf` schema, it matched {}",
-                        matched.join(" and ")
-                    ),
-                )),
-            }
-        }
-        if let Some(not) = schema.get("not") {
-            let mut sub = Vec::new();
-            self.check(not, value, path, &mut sub, memo);
-            if sub.is_empty() {
-                out.push(violation(
-                    path,
-                    "expected a value not matching the `not` schema".into(),
-                ));
-            }
         }
     }
 

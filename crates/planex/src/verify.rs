@@ -407,21 +407,47 @@ impl Agent for VerifyingAgent {
         {
             self.rollback().await?;
         }
-        let mut response = match self.inner.run(request).await {
+        let response = match self.inner.run(request).await {
             Ok(r) => r,
             Err(e) => {
                 self.rollback().await?;
                 return Err(e);
             }
         };
-        let mut report = response.structured.clone().unwrap_or(Value::Null);
-        if status_field(&report) != RowStatus::Completed {
+        let report = response.structured.as_ref().unwrap_or(&Value::Null);
+        if status_field(report) != RowStatus::Completed {
             // The agent's own failure: the report turns it into a failed
             // attempt.
             self.rollback().await?;
             return Ok(response);
         }
-        let measured = match vcs.changed_since(&self.checkpoint).await {
+        let judged = match self.judge().await? {
+            Ok(judged) => judged,
+            Err(message) => return self.reject(message).await,
+        };
+        Ok(self.accept(response, judged))
+    }
+}
+
+/// What verification found in an attempt the agent reported completed.
+struct Judged {
+    /// The files changed since the checkpoint.
+    measured: Vec<String>,
+    /// Those outside the task's scope (kept, with a warning, in `warn`
+    /// mode).
+    outside: Vec<String>,
+    /// The check the engine ran, when it ran one.
+    check: Option<String>,
+}
+
+impl VerifyingAgent {
+    /// Judges the change of an attempt the agent reported completed: it is
+    /// measured (a change to files the user had uncommitted changes in is
+    /// an error, and nothing is rolled back), must stay inside the task's
+    /// scope (`enforce`; `warn` says so), must not be empty, and must pass
+    /// the task's check. The inner `Err` is why the attempt is rejected.
+    async fn judge(&self) -> Result<Result<Judged, String>, AgentError> {
+        let measured = match self.verification.vcs.changed_since(&self.checkpoint).await {
             Ok(m) => m,
             Err(VcsError::TouchedDirty { paths }) => {
                 // The user's own uncommitted work: never restored or
@@ -434,23 +460,17 @@ impl Agent for VerifyingAgent {
                     exit_code: None,
                 });
             }
-            Err(e) => {
-                return self
-                    .reject(format!("the task's change cannot be measured: {e}"))
-                    .await;
-            }
+            Err(e) => return Ok(Err(format!("the task's change cannot be measured: {e}"))),
         };
         let outside = self.outside_scope(&measured);
         if !outside.is_empty() {
             let paths = outside.join(", ");
             match self.verification.scope_mode {
                 ScopeMode::Enforce => {
-                    return self
-                        .reject(format!(
-                            "the task changed files outside its scope `{}`: {paths}; its change was rolled back",
-                            self.row.scope
-                        ))
-                        .await;
+                    return Ok(Err(format!(
+                        "the task changed files outside its scope `{}`: {paths}; its change was rolled back",
+                        self.row.scope
+                    )));
                 }
                 ScopeMode::Warn => self.sink.emit(&Event::Warning {
                     message: format!(
@@ -461,19 +481,34 @@ impl Agent for VerifyingAgent {
             }
         }
         if measured.is_empty() && !self.verification.executor_runs_directives {
-            return self
-                .reject(
-                    "no change: the agent reported the task completed, but no file changed"
-                        .to_owned(),
-                )
-                .await;
+            return Ok(Err(
+                "no change: the agent reported the task completed, but no file changed".to_owned(),
+            ));
         }
         let check = self.verification.check_for(&self.row);
         if let Some(line) = &check
             && let Err(message) = self.check(line).await
         {
-            return self.reject(message).await;
+            return Ok(Err(message));
         }
+        Ok(Ok(Judged {
+            measured,
+            outside,
+            check,
+        }))
+    }
+
+    /// The verified attempt's response: its report lists the measured
+    /// files (and, when the engine's run or the shell agent's directives
+    /// passed, `tests_passed`), and what was found is kept for the task's
+    /// result.
+    fn accept(&self, mut response: AgentResponse, judged: Judged) -> AgentResponse {
+        let Judged {
+            measured,
+            outside,
+            check,
+        } = judged;
+        let mut report = response.structured.clone().unwrap_or(Value::Null);
         let claimed = list_field(report.get("files_modified"));
         if let Some(map) = report.as_object_mut() {
             map.insert("files_modified".into(), json!(measured));
@@ -501,7 +536,7 @@ impl Agent for VerifyingAgent {
         drop(found);
         response.structured = Some(report);
         response.files_changed = measured;
-        Ok(response)
+        response
     }
 }
 

@@ -60,6 +60,12 @@ pub(super) enum Next {
         /// This iteration, for the next instruction.
         earlier: Earlier,
     },
+    /// The failed checks were re-run at the same commit and failed again:
+    /// another iteration on the re-run's failures, with no patch to show.
+    Reran {
+        /// The failed checks.
+        failures: Vec<FailedCheck>,
+    },
 }
 
 /// The clock of the run.
@@ -139,31 +145,16 @@ pub(super) async fn after_landing(
         commit,
         message,
     } = landed;
-    let parent = &parent;
     let cfg = &ctx.config;
-    let tree = it.tree;
     let iteration = entry.iteration;
-    let patch = match tree.vcs.diff(parent, &commit).await {
-        Ok(diff) => diff,
-        Err(e) => {
-            let message = format!("could not read the patch of {}: {e}", commit.short());
-            ctx.sink.emit(&Event::Warning {
-                message: message.clone(),
-            });
-            format!("({message})")
-        }
-    };
+    let patch = patch_of(ctx, it.tree, &parent, &commit).await;
     ctx.sink.emit(&Event::CommitMade {
         id: format!("iter-{iteration}"),
         commit: commit.to_string(),
         summary: message.to_owned(),
     });
     commits.push(commit.to_string());
-    let pushed = match (it.push_to, ctx.provider.pushes()) {
-        (_, false) => PushOutcome::Pushed,
-        (Some((remote, branch)), true) => tree.vcs.push_commit(remote, &commit, branch).await?,
-        (None, true) => tree.vcs.push(&cfg.remote, cfg.target.branch()).await?,
-    };
+    let pushed = push(ctx, it, &commit).await?;
     entry.patch_sha = Some(commit.short().to_owned());
     if let PushOutcome::Rejected { reason } = pushed {
         entry.action = "applied (push rejected)".into();
@@ -195,8 +186,62 @@ pub(super) async fn after_landing(
     )?;
     state.iteration = iteration + 1;
     it.file.save(state)?;
+    let this = Earlier {
+        iteration,
+        classification: format!("{}/{}", it.class.as_str(), it.class.sub_class_str()),
+        commit: commit.short().to_owned(),
+        patch,
+        checks_after: String::new(),
+    };
+    checks_after(ctx, it, &commit, this, commits).await
+}
 
-    // The results must be the pushed commit's, not the old head's.
+/// The landed commit's patch, for the next instruction — or, when it
+/// cannot be read, why (also said as a warning).
+async fn patch_of(
+    ctx: &AutofixContext,
+    tree: &AutofixContext,
+    parent: &CommitId,
+    commit: &CommitId,
+) -> String {
+    match tree.vcs.diff(parent, commit).await {
+        Ok(diff) => diff,
+        Err(e) => {
+            let message = format!("could not read the patch of {}: {e}", commit.short());
+            ctx.sink.emit(&Event::Warning {
+                message: message.clone(),
+            });
+            format!("({message})")
+        }
+    }
+}
+
+/// Pushes the landed commit — never forced: to the PR head's branch when
+/// the fix was made there, else the target's branch; a provider that does
+/// not push (local checks) counts it as pushed.
+async fn push(
+    ctx: &AutofixContext,
+    it: &Iter<'_>,
+    commit: &CommitId,
+) -> Result<PushOutcome, AutofixError> {
+    let cfg = &ctx.config;
+    Ok(match (it.push_to, ctx.provider.pushes()) {
+        (_, false) => PushOutcome::Pushed,
+        (Some((remote, branch)), true) => it.tree.vcs.push_commit(remote, commit, branch).await?,
+        (None, true) => it.tree.vcs.push(&cfg.remote, cfg.target.branch()).await?,
+    })
+}
+
+/// Waits for the checks at the pushed commit — the results must be its,
+/// not the old head's. Green ends the run; failed goes on, with this
+/// iteration (`this`) for the next instruction.
+async fn checks_after(
+    ctx: &AutofixContext,
+    it: &Iter<'_>,
+    commit: &CommitId,
+    this: Earlier,
+    commits: &[String],
+) -> Result<Next, AutofixError> {
     let after = ctx.provider.wait_for_checks(Some(commit.as_str())).await?;
     notices(ctx);
     Ok(match after {
@@ -207,7 +252,7 @@ pub(super) async fn after_landing(
                 phase: "fix-loop".into(),
             });
             Next::Stop(AutofixOutcome::Green {
-                commits: commits.clone(),
+                commits: commits.to_vec(),
             })
         }
         CheckRun::TimedOut => Next::Stop(AutofixOutcome::StillFailing {
@@ -218,11 +263,8 @@ pub(super) async fn after_landing(
             let names: Vec<&str> = f.iter().map(|c| c.name.as_str()).collect();
             Next::Again {
                 earlier: Earlier {
-                    iteration,
-                    classification: format!("{}/{}", it.class.as_str(), it.class.sub_class_str()),
-                    commit: commit.short().to_owned(),
-                    patch,
                     checks_after: format!("still failing: {}", names.join(", ")),
+                    ..this
                 },
                 failures: f,
             }

@@ -25,6 +25,7 @@ pub(super) struct Asked<'a> {
 }
 
 /// Where an iteration's patch lands and is recorded.
+#[derive(Clone, Copy)]
 pub(super) struct Place<'a> {
     /// The tree the fix lands in (the user's, or the PR head's worktree).
     pub(super) tree: &'a AutofixContext,
@@ -68,17 +69,7 @@ pub(super) async fn stop_at_gate(
         sub_class: entry.sub_class.clone(),
         reason: reason.to_owned(),
         checks: entry.checks.clone(),
-        evidence: it
-            .report
-            .deciding_evidence()
-            .into_iter()
-            .take(GATE_EVIDENCE)
-            .map(|e| GateEvidence {
-                line: e.line,
-                rule: e.rule.clone(),
-                text: e.text.clone(),
-            })
-            .collect(),
+        evidence: gate_evidence(it.report),
         write_set: staged.write_set.clone(),
         base: staged.base().to_string(),
         commit: staged.commit().to_string(),
@@ -95,16 +86,7 @@ pub(super) async fn stop_at_gate(
     // The gate, its commit and its evidence: one atomic write.
     state.gate = Some(gate.clone());
     it.file.save(state)?;
-    let mut shown = entry;
-    shown.action = "waiting for confirmation (the patch is kept, not applied)".into();
-    shown.patch_sha = Some(staged.commit().short().to_owned());
-    shown.finished_at = now_of(cfg).to_string();
-    shown.agent_spend = gate.agent_spend;
-    append_audit(
-        it.audit.0,
-        it.audit.1,
-        &audit_section(&shown, Some(it.report)),
-    )?;
+    audit_waiting(it, entry, &gate, now_of(cfg))?;
     ctx.sink.emit(&Event::Notice {
         message: format!(
             "{}: iteration {}'s patch waits for confirmation (kept as {} on branch {keep_branch})",
@@ -120,6 +102,42 @@ pub(super) async fn stop_at_gate(
         branch: keep_branch,
         write_set: gate.write_set,
     })
+}
+
+/// The deciding evidence lines of `report` a gate keeps (the first
+/// [`GATE_EVIDENCE`]).
+fn gate_evidence(report: &ClassificationReport) -> Vec<GateEvidence> {
+    report
+        .deciding_evidence()
+        .into_iter()
+        .take(GATE_EVIDENCE)
+        .map(|e| GateEvidence {
+            line: e.line,
+            rule: e.rule.clone(),
+            text: e.text.clone(),
+        })
+        .collect()
+}
+
+/// The audit log's section of an iteration whose patch waits at `gate`
+/// (kept, not applied). The history gets the iteration once it is answered.
+fn audit_waiting(
+    it: &Iter<'_>,
+    entry: HistoryEntry,
+    gate: &ConfirmGate,
+    now: Timestamp,
+) -> Result<(), AutofixError> {
+    let mut shown = entry;
+    shown.action = "waiting for confirmation (the patch is kept, not applied)".into();
+    shown.patch_sha = Some(CommitId(gate.commit.clone()).short().to_owned());
+    shown.finished_at = now.to_string();
+    shown.agent_spend = gate.agent_spend;
+    append_audit(
+        it.audit.0,
+        it.audit.1,
+        &audit_section(&shown, Some(it.report)),
+    )?;
+    Ok(())
 }
 
 /// Goes on from the gate `gate` a run stopped at: its recorded answer, or
@@ -157,34 +175,8 @@ pub(super) async fn resume_gate(
         spent_before: ctx.agent.spent(),
         kept_spend: gate.agent_spend,
     };
-    let answer = match &gate.answer {
-        Some(answer) => {
-            ctx.sink.emit(&Event::GateAnswered {
-                question: gate.question.clone(),
-                choice: Some(format!("{} ({})", answer.decision.as_str(), answer.origin)),
-            });
-            answer.clone()
-        }
-        None => {
-            let q = confirm_question(
-                gate.iteration,
-                report.classification,
-                &gate.write_set,
-                &cfg.target,
-                &gate.reason,
-            );
-            let decision = match ask(ctx, &q).await?.index() {
-                None => return Ok(Next::Stop(still_waiting(&gate, &cfg.target))),
-                Some(0) => GateDecision::Approve,
-                Some(_) => GateDecision::Decline,
-            };
-            GateAnswer {
-                decision,
-                at: now_of(cfg).to_string(),
-                by: AnsweredBy::Gate,
-                origin: "the run's own gate".into(),
-            }
-        }
+    let Some(answer) = answer_of(ctx, &gate, report.classification).await? else {
+        return Ok(Next::Stop(still_waiting(&gate, &cfg.target)));
     };
     let mut entry = history_entry(gate.iteration, &[], gate.warnings.clone());
     entry.checks = gate.checks.clone();
@@ -218,6 +210,42 @@ pub(super) async fn resume_gate(
         });
     }
     Ok(next)
+}
+
+/// The answer to `gate`: the one recorded (from the page or `ci-autofix
+/// answer`), else the question asked again — `None` when it is deferred
+/// again.
+async fn answer_of(
+    ctx: &AutofixContext,
+    gate: &ConfirmGate,
+    class: Classification,
+) -> Result<Option<GateAnswer>, AutofixError> {
+    if let Some(answer) = &gate.answer {
+        ctx.sink.emit(&Event::GateAnswered {
+            question: gate.question.clone(),
+            choice: Some(format!("{} ({})", answer.decision.as_str(), answer.origin)),
+        });
+        return Ok(Some(answer.clone()));
+    }
+    let cfg = &ctx.config;
+    let q = confirm_question(
+        gate.iteration,
+        class,
+        &gate.write_set,
+        &cfg.target,
+        &gate.reason,
+    );
+    let decision = match ask(ctx, &q).await?.index() {
+        None => return Ok(None),
+        Some(0) => GateDecision::Approve,
+        Some(_) => GateDecision::Decline,
+    };
+    Ok(Some(GateAnswer {
+        decision,
+        at: now_of(cfg).to_string(),
+        by: AnsweredBy::Gate,
+        origin: "the run's own gate".into(),
+    }))
 }
 
 /// Lands the kept commit — unless a run killed after landing it already

@@ -55,8 +55,10 @@ use crate::setup::{self, ConfigFiles};
 mod confirm;
 mod forge;
 mod render;
+mod run_loop;
 pub use confirm::{AnswerArgs, ConfirmMode};
 use render::*;
+use run_loop::*;
 
 /// Arguments of `orchestrator ci-autofix`: a subcommand (`classify`,
 /// `watch`) or the fix loop's flags.
@@ -448,137 +450,6 @@ fn run_source(
         push: args.push,
         time_limit: args.check_timeout,
     })
-}
-
-async fn fix_loop(args: &FixArgs, handoff: Option<Handoff>, config: &Config) -> Exit {
-    let vcs = match GitVcs::open(&args.repo).await {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadInput;
-        }
-    };
-    let branch = match vcs.current_branch().await {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::SomeFailed;
-        }
-    };
-    let gitlab = match forge::gitlab_forge(args, &vcs).await {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadInput;
-        }
-    };
-    let root = vcs.root().to_path_buf();
-    let vcs: Arc<dyn Vcs> = Arc::new(vcs);
-    let runner: Arc<dyn CommandRunner> = Arc::new(ProcessRunner::default());
-    let agent: Arc<dyn Agent> = match build_agent(config) {
-        Ok(AgentChoice::Builtin) => Arc::new(CiFixAgent::new(Arc::clone(&runner))),
-        Ok(AgentChoice::Agent(a)) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadInput;
-        }
-    };
-    let plan = match plan_run(
-        run_source(args, handoff, gitlab),
-        branch,
-        Arc::clone(&vcs),
-        Arc::clone(&runner),
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::BadInput;
-        }
-    };
-    let target = plan.target.clone();
-    let mut cfg = AutofixConfig::new(plan.target);
-    cfg.max_iterations = args.max_iterations;
-    cfg.allow_dirty = args.allow_dirty;
-    cfg.remote = args.remote.clone();
-    cfg.initial_failures = plan.handoff.map(|h| h.failed_checks);
-    // `[budget] item_max_agent_calls` is the other flows' (an iteration is
-    // one call); the dollars and tokens hold each iteration's call.
-    cfg.iteration_limits = ItemLimits::new(
-        config.budget.item_max_cost_usd,
-        config.budget.item_max_tokens,
-        None,
-    );
-    cfg.provisioner = setup::provisioner(config);
-    cfg.rerun_before_fix = args.rerun_before_fix.unwrap_or(!args.local);
-    cfg.resume_command = confirm::resume_args(args, &target, &root);
-    let reporter = setup::reporter(args.json);
-    let (sink, human) = (reporter.sink(), reporter.human.clone());
-    if let Some(h) = &human {
-        h.watch_spend(Arc::clone(&agent));
-    }
-    let ctx = AutofixContext {
-        vcs,
-        agent,
-        gate: match args.confirm {
-            Some(ConfirmMode::Gate) => Arc::new(AlwaysDefer),
-            _ => setup::gate(args.yes),
-        },
-        provider: plan.provider,
-        sink,
-        config: cfg,
-    };
-    let result = tokio::select! {
-        r = orchestrator_ci_autofix::run_autofix(ctx) => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
-    };
-    if let Some(h) = &human {
-        h.finish();
-    }
-    let summary = Summary {
-        json: args.json,
-        yes: args.yes,
-        root: &root,
-        target: &target,
-    };
-    let (code, state, reason) = match &result {
-        None => (3, RunState::Interrupted, None),
-        Some(Ok(outcome)) => run_end(outcome),
-        Some(Err(e)) => (2, RunState::Error, Some(e.to_string())),
-    };
-    reporter.finish(code, state, reason);
-    match result {
-        None => summary.interrupted(),
-        Some(Ok(outcome)) => summary.outcome(&outcome),
-        Some(Err(e)) => summary.error(&e),
-    }
-}
-
-/// How an outcome reads in the session's log: exit code, state, reason.
-fn run_end(outcome: &AutofixOutcome) -> (i32, RunState, Option<String>) {
-    let state = match outcome {
-        AutofixOutcome::Green { .. } | AutofixOutcome::PassedOnRerun { .. } => RunState::Done,
-        AutofixOutcome::StillFailing { .. } => RunState::Failed,
-        AutofixOutcome::LimitReached { .. } => RunState::Limit,
-        _ => RunState::Waiting,
-    };
-    let reason = match outcome {
-        AutofixOutcome::Green { .. } => None,
-        AutofixOutcome::PassedOnRerun { class, checks, .. } => Some(format!(
-            "{} passed on a re-run at the same commit ({class})",
-            checks.join(", ")
-        )),
-        AutofixOutcome::NoChecks { head } => Some(format!(
-            "no checks on {}: nothing ran, so nothing to fix",
-            &head[..head.len().min(12)]
-        )),
-        AutofixOutcome::AwaitingConfirmation { iteration, .. } => Some(format!(
-            "iteration {iteration}'s patch waits for confirmation"
-        )),
-        AutofixOutcome::StillFailing { reason }
-        | AutofixOutcome::LimitReached { reason }
-        | AutofixOutcome::Escalated { reason, .. } => Some(reason.clone()),
-    };
-    (outcome.exit_code(), state, reason)
 }
 
 #[cfg(test)]

@@ -184,35 +184,8 @@ fn read_fix(
     let text = sources.get(file);
     let mut out = Vec::with_capacity(edits.len());
     for (k, edit) in edits.iter().enumerate() {
-        let at = |key: &str| -> Result<(u32, u32), String> {
-            let path = format!("fix.edits[{k}].{key}");
-            let row = position_field(edit.get(key), "row", &format!("{path}.row"))?;
-            let column = position_field(edit.get(key), "column", &format!("{path}.column"))?;
-            row.zip(column)
-                .filter(|&(r, c)| r > 0 && c > 0)
-                .ok_or_else(|| format!("`{path}` needs a positive row and column"))
-        };
-        let start = at("location")?;
-        let end = at("end_location")?;
-        let content = edit
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let ReadEdit { start, resolved } = read_edit(k, edit, file, text)?;
         read.fix_start = Some(read.fix_start.map_or(start, |s| s.min(start)));
-        let resolved = match text {
-            Some(text) => resolve(text, file, start, end, content),
-            None => RawRegion {
-                start_line: start.0,
-                start_column: start.1,
-                end: RegionEnd::At {
-                    line: end.0,
-                    column: end.1,
-                },
-                unit: ColumnUnit::Chars,
-            }
-            .to_edit(file, content, None, None),
-        };
         match resolved {
             Ok(e) => out.push(e),
             Err(why) => {
@@ -234,6 +207,50 @@ fn read_fix(
         edits: out,
     });
     Ok(())
+}
+
+/// Edit `k` of a fix (`edit`) in `file`: where it starts (row, column),
+/// and the edit — resolved against the file's `text`, or without it taken
+/// at ruff's positions — or why it cannot be placed. A position that is
+/// missing or not positive is an error.
+fn read_edit(k: usize, edit: &Value, file: &str, text: Option<&str>) -> Result<ReadEdit, String> {
+    let at = |key: &str| -> Result<(u32, u32), String> {
+        let path = format!("fix.edits[{k}].{key}");
+        let row = position_field(edit.get(key), "row", &format!("{path}.row"))?;
+        let column = position_field(edit.get(key), "column", &format!("{path}.column"))?;
+        row.zip(column)
+            .filter(|&(r, c)| r > 0 && c > 0)
+            .ok_or_else(|| format!("`{path}` needs a positive row and column"))
+    };
+    let start = at("location")?;
+    let end = at("end_location")?;
+    let content = edit
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let resolved = match text {
+        Some(text) => resolve(text, file, start, end, content),
+        None => RawRegion {
+            start_line: start.0,
+            start_column: start.1,
+            end: RegionEnd::At {
+                line: end.0,
+                column: end.1,
+            },
+            unit: ColumnUnit::Chars,
+        }
+        .to_edit(file, content, None, None),
+    };
+    Ok(ReadEdit { start, resolved })
+}
+
+/// One edit of a fix as read.
+struct ReadEdit {
+    /// Where it starts: row and column.
+    start: (u32, u32),
+    /// The edit, or why it cannot be placed.
+    resolved: Result<TextEdit, String>,
 }
 
 /// An edit from ruff's positions, resolved against the file's text.

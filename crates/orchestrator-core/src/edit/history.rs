@@ -226,41 +226,7 @@ pub fn apply_mapped(
         });
     };
     history.check(&first.file, text)?;
-    // Baseline regions of the fix, with identical duplicates dropped.
-    let mut regions: Vec<(usize, usize, &TextEdit)> = Vec::with_capacity(edits.len());
-    for edit in edits {
-        let (start, end) = edit.byte_range.ok_or_else(|| EditError::NoByteRange {
-            file: edit.file.clone(),
-            line: edit.start_line,
-        })?;
-        if end < start || edit.original.len() != end - start {
-            return Err(EditError::NoByteRange {
-                file: edit.file.clone(),
-                line: edit.start_line,
-            });
-        }
-        if !regions
-            .iter()
-            .any(|(s, e, o)| (*s, *e) == (start, end) && o.replacement == edit.replacement)
-        {
-            regions.push((start, end, edit));
-        }
-    }
-    regions.sort_by_key(|(s, e, _)| (*s, *e));
-    for pair in regions.windows(2) {
-        let ((s1, e1, a), (s2, e2, b)) = (pair[0], pair[1]);
-        // Sorted by (start, end): the second being an insertion at the first's
-        // start means two insertions at one point, whose order nobody gave.
-        // (An insertion followed by a replacement at its point is fine.)
-        let same_point = s1 == s2 && s2 == e2;
-        if e1 > s2 || same_point {
-            return Err(EditError::Overlap {
-                file: b.file.clone(),
-                first_line: a.start_line,
-                second_line: b.start_line,
-            });
-        }
-    }
+    let regions = baseline_regions(edits)?;
     let mut placed = Vec::with_capacity(regions.len());
     let mut applied = Vec::with_capacity(regions.len());
     for (start, end, edit) in regions {
@@ -299,6 +265,50 @@ pub fn apply_mapped(
         out.replace_range(range.clone(), replacement);
     }
     Ok(MappedOutcome { text: out, applied })
+}
+
+/// The fix's baseline regions `(start, end, edit)`, sorted, with identical
+/// duplicates dropped. An edit without a byte range that matches its
+/// original, or two regions that overlap (or two insertions at one point,
+/// whose order nobody gave), is an error.
+fn baseline_regions<'e>(
+    edits: &[&'e TextEdit],
+) -> Result<Vec<(usize, usize, &'e TextEdit)>, EditError> {
+    let mut regions: Vec<(usize, usize, &TextEdit)> = Vec::with_capacity(edits.len());
+    for edit in edits {
+        let (start, end) = edit.byte_range.ok_or_else(|| EditError::NoByteRange {
+            file: edit.file.clone(),
+            line: edit.start_line,
+        })?;
+        if end < start || edit.original.len() != end - start {
+            return Err(EditError::NoByteRange {
+                file: edit.file.clone(),
+                line: edit.start_line,
+            });
+        }
+        if !regions
+            .iter()
+            .any(|(s, e, o)| (*s, *e) == (start, end) && o.replacement == edit.replacement)
+        {
+            regions.push((start, end, edit));
+        }
+    }
+    regions.sort_by_key(|(s, e, _)| (*s, *e));
+    for pair in regions.windows(2) {
+        let ((s1, e1, a), (s2, e2, b)) = (pair[0], pair[1]);
+        // Sorted by (start, end): the second being an insertion at the first's
+        // start means two insertions at one point, whose order nobody gave.
+        // (An insertion followed by a replacement at its point is fine.)
+        let same_point = s1 == s2 && s2 == e2;
+        if e1 > s2 || same_point {
+            return Err(EditError::Overlap {
+                file: b.file.clone(),
+                first_line: a.start_line,
+                second_line: b.start_line,
+            });
+        }
+    }
+    Ok(regions)
 }
 
 #[cfg(test)]

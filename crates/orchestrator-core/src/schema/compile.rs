@@ -267,13 +267,8 @@ impl Compiler {
                 let Some(list) = v.as_array().filter(|l| !l.is_empty()) else {
                     return Err(invalid("a non-empty array of schemas"));
                 };
-                for (i, child) in list.iter().enumerate() {
-                    let cpointer = format!("{kpointer}/{i}");
-                    if keyword != "prefixItems" {
-                        node.in_place.push(cpointer.clone());
-                    }
-                    self.walk(child, &cpointer, &format!("{kpath}[{i}]"))?;
-                }
+                let in_place = keyword != "prefixItems";
+                self.schema_list(node, list, in_place, &kpointer, &kpath)?;
             }
             "pattern" => match v {
                 Value::String(p) => self.pattern(p, &kpath)?,
@@ -300,6 +295,27 @@ impl Compiler {
                     });
                 }
             },
+        }
+        Ok(())
+    }
+
+    /// Walks each schema of a keyword's `list` (at `kpointer`, `kpath`),
+    /// recording in `node` those checked in place (`in_place`: all
+    /// but `prefixItems`'s, which apply to items).
+    fn schema_list(
+        &mut self,
+        node: &mut Node,
+        list: &[Value],
+        in_place: bool,
+        kpointer: &str,
+        kpath: &str,
+    ) -> Result<(), SchemaError> {
+        for (i, child) in list.iter().enumerate() {
+            let cpointer = format!("{kpointer}/{i}");
+            if in_place {
+                node.in_place.push(cpointer.clone());
+            }
+            self.walk(child, &cpointer, &format!("{kpath}[{i}]"))?;
         }
         Ok(())
     }

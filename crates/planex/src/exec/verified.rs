@@ -299,82 +299,16 @@ async fn settle(
     last: LastReport,
     auto_yes: bool,
 ) -> TaskOutput {
-    let vcs: &dyn Vcs = agent.verification.vcs.as_ref();
-    let id = row.id.clone();
-    let rollback = || async {
-        vcs.restore(&agent.checkpoint)
-            .await
-            .err()
-            .map(|e| format!("; its change could not be rolled back: {e}"))
-            .unwrap_or_default()
-    };
     let found = agent
         .found
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     match outcome {
-        MilestoneOutcome::Passed { .. } => {
-            let mut result = completed_task(&id, last);
-            let changed = match vcs.changed_since(&agent.checkpoint).await {
-                Ok(c) => c,
-                Err(e) => {
-                    let note = rollback().await;
-                    return TaskOutput::Done(failed_task(
-                        &id,
-                        None,
-                        format!("the task's change cannot be measured: {e}{note}"),
-                    ));
-                }
-            };
-            let mut verified = found;
-            if !changed.is_empty() {
-                let commit = match vcs.commit(&changed, &commit_message(row)).await {
-                    Ok(commit) => commit,
-                    Err(e) => {
-                        let note = rollback().await;
-                        return TaskOutput::Done(failed_task(
-                            &id,
-                            None,
-                            format!("the task's commit failed: {e}{note}"),
-                        ));
-                    }
-                };
-                match land(env, &commit).await {
-                    Ok(commit) => {
-                        said_landed(agent.sink.as_ref(), &id, &commit, row);
-                        verified.commit = Some(commit);
-                    }
-                    Err(LandError::Failed(error)) => {
-                        return TaskOutput::Done(failed_task(&id, None, error));
-                    }
-                    Err(LandError::Blocked(paths)) => {
-                        // Kept for the next run: it lands the commit
-                        // without running the task again.
-                        let kept = InFlight {
-                            id: id.clone(),
-                            checkpoint: None,
-                            worktree: None,
-                            landing: Some(commit.as_str().to_owned()),
-                        };
-                        if let Err(e) = keep(&in_flight_path(&env.dir, &id), &kept) {
-                            return TaskOutput::Done(failed_task(&id, None, e));
-                        }
-                        return TaskOutput::Paused(blocked_pause(row, commit.as_str(), &paths));
-                    }
-                }
-            }
-            result.files_modified = changed;
-            if verified.check.is_none() && !env.verification.executor_runs_directives {
-                // Nothing was run: the agent's word is not a test result.
-                result.tests_passed = None;
-            }
-            result.verified = Some(verified);
-            TaskOutput::Done(result)
-        }
+        MilestoneOutcome::Passed { .. } => settle_passed(agent, env, row, last, found).await,
         unfinished_outcome => {
-            let note = rollback().await;
-            let mut output = unfinished(&id, last, unfinished_outcome, auto_yes, &note);
+            let note = rollback(agent).await;
+            let mut output = unfinished(&row.id, last, unfinished_outcome, auto_yes, &note);
             if let TaskOutput::Done(result) = &mut output {
                 // Nothing of it stays, whatever the agent reported.
                 result.files_modified.clear();
@@ -386,6 +320,110 @@ async fn settle(
                 });
             }
             output
+        }
+    }
+}
+
+/// Rolls the task's change back to its checkpoint; what that adds to the
+/// failure's message (nothing, or that it could not be rolled back).
+async fn rollback(agent: &VerifyingAgent) -> String {
+    agent
+        .verification
+        .vcs
+        .restore(&agent.checkpoint)
+        .await
+        .err()
+        .map(|e| format!("; its change could not be rolled back: {e}"))
+        .unwrap_or_default()
+}
+
+/// A task whose attempt passed: its change is measured, committed and
+/// landed, and its result lists the files and what verification found
+/// (`verified`) — without a test result when nothing was run.
+async fn settle_passed(
+    agent: &VerifyingAgent,
+    env: &VerifyEnv,
+    row: &TaskRow,
+    last: LastReport,
+    mut verified: Verified,
+) -> TaskOutput {
+    let id = &row.id;
+    let mut result = completed_task(id, last);
+    let changed = match agent
+        .verification
+        .vcs
+        .changed_since(&agent.checkpoint)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let note = rollback(agent).await;
+            return TaskOutput::Done(failed_task(
+                id,
+                None,
+                format!("the task's change cannot be measured: {e}{note}"),
+            ));
+        }
+    };
+    if !changed.is_empty() {
+        match commit_and_land(agent, env, row, &changed).await {
+            Ok(commit) => verified.commit = Some(commit),
+            Err(output) => return output,
+        }
+    }
+    result.files_modified = changed;
+    if verified.check.is_none() && !env.verification.executor_runs_directives {
+        // Nothing was run: the agent's word is not a test result.
+        result.tests_passed = None;
+    }
+    result.verified = Some(verified);
+    TaskOutput::Done(result)
+}
+
+/// Commits the task's `changed` files and lands the commit on the branch;
+/// the landed commit's id. A failure fails the task; a landing the
+/// user's tree blocks keeps the commit for the next run, which lands it
+/// without running the task again, and pauses.
+async fn commit_and_land(
+    agent: &VerifyingAgent,
+    env: &VerifyEnv,
+    row: &TaskRow,
+    changed: &[String],
+) -> Result<String, TaskOutput> {
+    let id = &row.id;
+    let vcs: &dyn Vcs = agent.verification.vcs.as_ref();
+    let commit = match vcs.commit(changed, &commit_message(row)).await {
+        Ok(commit) => commit,
+        Err(e) => {
+            let note = rollback(agent).await;
+            return Err(TaskOutput::Done(failed_task(
+                id,
+                None,
+                format!("the task's commit failed: {e}{note}"),
+            )));
+        }
+    };
+    match land(env, &commit).await {
+        Ok(commit) => {
+            said_landed(agent.sink.as_ref(), id, &commit, row);
+            Ok(commit)
+        }
+        Err(LandError::Failed(error)) => Err(TaskOutput::Done(failed_task(id, None, error))),
+        Err(LandError::Blocked(paths)) => {
+            let kept = InFlight {
+                id: id.clone(),
+                checkpoint: None,
+                worktree: None,
+                landing: Some(commit.as_str().to_owned()),
+            };
+            if let Err(e) = keep(&in_flight_path(&env.dir, id), &kept) {
+                return Err(TaskOutput::Done(failed_task(id, None, e)));
+            }
+            Err(TaskOutput::Paused(blocked_pause(
+                row,
+                commit.as_str(),
+                &paths,
+            )))
         }
     }
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use orchestrator_adapters::factory::{AgentChoice, build_agent};
 use orchestrator_adapters::process::ProcessRunner;
-use orchestrator_core::agent::Agent;
+use orchestrator_core::agent::{Agent, ItemLimits};
 use orchestrator_core::state::event_log::RunState;
 use orchestrator_planex::session::{
     ResumePhase, SessionInfo, SessionSource, SessionStatus, list_sessions, sessions_dir,
@@ -344,18 +344,7 @@ struct Prepared {
 fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> {
     let action = action(args)?;
     let flags = &args.flags;
-    let repo = std::fs::canonicalize(&flags.repo).map_err(|e| {
-        Failure::new(format!(
-            "the repository directory {} cannot be used: {e}",
-            flags.repo.display()
-        ))
-    })?;
-    if !repo.is_dir() {
-        return Err(Failure::new(format!(
-            "the repository {} is not a directory",
-            repo.display()
-        )));
-    }
+    let repo = repo_dir(&flags.repo)?;
     let needs = match &action {
         Action::Plan(_) => Needs::Planning,
         Action::Run(_) => Needs::TasksFromFile,
@@ -377,10 +366,6 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         needs,
         files,
     )?;
-    let mut execution = policy;
-    if let Some(rounds) = flags.max_rounds {
-        execution.max_rounds = rounds;
-    }
     let gate: Arc<dyn orchestrator_core::gate::Gate> = if flags.plan_only {
         Arc::new(orchestrator_planex::PlanOnly)
     } else {
@@ -393,22 +378,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         None
     };
     let concurrency = crate::remote::bound(remote.as_ref(), flags.concurrency.max(1) as usize);
-    // Unverified, an agent's tasks share the working tree: one at a time,
-    // so that none sees (or undoes) another's half-done edit.
-    let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
-    let serial = !verify && !flags.plan_only && !shell && concurrency > 1;
-    if serial {
-        eprintln!(
-            "note: with --no-commit an agent's tasks share the working tree and run one at a time (-c {concurrency} still applies to exploration)"
-        );
-    }
-    let options = PlanexOptions::default()
-        .with_auto_yes(flags.yes && !flags.plan_only)
-        .with_concurrency(concurrency)
-        .with_task_concurrency(serial.then_some(1))
-        .with_schedule(flags.schedule.into())
-        .with_execution(execution)
-        .with_item_limits(item_limits);
+    let options = options(flags, policy, item_limits, concurrency, verify);
     let reporter = setup::reporter(flags.json);
     if let Some(h) = &reporter.human {
         h.watch_spend(Arc::clone(&agents.executor));
@@ -422,6 +392,55 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         provisioner,
         remote,
     })
+}
+
+/// The repository folder of `--repo`, canonical; one that cannot be used
+/// is an error naming it.
+fn repo_dir(flag: &Path) -> Result<PathBuf, Failure> {
+    let repo = std::fs::canonicalize(flag).map_err(|e| {
+        Failure::new(format!(
+            "the repository directory {} cannot be used: {e}",
+            flag.display()
+        ))
+    })?;
+    if !repo.is_dir() {
+        return Err(Failure::new(format!(
+            "the repository {} is not a directory",
+            repo.display()
+        )));
+    }
+    Ok(repo)
+}
+
+/// The flow's options from the flags: the agents' execution policy (with
+/// `--max-rounds`), the concurrency — unverified, an agent's tasks share
+/// the working tree, so they run one at a time and none sees (or undoes)
+/// another's half-done edit — the schedule and the per-task limits.
+fn options(
+    flags: &PlanexFlags,
+    policy: ExecutionPolicy,
+    item_limits: ItemLimits,
+    concurrency: usize,
+    verify: bool,
+) -> PlanexOptions {
+    let mut execution = policy;
+    if let Some(rounds) = flags.max_rounds {
+        execution.max_rounds = rounds;
+    }
+    let shell = execution.criteria == orchestrator_planex::CriteriaSource::AgentStatus;
+    let serial = !verify && !flags.plan_only && !shell && concurrency > 1;
+    if serial {
+        eprintln!(
+            "note: with --no-commit an agent's tasks share the working tree and run one at a time (-c {concurrency} still applies to exploration)"
+        );
+    }
+    PlanexOptions::default()
+        .with_auto_yes(flags.yes && !flags.plan_only)
+        .with_concurrency(concurrency)
+        .with_task_concurrency(serial.then_some(1))
+        .with_schedule(flags.schedule.into())
+        .with_execution(execution)
+        .with_item_limits(item_limits)
 }
 
 fn action(args: &PlanexArgs) -> Result<Action, Failure> {

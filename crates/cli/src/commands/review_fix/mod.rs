@@ -49,7 +49,10 @@ use crate::setup::{self, ConfigFiles};
 mod options;
 mod render;
 mod request;
+mod running;
 mod tests_cmd;
+
+use running::*;
 
 pub use options::*;
 pub use render::*;
@@ -212,44 +215,10 @@ fn exit_of(code: u8) -> Exit {
 
 /// Runs the command.
 pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
-    let number = args.request.number();
-    if let Err(e) = check_usage(args) {
-        return fail(e);
-    }
-    // Inputs in the order a user reads them: the findings first (`--fix`
-    // paths are relative to where the user typed them, not to --repo; one
-    // that cannot be read stops the run before anything is touched), then
-    // the repository, the configuration, the test command and the agent.
-    let (inputs, repo) = match resolve_paths(args) {
-        Ok(paths) => paths,
+    let mut resolved = match resolve(args, files) {
+        Ok(resolved) => resolved,
         Err(e) => return fail(e),
     };
-    let config = match setup::effective_config_with_items(
-        &repo,
-        args.agent.as_deref(),
-        &args.budget,
-        &args.item_budget,
-        files,
-    ) {
-        Ok(c) => c.into_config(),
-        Err(e) => return fail(e),
-    };
-    let tests = match choose_tests(args, &config, &repo, &inputs) {
-        Ok(tests) => tests,
-        Err(e) => return fail(e),
-    };
-    let relint = match resolve_relint(args, &config, &repo) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    let (agent, planner, agent_name) = match choose_agent(&config, number.is_some()) {
-        Ok(chosen) => chosen,
-        Err(e) => return fail(e),
-    };
-    announce(&agent_name, tests.as_ref(), relint.as_ref());
-    let provisioner = setup::provisioner(&config);
-    let mut flow = flow_config(args, &config, inputs, planner);
-    flow.test_command = tests.as_ref().map(ResolvedTests::argv);
     let runtime = match setup::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -257,7 +226,8 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
             return Exit::SomeFailed;
         }
     };
-    let remote = match runtime.block_on(crate::remote::choose(&config, args.runner.as_deref())) {
+    let chosen = crate::remote::choose(&resolved.config, args.runner.as_deref());
+    let remote = match runtime.block_on(chosen) {
         Ok(remote) => remote,
         Err(e) => return fail(format!("--runner: {e}")),
     };
@@ -265,153 +235,55 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         .as_ref()
         .filter(|_| args.max_parallel_groups.is_none())
     {
-        flow.max_parallel_groups = r.width;
+        resolved.flow.max_parallel_groups = r.width;
     }
     let started = Instant::now();
-    let json_mode = args.json;
-    let yes = args.yes;
-    let test_display = tests.as_ref().map(ResolvedTests::display);
-    let test_source = tests.as_ref().map(|t| t.source.clone());
-    let mut reporter = setup::reporter(json_mode);
+    let mut reporter = setup::reporter(args.json);
     // Failure details carry the tail of the test output: the terminal gets
     // their first line (fix-summary.md, --json and the session's log keep
     // them whole).
-    if !json_mode {
+    if !args.json {
         reporter.terminal = Arc::new(FirstLines(Arc::clone(&reporter.terminal)));
     }
-    let (sink, human) = (reporter.sink(), reporter.human.clone());
-    let exit = runtime.block_on(async move {
-        let vcs = match GitVcs::open(&repo).await {
-            Ok(v) => v,
-            Err(e) => return fail(format!("--repo {}: {e}", repo.display())),
-        };
-        // One run per repository at a time: the library takes the lock.
-        let root = orchestrator_core::vcs::Vcs::root(&vcs).to_path_buf();
-        // The budget around the agent counts the run's whole spend.
-        let counter = Arc::clone(&agent);
-        if let Some(h) = &human {
-            h.watch_spend(Arc::clone(&agent));
-        }
-        let services = Services {
-            agent,
-            vcs: Arc::new(vcs),
-            tests: match tests {
-                Some(tests) => Arc::new(match &remote {
-                    Some(r) => CliTests::new(tests).remote(r.command_runner()),
-                    None => CliTests::new(tests),
-                }),
-                None => Arc::new(NoTests),
-            },
-            gate: setup::gate(yes),
-            sink,
-            provisioner,
-        };
-        let fixes_dir = orchestrator_review_fix::session::fixes_root(
-            &root,
-            flow.inputs.first().map(PathBuf::as_path),
-        );
-        let relint_flags = relint.as_ref().map(|r| {
-            let mut argv = vec![r.command.program.clone()];
-            argv.extend(r.command.args.iter().cloned());
-            format!(
-                " --relint {} --relint-passes {}",
-                shell_quote(&orchestrator_adapters::config::join_command(&argv)),
-                r.max_passes
-            )
-        });
-        let forge = match number {
-            Some(_) => match request_forge(&args.request, services.vcs.as_ref()).await {
-                Ok(f) => Some(f),
-                Err(e) => return fail(e),
-            },
-            None => None,
-        };
-        let run = async {
-            match (forge, number) {
-                (Some(forge), Some(n)) => {
-                    let options = args.request.options(n);
-                    orchestrator_review_fix::forge::run_on_request(forge, &options, flow, services, relint.as_ref())
-                        .await
-                        .map(|r| (r.passes.clone(), Some(r)))
-                }
-                _ => run_with_relint(flow, services, relint.as_ref()).await.map(|p| (Some(p), None)),
-            }
-        };
-        let result = tokio::select! {
-            r = run => r,
-            _ = tokio::signal::ctrl_c() => {
-                if let Some(h) = &human {
-                    h.finish();
-                }
-                if let Some(r) = &remote {
-                    r.runner.stop_all().await;
-                }
-                let open = !orchestrator_review_fix::session::unfinished_sessions(&fixes_dir).is_empty();
-                if open {
-                    eprintln!(
-                        "\ninterrupted: running fixes were stopped and their files restored on resume; \
-                         continue with `{}{}`",
-                        resume_hint(&root),
-                        relint_flags.as_deref().unwrap_or_default()
-                    );
-                } else {
-                    eprintln!(
-                        "\ninterrupted between passes: the fixes so far are committed; \
-                         run the same command again to re-lint and go on"
-                    );
-                }
-                reporter.finish(3, RunState::Interrupted, None);
-                return Exit::NeedsHuman;
-            }
-        };
-        if let Some(h) = &human {
-            h.finish();
-        }
-        if let Some(r) = &remote {
-            eprint!("{}", r.report("review-fix"));
-        }
-        match result {
-            Ok((None, Some(request))) => {
-                out(&if json_mode { render_delivery_json(&request) } else { render_delivery(&request) });
-                reporter.finish(0, RunState::Done, None);
-                Exit::Success
-            }
-            Ok((passes, request)) => {
-                let Some(passes) = passes else {
-                    return Exit::Success;
-                };
-                let context = SummaryContext {
-                    test_command: test_display,
-                    test_source,
-                    wall: started.elapsed(),
-                    run_spend: counter.spent(),
-                };
-                if json_mode {
-                    if let Some(request) = &request {
-                        out(&render_delivery_json(request));
-                    }
-                    out(&render_passes_json(&passes, &context));
-                } else {
-                    out(&render_passes(&passes, &context));
-                }
-                if let Some(request) = request.as_ref().filter(|_| !json_mode) {
-                    out(&render_delivery(request));
-                }
-                let (state, reason) = run_state(&passes.outcome());
-                reporter.finish(i32::from(passes.outcome().exit_code()), state, reason);
-                exit_of(passes.outcome().exit_code())
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                reporter.finish(i32::from(e.exit_code()), RunState::Error, Some(e.to_string()));
-                exit_of(e.exit_code())
-            }
-        }
-    });
+    let exit = runtime.block_on(execute(args, resolved, remote, reporter, started));
     // Stop whatever an interrupted run left (its child processes are killed
     // when their tasks are dropped) without waiting on it for long.
     runtime.shutdown_timeout(Duration::from_secs(5));
     exit
+}
+
+/// Resolves the inputs in the order a user reads them: the findings first
+/// (`--fix` paths are relative to where the user typed them, not to
+/// --repo; one that cannot be read stops the run before anything is
+/// touched), then the repository, the configuration, the test command, the
+/// re-lint and the agent — and says which it uses.
+fn resolve(args: &ReviewFixArgs, files: &ConfigFiles) -> Result<Resolved, String> {
+    check_usage(args)?;
+    let (inputs, repo) = resolve_paths(args)?;
+    let config = setup::effective_config_with_items(
+        &repo,
+        args.agent.as_deref(),
+        &args.budget,
+        &args.item_budget,
+        files,
+    )?
+    .into_config();
+    let tests = choose_tests(args, &config, &repo, &inputs)?;
+    let relint = resolve_relint(args, &config, &repo)?;
+    let (agent, planner, agent_name) = choose_agent(&config, args.request.number().is_some())?;
+    announce(&agent_name, tests.as_ref(), relint.as_ref());
+    let provisioner = setup::provisioner(&config);
+    let mut flow = flow_config(args, &config, inputs, planner);
+    flow.test_command = tests.as_ref().map(ResolvedTests::argv);
+    Ok(Resolved {
+        repo,
+        config,
+        tests,
+        relint,
+        agent,
+        flow,
+        provisioner,
+    })
 }
 
 /// Flags that do not go together, or nothing to do.

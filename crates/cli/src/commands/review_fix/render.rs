@@ -130,78 +130,8 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
         let _ = writeln!(out, "  note: {note}");
     }
     if report.outcome != Outcome::DryRun {
-        let _ = writeln!(
-            out,
-            "  findings: {} ({} fixed, {} failed, {}{}{} rejected)",
-            report.findings.len(),
-            report.count("fixed"),
-            report.count("failed"),
-            match report.count("not_fixable") {
-                0 => String::new(),
-                n => format!("{n} not fixable by this agent, "),
-            },
-            match report.count("deferred") {
-                0 => String::new(),
-                n => format!("{n} deferred to a re-lint, "),
-            },
-            report.count("rejected"),
-        );
-        let v = &report.verification;
-        let tests = match (&context.test_command, &context.test_source) {
-            (Some(command), Some(source)) => format!("`{command}`, {source}"),
-            (Some(command), None) => format!("`{command}`"),
-            (None, _) => "no test command".to_owned(),
-        };
-        let _ = writeln!(
-            out,
-            "  commits: {}; test runs: {} ({tests}); wall time {:.1}s",
-            report.commits.len(),
-            v.test_runs,
-            context.wall.as_secs_f64()
-        );
-        let _ = writeln!(
-            out,
-            "  verification: {}; one by one would need {} runs, saved {}; re-runs {}, flaky {}",
-            v.mode,
-            v.each_runs,
-            v.runs_saved(),
-            v.reruns,
-            v.flaky
-        );
-        if let Some(line) = report.spend_line() {
-            let _ = writeln!(out, "  {}", line.replacen("Agent:", "agent:", 1));
-        }
-        if let Some(line) = run_spend_line(context.run_spend) {
-            let _ = writeln!(out, "  {line}");
-        }
-        for c in &report.commits {
-            let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
-            let subject = c.message.lines().next().unwrap_or_default();
-            let _ = writeln!(out, "    {short} {subject}");
-        }
-        let not_fixed: Vec<_> = report
-            .findings
-            .iter()
-            .filter(|f| f.result != "fixed")
-            .collect();
-        if !not_fixed.is_empty() {
-            let _ = writeln!(out, "  not fixed:");
-            for f in not_fixed {
-                let why = f.error.as_deref().map(first_line).unwrap_or_default();
-                let attempts =
-                    if f.attempts > 0 && !matches!(f.result.as_str(), "not_fixable" | "deferred") {
-                        format!(" after {}", counted(f.attempts, "attempt", "attempts"))
-                    } else {
-                        String::new()
-                    };
-                let result = match f.result.as_str() {
-                    "not_fixable" => "not fixable by this agent",
-                    "deferred" => "deferred (overlaps an earlier fix)",
-                    other => other,
-                };
-                let _ = writeln!(out, "    {} {result}{attempts}: {why}", f.id);
-            }
-        }
+        render_counts(&mut out, report, context);
+        render_not_fixed(&mut out, report);
     }
     let summary = report
         .session_dir
@@ -212,6 +142,90 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
         let _ = writeln!(out, "  session: {}", report.session_dir.display());
     }
     out
+}
+
+/// The summary's figures of a run that fixed: the findings by result, the
+/// commits and test runs, the verification's savings, the agent's spend,
+/// and each commit's subject.
+fn render_counts(out: &mut String, report: &RunReport, context: &SummaryContext) {
+    let _ = writeln!(
+        out,
+        "  findings: {} ({} fixed, {} failed, {}{}{} rejected)",
+        report.findings.len(),
+        report.count("fixed"),
+        report.count("failed"),
+        match report.count("not_fixable") {
+            0 => String::new(),
+            n => format!("{n} not fixable by this agent, "),
+        },
+        match report.count("deferred") {
+            0 => String::new(),
+            n => format!("{n} deferred to a re-lint, "),
+        },
+        report.count("rejected"),
+    );
+    let v = &report.verification;
+    let tests = match (&context.test_command, &context.test_source) {
+        (Some(command), Some(source)) => format!("`{command}`, {source}"),
+        (Some(command), None) => format!("`{command}`"),
+        (None, _) => "no test command".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  commits: {}; test runs: {} ({tests}); wall time {:.1}s",
+        report.commits.len(),
+        v.test_runs,
+        context.wall.as_secs_f64()
+    );
+    let _ = writeln!(
+        out,
+        "  verification: {}; one by one would need {} runs, saved {}; re-runs {}, flaky {}",
+        v.mode,
+        v.each_runs,
+        v.runs_saved(),
+        v.reruns,
+        v.flaky
+    );
+    if let Some(line) = report.spend_line() {
+        let _ = writeln!(out, "  {}", line.replacen("Agent:", "agent:", 1));
+    }
+    if let Some(line) = run_spend_line(context.run_spend) {
+        let _ = writeln!(out, "  {line}");
+    }
+    for c in &report.commits {
+        let short = &c.id.as_str()[..c.id.as_str().len().min(7)];
+        let subject = c.message.lines().next().unwrap_or_default();
+        let _ = writeln!(out, "    {short} {subject}");
+    }
+}
+
+/// The summary's `not fixed:` section: each finding that was not fixed,
+/// with its result, its attempts and the first line of why.
+fn render_not_fixed(out: &mut String, report: &RunReport) {
+    let not_fixed: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.result != "fixed")
+        .collect();
+    if not_fixed.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  not fixed:");
+    for f in not_fixed {
+        let why = f.error.as_deref().map(first_line).unwrap_or_default();
+        let attempts = if f.attempts > 0 && !matches!(f.result.as_str(), "not_fixable" | "deferred")
+        {
+            format!(" after {}", counted(f.attempts, "attempt", "attempts"))
+        } else {
+            String::new()
+        };
+        let result = match f.result.as_str() {
+            "not_fixable" => "not fixable by this agent",
+            "deferred" => "deferred (overlaps an earlier fix)",
+            other => other,
+        };
+        let _ = writeln!(out, "    {} {result}{attempts}: {why}", f.id);
+    }
 }
 
 /// The closing summary of all passes: one pass is [`render_summary`]; with

@@ -142,16 +142,41 @@ impl Digest {
 
     fn event(&mut self, at: i64, event: &Event) {
         match event {
-            Event::SessionOpened { .. } => {
-                // A new run: what the last one left running was abandoned.
-                self.run_end = None;
-                for job in self.jobs.values_mut() {
-                    if job.started_ms.is_some() && job.status.is_none() {
-                        job.finished_ms = Some(at);
-                        job.status = Some(JobStatus::Cancelled);
-                    }
-                }
+            Event::SessionOpened { .. } => self.run_opened(at),
+            Event::GateAsked { question, prompt } => {
+                self.open_gates.insert(question.clone(), prompt.clone());
+                self.note(at, "gate", prompt.clone());
             }
+            Event::GateAnswered { question, choice } => {
+                self.open_gates.remove(question);
+                let answer = choice.as_deref().unwrap_or("deferred");
+                self.note(at, "gate", format!("{question}: {answer}"));
+            }
+            Event::Escalated { id, reason } => {
+                let who = id.as_deref().map(|i| format!("{i}: ")).unwrap_or_default();
+                self.note(at, "escalated", format!("{who}{reason}"));
+            }
+            Event::Warning { message } => self.note(at, "warning", message.clone()),
+            Event::Notice { message } => self.note(at, "notice", message.clone()),
+            _ => self.job_event(at, event),
+        }
+    }
+
+    /// A new run: what the last one left running was abandoned.
+    fn run_opened(&mut self, at: i64) {
+        self.run_end = None;
+        for job in self.jobs.values_mut() {
+            if job.started_ms.is_some() && job.status.is_none() {
+                job.finished_ms = Some(at);
+                job.status = Some(JobStatus::Cancelled);
+            }
+        }
+    }
+
+    /// An event about jobs: one's start or end, a failed attempt, a commit,
+    /// the agent's spend, or a test run (of the jobs it names).
+    fn job_event(&mut self, at: i64, event: &Event) {
+        match event {
             Event::JobStarted { id, title } => {
                 let job = self.jobs.entry(id.clone()).or_default();
                 job.started_ms = Some(at);
@@ -207,21 +232,6 @@ impl Digest {
                 job.cost_usd = total.cost_usd;
                 job.tokens = total.tokens();
             }
-            Event::GateAsked { question, prompt } => {
-                self.open_gates.insert(question.clone(), prompt.clone());
-                self.note(at, "gate", prompt.clone());
-            }
-            Event::GateAnswered { question, choice } => {
-                self.open_gates.remove(question);
-                let answer = choice.as_deref().unwrap_or("deferred");
-                self.note(at, "gate", format!("{question}: {answer}"));
-            }
-            Event::Escalated { id, reason } => {
-                let who = id.as_deref().map(|i| format!("{i}: ")).unwrap_or_default();
-                self.note(at, "escalated", format!("{who}{reason}"));
-            }
-            Event::Warning { message } => self.note(at, "warning", message.clone()),
-            Event::Notice { message } => self.note(at, "notice", message.clone()),
             _ => {}
         }
     }

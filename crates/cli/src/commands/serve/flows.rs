@@ -89,6 +89,42 @@ fn ms_of(rfc3339: &str) -> i64 {
 fn planex(dir: &Path) -> FlowView {
     let meta: Option<SessionMeta> = read_json_if_exists(dir.join(META_FILE)).ok().flatten();
     let (state, _) = read_state(dir).unwrap_or_default();
+    let items = planex_items(&state);
+    let Some(meta) = meta else {
+        return FlowView {
+            items,
+            ..FlowView::default()
+        };
+    };
+    let gate = if state.tasks.is_some() {
+        Some(GatePoint::ExecutionPlan)
+    } else if state.explore.is_some() {
+        Some(GatePoint::ExplorePlan)
+    } else {
+        None
+    };
+    let open = !matches!(
+        meta.status,
+        SessionStatus::Finished | SessionStatus::Cancelled
+    );
+    let approvable = gate
+        .filter(|g| open && meta.approvals.get(*g).is_none())
+        .map(|g| g.plan_name().to_owned());
+    let failed = items.iter().any(|i| i.status != "done");
+    let file_state = planex_state(&meta, failed, approvable.is_some());
+    FlowView {
+        title: meta.requirement.clone(),
+        started_ms: ms_of(&meta.created_at),
+        state: Some((file_state, meta.stop_reason.clone())),
+        items,
+        test_runs: None,
+        approvable,
+    }
+}
+
+/// A planex session's items: its tasks, or before there are tasks, its
+/// exploration angles.
+fn planex_items(state: &orchestrator_planex::session::SessionState) -> Vec<Item> {
     let tasks = state.task_rows();
     let mut items: Vec<Item> = tasks
         .iter()
@@ -122,28 +158,13 @@ fn planex(dir: &Path) -> FlowView {
             })
             .collect();
     }
-    let Some(meta) = meta else {
-        return FlowView {
-            items,
-            ..FlowView::default()
-        };
-    };
-    let gate = if state.tasks.is_some() {
-        Some(GatePoint::ExecutionPlan)
-    } else if state.explore.is_some() {
-        Some(GatePoint::ExplorePlan)
-    } else {
-        None
-    };
-    let open = !matches!(
-        meta.status,
-        SessionStatus::Finished | SessionStatus::Cancelled
-    );
-    let approvable = gate
-        .filter(|g| open && meta.approvals.get(*g).is_none())
-        .map(|g| g.plan_name().to_owned());
-    let failed = items.iter().any(|i| i.status != "done");
-    let file_state = match meta.status {
+    items
+}
+
+/// How a planex session's files say it stands: `failed` when an item is
+/// not done, `approvable` when a plan waits for approval.
+fn planex_state(meta: &SessionMeta, failed: bool, approvable: bool) -> RunState {
+    match meta.status {
         SessionStatus::Finished if failed => RunState::Failed,
         SessionStatus::Finished => RunState::Done,
         SessionStatus::Cancelled => RunState::Failed,
@@ -156,16 +177,8 @@ fn planex(dir: &Path) -> FlowView {
             RunState::Limit
         }
         SessionStatus::Stopped => RunState::Waiting,
-        _ if approvable.is_some() => RunState::Waiting,
+        _ if approvable => RunState::Waiting,
         _ => RunState::Interrupted,
-    };
-    FlowView {
-        title: meta.requirement.clone(),
-        started_ms: ms_of(&meta.created_at),
-        state: Some((file_state, meta.stop_reason.clone())),
-        items,
-        test_runs: None,
-        approvable,
     }
 }
 
@@ -193,45 +206,7 @@ pub fn progress_files(dir: &Path) -> Vec<FixProgress> {
 }
 
 fn review_fix(dir: &Path) -> FlowView {
-    let mut items = Vec::new();
-    for group in progress_files(dir) {
-        let last_error = |id: &str| {
-            group
-                .errors
-                .iter()
-                .rev()
-                .find(|e| e.finding_id.as_deref() == Some(id))
-                .map(|e| format!("{}: {}", e.error_type, e.message))
-        };
-        for f in &group.findings {
-            let status = match (f.status, f.result) {
-                (_, Some(FixResult::Fixed)) => "done",
-                (_, Some(FixResult::Failed)) => "failed",
-                (_, Some(FixResult::NotFixable)) => "not_fixable",
-                (ProgressStatus::InProgress, None) => "running",
-                (ProgressStatus::Failed, None) => "failed",
-                _ => "pending",
-            };
-            items.push(Item {
-                id: f.finding_id.clone(),
-                title: f.finding_title.clone(),
-                group: Some(group.group_id.clone()),
-                status,
-                attempts: f.attempts,
-                error: f
-                    .error_message
-                    .clone()
-                    .or_else(|| last_error(&f.finding_id)),
-                commits: f.commit_hash.clone().into_iter().collect(),
-                location: Some(match f.line {
-                    Some(line) => format!("{}:{line}", f.file),
-                    None => f.file.clone(),
-                }),
-                cost_usd: f.spend.as_ref().map(|s| s.cost_usd),
-                tokens: f.spend.as_ref().map(|s| s.tokens()),
-            });
-        }
-    }
+    let items = review_fix_items(dir);
     let active: Option<ActiveSession> = read_json_if_exists(dir.join(ACTIVE_FILE)).ok().flatten();
     let history: Option<FixHistory> = read_json_if_exists(dir.join(HISTORY_FILE)).ok().flatten();
     let last = history.as_ref().and_then(|h| h.entries.last());
@@ -279,6 +254,51 @@ fn review_fix(dir: &Path) -> FlowView {
     }
 }
 
+/// A review-fix session's items: each finding of each group's progress
+/// file, with its status, attempts and last error.
+fn review_fix_items(dir: &Path) -> Vec<Item> {
+    let mut items = Vec::new();
+    for group in progress_files(dir) {
+        let last_error = |id: &str| {
+            group
+                .errors
+                .iter()
+                .rev()
+                .find(|e| e.finding_id.as_deref() == Some(id))
+                .map(|e| format!("{}: {}", e.error_type, e.message))
+        };
+        for f in &group.findings {
+            let status = match (f.status, f.result) {
+                (_, Some(FixResult::Fixed)) => "done",
+                (_, Some(FixResult::Failed)) => "failed",
+                (_, Some(FixResult::NotFixable)) => "not_fixable",
+                (ProgressStatus::InProgress, None) => "running",
+                (ProgressStatus::Failed, None) => "failed",
+                _ => "pending",
+            };
+            items.push(Item {
+                id: f.finding_id.clone(),
+                title: f.finding_title.clone(),
+                group: Some(group.group_id.clone()),
+                status,
+                attempts: f.attempts,
+                error: f
+                    .error_message
+                    .clone()
+                    .or_else(|| last_error(&f.finding_id)),
+                commits: f.commit_hash.clone().into_iter().collect(),
+                location: Some(match f.line {
+                    Some(line) => format!("{}:{line}", f.file),
+                    None => f.file.clone(),
+                }),
+                cost_usd: f.spend.as_ref().map(|s| s.cost_usd),
+                tokens: f.spend.as_ref().map(|s| s.tokens()),
+            });
+        }
+    }
+    items
+}
+
 fn ci_autofix(found: &Found) -> FlowView {
     let key = found.id.trim_start_matches("ci-autofix-");
     let state_file = found
@@ -295,52 +315,11 @@ fn ci_autofix(found: &Found) -> FlowView {
             ..FlowView::default()
         };
     };
-    let mut items: Vec<Item> = state
-        .history
-        .iter()
-        .map(|h| Item {
-            id: format!("iter-{}", h.iteration),
-            title: format!("{}/{}: {}", h.classification, h.sub_class, h.action),
-            group: Some(h.checks.join(", ")),
-            status: if h.patch_sha.is_some() && h.escalation_reason.is_none() {
-                "done"
-            } else {
-                "failed"
-            },
-            attempts: 1,
-            error: h.escalation_reason.clone(),
-            commits: h.patch_sha.clone().into_iter().collect(),
-            cost_usd: h.agent_spend.as_ref().map(|s| s.cost_usd),
-            tokens: h.agent_spend.as_ref().map(|s| s.tokens()),
-            ..Item::default()
-        })
-        .collect();
+    let mut items: Vec<Item> = state.history.iter().map(iteration_item).collect();
     // A patch waiting at its confirmation gate: the page answers it.
     let waiting = state.gate.as_ref().filter(|g| g.answer.is_none());
     if let Some(gate) = &state.gate {
-        items.push(Item {
-            id: format!("iter-{}", gate.iteration),
-            title: format!(
-                "{}/{}: {}",
-                gate.classification,
-                gate.sub_class,
-                match &gate.answer {
-                    None => "waiting for confirmation (patch kept, not applied)".to_owned(),
-                    Some(a) => format!("{}d, not landed yet", a.decision.as_str()),
-                }
-            ),
-            group: Some(gate.checks.join(", ")),
-            status: if waiting.is_some() {
-                "waiting"
-            } else {
-                "pending"
-            },
-            attempts: 1,
-            commits: vec![gate.commit.clone()],
-            cost_usd: gate.agent_spend.as_ref().map(|s| s.cost_usd),
-            tokens: gate.agent_spend.as_ref().map(|s| s.tokens()),
-            ..Item::default()
-        });
+        items.push(gate_item(gate));
     }
     let file_state = match waiting {
         Some(gate) => (
@@ -360,6 +339,55 @@ fn ci_autofix(found: &Found) -> FlowView {
         items,
         test_runs: None,
         approvable: waiting.map(|g| format!("the patch of iteration {}", g.iteration)),
+    }
+}
+
+/// A finished ci-autofix iteration as an item: done when its patch landed
+/// without an escalation.
+fn iteration_item(h: &orchestrator_ci_autofix::state::HistoryEntry) -> Item {
+    Item {
+        id: format!("iter-{}", h.iteration),
+        title: format!("{}/{}: {}", h.classification, h.sub_class, h.action),
+        group: Some(h.checks.join(", ")),
+        status: if h.patch_sha.is_some() && h.escalation_reason.is_none() {
+            "done"
+        } else {
+            "failed"
+        },
+        attempts: 1,
+        error: h.escalation_reason.clone(),
+        commits: h.patch_sha.clone().into_iter().collect(),
+        cost_usd: h.agent_spend.as_ref().map(|s| s.cost_usd),
+        tokens: h.agent_spend.as_ref().map(|s| s.tokens()),
+        ..Item::default()
+    }
+}
+
+/// The iteration a ci-autofix run stopped at its confirmation gate, as an
+/// item: waiting for an answer, or answered and not landed yet.
+fn gate_item(gate: &orchestrator_ci_autofix::state::ConfirmGate) -> Item {
+    Item {
+        id: format!("iter-{}", gate.iteration),
+        title: format!(
+            "{}/{}: {}",
+            gate.classification,
+            gate.sub_class,
+            match &gate.answer {
+                None => "waiting for confirmation (patch kept, not applied)".to_owned(),
+                Some(a) => format!("{}d, not landed yet", a.decision.as_str()),
+            }
+        ),
+        group: Some(gate.checks.join(", ")),
+        status: if gate.answer.is_none() {
+            "waiting"
+        } else {
+            "pending"
+        },
+        attempts: 1,
+        commits: vec![gate.commit.clone()],
+        cost_usd: gate.agent_spend.as_ref().map(|s| s.cost_usd),
+        tokens: gate.agent_spend.as_ref().map(|s| s.tokens()),
+        ..Item::default()
     }
 }
 
