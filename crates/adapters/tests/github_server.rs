@@ -81,6 +81,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn pr_view_and_checks_answer_as_the_real_gh_expects() {
     let rt = runtime();
     for bin in gh_binaries() {

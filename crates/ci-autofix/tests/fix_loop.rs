@@ -671,6 +671,7 @@ async fn local_mode_runs_the_checks_and_commits_without_pushing() {
 /// merge base with the upstream, or with `--base`), and from the second
 /// iteration on every earlier iteration's patch with the checks after it.
 #[tokio::test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 async fn local_mode_gives_the_agent_the_working_change_and_the_earlier_patches() {
     const WORKING: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -0,0 +1 @@\n+pub fn f()->u32{1}\n";
     let (dir, vcs) = repo();

@@ -167,6 +167,7 @@ const FINDINGS: &str = r#"{
 /// back, its retry prompt carries the failing output, and the second edit
 /// lands. The planner (an answer-only role) gets no tools.
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn review_fix_fixes_a_finding_and_rolls_back_a_breaking_one() {
     let sandbox = Sandbox::new(&[
         ("greet.txt", "hello wrold\n"),

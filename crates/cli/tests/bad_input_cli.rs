@@ -455,6 +455,7 @@ fn stopped_review_fix_session(sb: &Sandbox) -> std::path::PathBuf {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn corrupt_session_state_is_refused_naming_the_file_and_position() {
     let mut report = String::new();
     let resume = |sb: &Sandbox| -> Vec<OsString> {
@@ -690,6 +691,7 @@ fn assert_short(case: &str, o: &Output) {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn ten_megabyte_fields_are_refused_with_a_short_message() {
     let mut report = String::new();
 
@@ -896,6 +898,7 @@ fn unreadable_input(sb: &Sandbox, name: &str) -> (std::path::PathBuf, &'static s
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn unreadable_inputs_directories_and_non_utf8_names() {
     let mut kinds = Vec::new();
     // Unreadable files, and a directory given as the file.

@@ -322,6 +322,7 @@ fn classify_json_has_the_evidence_and_reads_stdin() {
 /// escalates. With `-y` the builtin agent runs `cargo fmt`, the fix is
 /// committed, the check re-runs green: exit 0.
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn local_format_failure_stops_at_its_gate_without_a_terminal_is_declined_then_fixed_with_yes() {
     let f = Fixture::new(UNFORMATTED);
     let before = f.head();

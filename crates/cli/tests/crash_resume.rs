@@ -762,6 +762,7 @@ impl Flow for ReviewFix {
         }
     }
 
+    #[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
     fn inspect(&self, ctx: &Ctx, repo: &Path, _commits: usize) -> Inspection {
         let mut temp_files = Vec::new();
         let review = repo.join(".review");
@@ -1408,6 +1409,7 @@ fn summarize(commits: &[Commit]) -> Vec<String> {
 
 /// One session: kill it `quota` times (fewer if a run ends before its
 /// instant), let the last run finish, compare with the reference.
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn crash_session(
     ctx: &Ctx,
     flow: &dyn Flow,

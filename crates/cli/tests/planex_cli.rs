@@ -702,6 +702,7 @@ fn json_mode_prints_one_event_per_line_and_a_summary_line() {
 /// On a chain at most one task is in flight at a kill, so each kill adds at
 /// most one re-run.
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn kill_9_at_any_instant_then_continue_runs_each_finished_task_once() {
     const TASKS: usize = 6;
     const KILLS: usize = 3;

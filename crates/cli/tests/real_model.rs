@@ -290,6 +290,7 @@ fn report(out: &Output) -> String {
 const CHECK: &str = "grep -q 'hello world' greet.txt";
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 fn the_three_flows_with_a_real_model_end_honestly() {
     let server = LlamaServer::start();
 

@@ -204,6 +204,7 @@ fn started_order(events: &[Event]) -> Vec<String> {
 }
 
 #[tokio::test]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 async fn full_flow_runs_a_diamond_and_writes_the_seed_files() {
     let repo = tempfile::tempdir().unwrap();
     let agent = Arc::new(happy_agent());

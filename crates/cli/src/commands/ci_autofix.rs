@@ -545,6 +545,7 @@ mod tests {
     /// mode (a handoff's PR by number), checks, limits, timings, the
     /// repository; never `-y`, `--json` or `--confirm`.
     #[test]
+    #[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
     fn the_command_a_gate_keeps_parses_back_to_the_same_run() {
         let root = Path::new("/r");
         let local = Target::Local {

@@ -205,6 +205,7 @@ fn redact_summary(text: &str, report: &RunReport) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, clippy) = copy_quickstart(tmp.path());

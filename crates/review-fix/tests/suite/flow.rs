@@ -128,6 +128,7 @@ const FILES: &[(&str, &str)] = &[
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     let fx = Fixture::new(FILES);
     let base = fx.vcs.head().await.unwrap();
@@ -931,6 +932,7 @@ async fn an_interrupted_run_resumes_to_the_same_commits_without_redoing_fixes() 
 /// while it made or removed the worktree), or recorded but never made.
 /// Found by the CLI crash-resume harness (`crates/cli/tests/crash_resume.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
 async fn a_resume_removes_every_worktree_an_interrupted_run_left() {
     let findings = json!([
         finding("F1", "src/a.rs", 1, "Rename a1"),
