@@ -200,6 +200,7 @@ async fn decline(
         Some(number) => Target::Pr {
             number,
             branch: state.branch.clone(),
+            forge: state.forge,
         },
         None => Target::Local {
             branch: state.branch.clone(),

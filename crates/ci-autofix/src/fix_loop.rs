@@ -290,6 +290,7 @@ mod tests {
         let target = Target::Pr {
             number: 785,
             branch: "feat/x".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         };
         // A diff that itself holds a fence gets a longer one.
         let pr_diff = "--- a/README.md\n+++ b/README.md\n@@ -1 +1,3 @@\n # x\n+```sh\n+make\n";

@@ -11,7 +11,7 @@ use orchestrator_core::command::CommandRunner;
 use orchestrator_core::vcs::Vcs;
 
 use crate::handoff::Handoff;
-use orchestrator_core::forge::Forge;
+use orchestrator_core::forge::{Forge, ForgeKind};
 
 use crate::provider::{
     CiProvider, ForgeProvider, GithubConfig, GithubProvider, LocalConfig, LocalProvider,
@@ -107,6 +107,7 @@ pub fn plan_run(
             target: Target::Pr {
                 number: handoff.pr_number,
                 branch: handoff.branch.clone(),
+                forge: ForgeKind::Github,
             },
             provider: github(handoff.pr_number, polling),
             handoff: Some(handoff),
@@ -115,6 +116,7 @@ pub fn plan_run(
             target: Target::Pr {
                 number,
                 branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
+                forge: ForgeKind::Github,
             },
             provider: github(number, polling),
             handoff: None,
@@ -127,6 +129,7 @@ pub fn plan_run(
             target: Target::Pr {
                 number,
                 branch: branch.unwrap_or_else(|| "HEAD".to_owned()),
+                forge: forge.kind(),
             },
             provider: Arc::new(ForgeProvider::new(
                 forge,
@@ -199,7 +202,8 @@ mod tests {
             plan.target,
             Target::Pr {
                 number: 7,
-                branch: "HEAD".into()
+                branch: "HEAD".into(),
+                forge: ForgeKind::Github,
             }
         );
     }

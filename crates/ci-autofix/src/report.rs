@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use orchestrator_core::forge::ForgeKind;
 use orchestrator_core::state::StateError;
 
 use crate::classify::ClassificationReport;
@@ -29,6 +30,11 @@ pub fn utc_date(now: Timestamp) -> String {
 pub fn audit_log_path(root: &Path, target: &Target, now: Timestamp) -> PathBuf {
     let date = utc_date(now);
     let name = match target {
+        Target::Pr {
+            number,
+            forge: ForgeKind::Gitlab,
+            ..
+        } => format!("MR-{number}-{date}.md"),
         Target::Pr { number, .. } => format!("PR-{number}-{date}.md"),
         Target::Local { branch } => format!("local-{}-{date}.md", slug(branch)),
     };
@@ -40,11 +46,11 @@ pub fn audit_log_path(root: &Path, target: &Target, now: Timestamp) -> PathBuf {
 
 /// The header written when the audit log is created.
 pub fn audit_header(target: &Target, now: Timestamp) -> String {
-    let who = match target {
-        Target::Pr { number, .. } => format!("PR #{number}"),
-        Target::Local { branch } => format!("branch {branch} (local)"),
-    };
-    format!("# CI Auto-Fix Log — {who} — {}\n", utc_date(now))
+    format!(
+        "# CI Auto-Fix Log — {} — {}\n",
+        target.label(),
+        utc_date(now)
+    )
 }
 
 /// One `## Iteration N` section.
@@ -247,6 +253,7 @@ mod tests {
         Target::Pr {
             number: 785,
             branch: "feat/my-feature".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         }
     }
 

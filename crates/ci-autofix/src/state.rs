@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use orchestrator_core::forge::ForgeKind;
 use orchestrator_core::state::{SessionLock, StateError, read_json_if_exists, write_json_atomic};
 use serde::{Deserialize, Serialize};
 
@@ -41,12 +42,17 @@ pub const MOAI_DIR: &str = ".moai";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]
 pub enum Target {
-    /// A pull request on GitHub.
+    /// A change request on a forge: a GitHub pull request or a GitLab
+    /// merge request.
     Pr {
-        /// Its number.
+        /// Its number (GitLab's `iid`).
         number: u64,
         /// Its head branch.
         branch: String,
+        /// Which forge it is on (absent from state files of GitHub runs,
+        /// and of versions before GitLab).
+        #[serde(default = "github", skip_serializing_if = "is_github")]
+        forge: ForgeKind,
     },
     /// The local branch, checks run locally.
     Local {
@@ -79,13 +85,25 @@ impl Target {
         }
     }
 
-    /// A short human label: `PR #785` or `branch feat/x (local)`.
+    /// A short human label: `PR #785`, `MR !12` or `branch feat/x (local)`.
     pub fn label(&self) -> String {
         match self {
-            Target::Pr { number, .. } => format!("PR #{number}"),
+            Target::Pr { number, forge, .. } => forge.request_label(*number),
             Target::Local { branch } => format!("branch {branch} (local)"),
         }
     }
+}
+
+fn github() -> ForgeKind {
+    ForgeKind::Github
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde passes a reference"
+)]
+fn is_github(kind: &ForgeKind) -> bool {
+    *kind == ForgeKind::Github
 }
 
 /// A file-name-safe form of a branch name.
@@ -167,6 +185,9 @@ pub struct AutofixState {
     pub version: u32,
     /// The PR (`null` in local mode).
     pub pr_number: Option<u64>,
+    /// The forge of `pr_number` (absent: GitHub).
+    #[serde(default = "github", skip_serializing_if = "is_github")]
+    pub forge: ForgeKind,
     /// The branch (an addition to the seed's fields).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub branch: String,
@@ -199,6 +220,10 @@ impl AutofixState {
         Self {
             version: STATE_VERSION,
             pr_number: target.pr_number(),
+            forge: match target {
+                Target::Pr { forge, .. } => *forge,
+                Target::Local { .. } => ForgeKind::Github,
+            },
             branch: target.branch().to_owned(),
             iteration: 1,
             max_iterations,
@@ -417,6 +442,7 @@ mod tests {
         Target::Pr {
             number: 785,
             branch: "feat/x".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         }
     }
 
@@ -463,6 +489,7 @@ mod tests {
         let other = Target::Pr {
             number: 786,
             branch: "b".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         };
         assert!(StateFile::open(dir.path(), &other, 3, now).is_ok());
         drop(first);

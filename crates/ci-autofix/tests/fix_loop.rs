@@ -156,6 +156,7 @@ async fn run(
     let mut config = AutofixConfig::new(Target::Pr {
         number: 785,
         branch: "main".into(),
+        forge: orchestrator_core::forge::ForgeKind::Github,
     });
     config.initial_failures = Some(vec![check(initial)]);
     config.now = Some("2026-05-07T10:00:00Z".parse().unwrap());
@@ -1307,6 +1308,7 @@ async fn in_a_dirty_tree_a_patch_does_not_land_over_what_the_user_did_meanwhile(
         let mut config = AutofixConfig::new(Target::Pr {
             number: 785,
             branch: "main".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         });
         config.initial_failures = Some(vec![check("Lint")]);
         config.allow_dirty = true;

@@ -226,6 +226,17 @@ fn a_merge_requests_failed_format_job_ends_green_after_one_pushed_commit() {
             .all(|r| r.auth == "PRIVATE-TOKEN"),
         "GITLAB_TOKEN goes in PRIVATE-TOKEN"
     );
+    // The audit log names the merge request as GitLab does.
+    let reports = w.clone.join(".moai/reports/ci-autofix");
+    let logs: Vec<_> = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let name = logs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("MR-7-"), "{name}");
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(log.starts_with("# CI Auto-Fix Log — MR !7 — "), "{log}");
 }
 
 /// A fork MR whose author does not allow commits from members: refused

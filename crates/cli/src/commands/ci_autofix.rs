@@ -554,6 +554,7 @@ mod tests {
         let pr = Target::Pr {
             number: 7,
             branch: "feat".into(),
+            forge: orchestrator_core::forge::ForgeKind::Github,
         };
         for (argv, target) in [
             (

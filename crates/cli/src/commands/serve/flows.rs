@@ -333,7 +333,10 @@ fn ci_autofix(found: &Found) -> FlowView {
         None => (RunState::Interrupted, None),
     };
     FlowView {
-        title: target_title(key),
+        title: match state.pr_number {
+            Some(number) => state.forge.request_label(number),
+            None => target_title(key),
+        },
         started_ms: ms_of(&state.started_at),
         state: Some(file_state),
         items,
