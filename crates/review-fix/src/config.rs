@@ -90,6 +90,9 @@ pub struct ReviewFixConfig {
     /// when set (relative to the repository), else the repository's
     /// `target`. Only read, never written.
     pub cargo_seed: Option<PathBuf>,
+    /// Try again the findings the findings ledger says failed before
+    /// (`--retry-failed`); by default they are skipped like fixed ones.
+    pub retry_failed: bool,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -229,6 +232,12 @@ impl ReviewFixConfig {
         self.cargo_seed = cargo_seed;
         self
     }
+
+    /// Sets [`ReviewFixConfig::retry_failed`].
+    pub fn with_retry_failed(mut self, retry_failed: bool) -> Self {
+        self.retry_failed = retry_failed;
+        self
+    }
 }
 
 impl Default for ReviewFixConfig {
@@ -256,6 +265,7 @@ impl Default for ReviewFixConfig {
             skip: relint::KeyCounts::new(),
             test_command: None,
             cargo_seed: None,
+            retry_failed: false,
         }
     }
 }

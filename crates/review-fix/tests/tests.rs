@@ -13,6 +13,8 @@ mod e2e;
 mod flow;
 #[path = "suite/ids.rs"]
 mod ids;
+#[path = "suite/ledger.rs"]
+mod ledger;
 #[path = "suite/relint.rs"]
 mod relint;
 #[path = "suite/trash.rs"]

@@ -1,0 +1,93 @@
+//! The findings ledger's key: a fingerprint that survives a finding moving.
+//!
+//! In order of preference:
+//! 1. the producer's SARIF `partialFingerprints` (with the rule): the
+//!    producer knows best what makes its result the same result;
+//! 2. dimension, category (the tool's rule), path and the finding's
+//!    *context*: its own line and the [`CONTEXT_LINES`]` - 1` lines after it,
+//!    each with its whitespace collapsed, plus how many earlier places in the
+//!    file have the same context (so two identical spots keep apart). Lines
+//!    inserted or removed above the finding change neither its context nor
+//!    (unless they repeat it exactly) the count, so the key stays; a
+//!    re-indented line keeps it too;
+//! 3. without a readable line: dimension, category, path and the title.
+//!
+//! A findings file fed to a later run after a fix changed the lines it
+//! points at gets other keys from the changed file; its findings are found
+//! by their [`report_identity`] instead, which the ledger keeps per entry.
+//!
+//! The lines *after* the finding, not those around it: an insertion just
+//! above the finding is the commonest move (an import, a doc comment) and
+//! must not change the key. GitHub's code scanning hashes the same way
+//! (`primaryLocationLineHash`: the line and what follows).
+
+use orchestrator_core::finding::{Finding, digest_hex};
+
+/// How many lines, starting at the finding's, make its context.
+pub const CONTEXT_LINES: usize = 3;
+
+/// A line with its whitespace collapsed to single spaces and trimmed.
+pub fn normalise(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The ledger key of `finding`; `source` is the content of its file as the
+/// finding saw it, when readable.
+pub fn ledger_key(finding: &Finding, source: Option<&str>) -> String {
+    let dimension = finding.dimension.as_deref().unwrap_or("");
+    let category = finding.category.as_deref().unwrap_or("");
+    let file = finding.file.as_deref().unwrap_or("");
+    if !finding.partial_fingerprints.is_empty() {
+        let pairs: Vec<String> = finding
+            .partial_fingerprints
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut parts: Vec<&[u8]> = vec![b"sarif", category.as_bytes()];
+        parts.extend(pairs.iter().map(String::as_bytes));
+        return digest_hex(&parts);
+    }
+    if let (Some(line), Some(text)) = (finding.line, source)
+        && let Some((context, occurrence)) = context_at(text, line)
+    {
+        return digest_hex(&[
+            b"context",
+            dimension.as_bytes(),
+            category.as_bytes(),
+            file.as_bytes(),
+            context.as_bytes(),
+            occurrence.to_string().as_bytes(),
+        ]);
+    }
+    digest_hex(&[
+        b"title",
+        dimension.as_bytes(),
+        category.as_bytes(),
+        file.as_bytes(),
+        normalise(&finding.title).as_bytes(),
+    ])
+}
+
+/// The normalised context of 1-based `line` in `text` and how many earlier
+/// lines start the same context; `None` past the end of the file.
+pub fn context_at(text: &str, line: u32) -> Option<(String, usize)> {
+    let lines: Vec<String> = text.lines().map(normalise).collect();
+    let at = usize::try_from(line).ok()?.checked_sub(1)?;
+    if at >= lines.len() {
+        return None;
+    }
+    let window = |i: usize| &lines[i..(i + CONTEXT_LINES).min(lines.len())];
+    let context = window(at);
+    let occurrence = (0..at).filter(|&i| window(i) == context).count();
+    Some((context.join("\n"), occurrence))
+}
+
+/// The identity of one report of a finding: a digest of everything the
+/// findings file said about it (id, message, place, snippet, suggestions
+/// with the text they replace). The same findings file read again gives
+/// the same identity; a linter's fresh report after a fix differs in what
+/// its suggestion replaces or where it points.
+pub fn report_identity(finding: &Finding) -> String {
+    let json = serde_json::to_vec(finding).unwrap_or_default();
+    digest_hex(&[b"report", &json])
+}

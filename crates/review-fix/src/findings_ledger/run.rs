@@ -1,0 +1,187 @@
+//! The ledger in a review-fix run: screening a new session's findings
+//! before planning, recording their outcomes when the run completes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use orchestrator_core::finding::Finding;
+use orchestrator_core::vcs::{CommitId, Vcs};
+
+use super::{Event, FindingsLedger, Status, key, ledger_path};
+use crate::error::ReviewFixError;
+use crate::files::{FindingsFile, FixProgress, FixResult, ProgressFinding, RejectedFinding, now};
+
+/// A new session's findings after the ledger.
+#[derive(Debug, Default)]
+pub(crate) struct Screened {
+    /// The findings to plan.
+    pub(crate) findings: Vec<Finding>,
+    /// Those the ledger leaves out, with why.
+    pub(crate) skipped: Vec<RejectedFinding>,
+    /// Every finding's ledger key, by finding id.
+    pub(crate) keys: BTreeMap<String, String>,
+}
+
+/// What screening needs besides the findings.
+pub(crate) struct ScreenOptions<'a> {
+    /// The repository (its ledger, the files the findings point at).
+    pub(crate) repo: &'a Path,
+    /// The run's version control (is a fix commit still on the branch?).
+    pub(crate) vcs: &'a dyn Vcs,
+    /// The agent of the run (`not fixable` is per agent).
+    pub(crate) agent: &'a str,
+    /// `--retry-failed`.
+    pub(crate) retry_failed: bool,
+}
+
+/// Keys `findings` (the files as they are now: before any fix; a report
+/// the ledger knows keeps the key it had) and leaves
+/// out those the ledger says are done with: fixed by a commit still in
+/// HEAD's history, declined, not fixable by this agent, failed (unless
+/// retried).
+pub(crate) async fn screen(
+    findings: Vec<Finding>,
+    options: &ScreenOptions<'_>,
+) -> Result<Screened, ReviewFixError> {
+    let ledger = FindingsLedger::read(&ledger_path(options.repo))?;
+    let mut keys = keys_of(options.repo, &findings);
+    for f in &findings {
+        if let Some(key) = keys.get_mut(f.id.as_str())
+            && let Some(known) = ledger.key_of(key, f)
+        {
+            *key = known;
+        }
+    }
+    let present = fixes_present(&ledger, keys.values(), options.vcs).await;
+    let mut screened = Screened::default();
+    for f in findings {
+        let id = f.id.to_string();
+        let reason = keys
+            .get(&id)
+            .and_then(|k| ledger.entries.get(k))
+            .and_then(|e| {
+                e.skip_reason(options.agent, options.retry_failed, |c| present.contains(c))
+            });
+        match reason {
+            Some(reason) => screened.skipped.push(RejectedFinding {
+                finding_id: id,
+                file: f.file.clone(),
+                reason,
+            }),
+            None => screened.findings.push(f),
+        }
+    }
+    screened.keys = keys;
+    Ok(screened)
+}
+
+/// Every finding's ledger key, each file read once.
+pub(crate) fn keys_of(repo: &Path, findings: &[Finding]) -> BTreeMap<String, String> {
+    let mut sources: HashMap<&str, Option<String>> = HashMap::new();
+    let mut keys = BTreeMap::new();
+    for f in findings {
+        let source = match f.file.as_deref() {
+            Some(file) => sources
+                .entry(file)
+                .or_insert_with(|| std::fs::read_to_string(repo.join(file)).ok())
+                .as_deref(),
+            None => None,
+        };
+        keys.insert(f.id.to_string(), key::ledger_key(f, source));
+    }
+    keys
+}
+
+/// The fix commits of the entries of `keys` that are still ancestors of
+/// HEAD (a commit the version control cannot place counts as gone: its
+/// finding is tried again).
+async fn fixes_present<'k>(
+    ledger: &FindingsLedger,
+    keys: impl Iterator<Item = &'k String>,
+    vcs: &dyn Vcs,
+) -> BTreeSet<String> {
+    let commits: BTreeSet<String> = keys
+        .filter_map(|k| match ledger.entries.get(k)?.status() {
+            Status::Fixed { commit } => Some(commit),
+            _ => None,
+        })
+        .collect();
+    let mut present = BTreeSet::new();
+    if commits.is_empty() {
+        return present;
+    }
+    let Ok(head) = vcs.head().await else {
+        return present;
+    };
+    for commit in commits {
+        if matches!(
+            vcs.is_ancestor(&CommitId(commit.clone()), &head).await,
+            Ok(true)
+        ) {
+            present.insert(commit);
+        }
+    }
+    present
+}
+
+/// The ledger event a finding's progress ends with, `None` when it ended
+/// with none (deferred, not finished).
+fn outcome_event(p: &ProgressFinding, agent: &str) -> Option<Event> {
+    let reason = || {
+        p.error_message
+            .clone()
+            .unwrap_or_else(|| "no reason given".to_owned())
+    };
+    match p.result? {
+        FixResult::Fixed => p.commit_hash.clone().map(|commit| Event::Fixed { commit }),
+        FixResult::Failed => Some(Event::Failed { reason: reason() }),
+        FixResult::NotFixable => Some(Event::NotFixable {
+            agent: agent.to_owned(),
+            reason: reason(),
+        }),
+        FixResult::Deferred => None,
+    }
+}
+
+/// What a completed run records.
+pub(crate) struct RunRecord<'a> {
+    /// The repository.
+    pub(crate) repo: &'a Path,
+    /// The session's findings (with their keys).
+    pub(crate) findings_file: &'a FindingsFile,
+    /// Every group's progress.
+    pub(crate) progress: &'a [FixProgress],
+    /// The session id.
+    pub(crate) session: &'a str,
+    /// The run's agent.
+    pub(crate) agent: &'a str,
+}
+
+/// Records that the session saw each of its findings and how each ended.
+/// Recording the same run again (a resumed session) adds nothing twice.
+pub(crate) fn record(run: &RunRecord<'_>) -> Result<(), ReviewFixError> {
+    let keys = &run.findings_file.ledger_keys;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let path = ledger_path(run.repo);
+    let mut ledger = FindingsLedger::read(&path)?;
+    let at = now();
+    let results: HashMap<&str, &ProgressFinding> = run
+        .progress
+        .iter()
+        .flat_map(|p| p.findings.iter())
+        .map(|f| (f.finding_id.as_str(), f))
+        .collect();
+    for f in &run.findings_file.findings {
+        let id = f.id.as_str();
+        let Some(key) = keys.get(id) else {
+            continue;
+        };
+        ledger.observe(key, f, run.session, &at);
+        if let Some(event) = results.get(id).and_then(|p| outcome_event(p, run.agent)) {
+            ledger.record(key, event, &at);
+        }
+    }
+    ledger.write(&path)
+}
