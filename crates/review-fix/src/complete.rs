@@ -142,7 +142,6 @@ pub(crate) async fn complete(
         repo: vcs.root(),
         findings_file,
         progress: &progress,
-        session: &active.fix_session_id,
         agent: &agent,
     })?;
     let findings = finding_reports(&progress, findings_file);

@@ -142,6 +142,8 @@ pub(crate) async fn open_new(
             vcs: vcs.as_ref(),
             agent: services.agent.name(),
             retry_failed: config.retry_failed,
+            session: &paths.id(),
+            inputs_digest: &findings_ledger::key::inputs_digest(&inputs),
         },
     )
     .await?;

@@ -14,7 +14,8 @@
 //!
 //! A findings file fed to a later run after a fix changed the lines it
 //! points at gets other keys from the changed file; its findings are found
-//! by their [`report_identity`] instead, which the ledger keeps per entry.
+//! by their [`report_identity`] (the same input bytes, the same id)
+//! instead, which the ledger keeps per entry.
 //!
 //! The lines *after* the finding, not those around it: an insertion just
 //! above the finding is the commonest move (an import, a doc comment) and
@@ -68,6 +69,18 @@ pub fn ledger_key(finding: &Finding, source: Option<&str>) -> String {
     ])
 }
 
+/// The key of the `n`th (from 0) finding of one run with the same
+/// [`ledger_key`] (two results of one rule on one line, at different
+/// columns): the first keeps the key, the others get their own, in the
+/// order the findings come (the tool's fix order: by position).
+pub fn nth(key: &str, n: usize) -> String {
+    if n == 0 {
+        key.to_owned()
+    } else {
+        digest_hex(&[b"again", key.as_bytes(), n.to_string().as_bytes()])
+    }
+}
+
 /// The normalised context of 1-based `line` in `text` and how many earlier
 /// lines start the same context; `None` past the end of the file.
 pub fn context_at(text: &str, line: u32) -> Option<(String, usize)> {
@@ -82,12 +95,22 @@ pub fn context_at(text: &str, line: u32) -> Option<(String, usize)> {
     Some((context.join("\n"), occurrence))
 }
 
-/// The identity of one report of a finding: a digest of everything the
-/// findings file said about it (id, message, place, snippet, suggestions
-/// with the text they replace). The same findings file read again gives
-/// the same identity; a linter's fresh report after a fix differs in what
-/// its suggestion replaces or where it points.
-pub fn report_identity(finding: &Finding) -> String {
-    let json = serde_json::to_vec(finding).unwrap_or_default();
-    digest_hex(&[b"report", &json])
+/// A digest of the findings inputs of a run: each file's bytes (a folder
+/// by its path), in the order given.
+pub fn inputs_digest(inputs: &[std::path::PathBuf]) -> String {
+    let contents: Vec<Vec<u8>> = inputs
+        .iter()
+        .map(|p| std::fs::read(p).unwrap_or_else(|_| p.to_string_lossy().as_bytes().to_vec()))
+        .collect();
+    let chunks: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
+    digest_hex(&chunks)
+}
+
+/// The identity of one report of a finding: the run's inputs (their
+/// bytes, [`inputs_digest`]) and the finding's id in them. The same
+/// findings file fed to a later run gives the same identity, even after a
+/// fix changed the lines it points at (and so the finding's key); a
+/// linter's fresh output differs, and is keyed by what the lines hold.
+pub fn report_identity(inputs_digest: &str, finding_id: &str) -> String {
+    digest_hex(&[b"report", inputs_digest.as_bytes(), finding_id.as_bytes()])
 }

@@ -9,8 +9,8 @@
 //! declined by the user (why), not fixable by an agent, reopened — and its
 //! status is the last of those that is not a sighting.
 //!
-//! A run screens its findings against the ledger before planning
-//! ([`run::screen`]): fixed ones whose fix commit is still an ancestor of
+//! A run screens its findings against the ledger before planning and
+//! records that it saw them ([`run::screen`]): fixed ones whose fix commit is still an ancestor of
 //! HEAD, declined ones and those the same agent could not fix are skipped,
 //! failed ones too unless `--retry-failed`; it records each finding's
 //! outcome when it completes ([`run::record`]). `orchestrator findings`
@@ -264,10 +264,10 @@ impl FindingsLedger {
         Ok(())
     }
 
-    /// Records that `session` saw `finding` under `key` (the entry is made
-    /// or brought up to date with its id, title and place; a session is
-    /// recorded once).
-    pub fn observe(&mut self, key: &str, finding: &Finding, session: &str, at: &str) {
+    /// Records that `session` saw `finding` under `key` in `report` (the
+    /// entry is made or brought up to date with its id, title and place; a
+    /// session and a report are recorded once).
+    pub fn observe(&mut self, key: &str, finding: &Finding, report: &str, session: &str, at: &str) {
         let entry = self
             .entries
             .entry(key.to_owned())
@@ -285,9 +285,8 @@ impl FindingsLedger {
         entry.category.clone_from(&finding.category);
         entry.file.clone_from(&finding.file);
         entry.line = finding.line;
-        let report = key::report_identity(finding);
-        if !entry.reports.contains(&report) {
-            entry.reports.push(report);
+        if !entry.reports.iter().any(|r| r == report) {
+            entry.reports.push(report.to_owned());
         }
         let seen = Event::Seen {
             session: session.to_owned(),
@@ -320,16 +319,16 @@ impl FindingsLedger {
         });
     }
 
-    /// The key of `finding`'s entry: `key` when the ledger has it, else
-    /// the entry the same report was seen under; `None` for a new finding.
-    pub fn key_of(&self, key: &str, finding: &Finding) -> Option<String> {
+    /// The key of a finding's entry: `key` when the ledger has it, else
+    /// the entry its `report` ([`key::report_identity`]) was seen under;
+    /// `None` for a new finding.
+    pub fn key_of(&self, key: &str, report: &str) -> Option<String> {
         if self.entries.contains_key(key) {
             return Some(key.to_owned());
         }
-        let report = key::report_identity(finding);
         self.entries
             .iter()
-            .find(|(_, e)| e.reports.contains(&report))
+            .find(|(_, e)| e.reports.iter().any(|r| r == report))
             .map(|(k, _)| k.clone())
     }
 

@@ -32,6 +32,10 @@ pub(crate) struct ScreenOptions<'a> {
     pub(crate) agent: &'a str,
     /// `--retry-failed`.
     pub(crate) retry_failed: bool,
+    /// The new session's id.
+    pub(crate) session: &'a str,
+    /// The run's inputs ([`key::inputs_digest`]).
+    pub(crate) inputs_digest: &'a str,
 }
 
 /// Keys `findings` (the files as they are now: before any fix; a report
@@ -43,11 +47,13 @@ pub(crate) async fn screen(
     findings: Vec<Finding>,
     options: &ScreenOptions<'_>,
 ) -> Result<Screened, ReviewFixError> {
-    let ledger = FindingsLedger::read(&ledger_path(options.repo))?;
+    let path = ledger_path(options.repo);
+    let mut ledger = FindingsLedger::read(&path)?;
     let mut keys = keys_of(options.repo, &findings);
+    let report = |f: &Finding| key::report_identity(options.inputs_digest, f.id.as_str());
     for f in &findings {
         if let Some(key) = keys.get_mut(f.id.as_str())
-            && let Some(known) = ledger.key_of(key, f)
+            && let Some(known) = ledger.key_of(key, &report(f))
         {
             *key = known;
         }
@@ -71,14 +77,27 @@ pub(crate) async fn screen(
             None => screened.findings.push(f),
         }
     }
+    // What the session saw, before any agent call: recorded whether the
+    // run gets to its end or not.
+    let at = now();
+    for f in screened.findings.iter() {
+        if let Some(key) = keys.get(f.id.as_str()) {
+            ledger.observe(key, f, &report(f), options.session, &at);
+        }
+    }
+    if !screened.findings.is_empty() {
+        ledger.write(&path)?;
+    }
     screened.keys = keys;
     Ok(screened)
 }
 
-/// Every finding's ledger key, each file read once.
+/// Every finding's ledger key, each file read once; findings of one rule
+/// on one line are told apart by their order ([`key::nth`]).
 pub(crate) fn keys_of(repo: &Path, findings: &[Finding]) -> BTreeMap<String, String> {
     let mut sources: HashMap<&str, Option<String>> = HashMap::new();
     let mut keys = BTreeMap::new();
+    let mut repeats: HashMap<String, usize> = HashMap::new();
     for f in findings {
         let source = match f.file.as_deref() {
             Some(file) => sources
@@ -87,7 +106,10 @@ pub(crate) fn keys_of(repo: &Path, findings: &[Finding]) -> BTreeMap<String, Str
                 .as_deref(),
             None => None,
         };
-        keys.insert(f.id.to_string(), key::ledger_key(f, source));
+        let base = key::ledger_key(f, source);
+        let n = repeats.entry(base.clone()).or_insert(0);
+        keys.insert(f.id.to_string(), key::nth(&base, *n));
+        *n += 1;
     }
     keys
 }
@@ -151,14 +173,12 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) findings_file: &'a FindingsFile,
     /// Every group's progress.
     pub(crate) progress: &'a [FixProgress],
-    /// The session id.
-    pub(crate) session: &'a str,
     /// The run's agent.
     pub(crate) agent: &'a str,
 }
 
-/// Records that the session saw each of its findings and how each ended.
-/// Recording the same run again (a resumed session) adds nothing twice.
+/// Records how each of the session's findings ended. Recording the same
+/// run again (a resumed session) adds nothing twice.
 pub(crate) fn record(run: &RunRecord<'_>) -> Result<(), ReviewFixError> {
     let keys = &run.findings_file.ledger_keys;
     if keys.is_empty() {
@@ -175,11 +195,9 @@ pub(crate) fn record(run: &RunRecord<'_>) -> Result<(), ReviewFixError> {
         .collect();
     for f in &run.findings_file.findings {
         let id = f.id.as_str();
-        let Some(key) = keys.get(id) else {
-            continue;
-        };
-        ledger.observe(key, f, run.session, &at);
-        if let Some(event) = results.get(id).and_then(|p| outcome_event(p, run.agent)) {
+        if let Some(key) = keys.get(id)
+            && let Some(event) = results.get(id).and_then(|p| outcome_event(p, run.agent))
+        {
             ledger.record(key, event, &at);
         }
     }

@@ -108,7 +108,7 @@ fn without_a_readable_line_the_title_keys_it() {
 
 fn ledger_with(events: Vec<Event>) -> FindingsLedger {
     let mut ledger = FindingsLedger::default();
-    ledger.observe("k1", &finding_at(3), "s1", "t0");
+    ledger.observe("k1", &finding_at(3), "r1", "s1", "t0");
     for e in events {
         ledger.record("k1", e, "t1");
     }
@@ -158,7 +158,7 @@ fn recording_a_run_again_adds_nothing_twice() {
     let mut ledger = ledger_with(vec![Event::Fixed {
         commit: "c1".to_owned(),
     }]);
-    ledger.observe("k1", &finding_at(3), "s1", "t2");
+    ledger.observe("k1", &finding_at(3), "r1", "s1", "t2");
     ledger.record(
         "k1",
         Event::Fixed {
@@ -172,8 +172,8 @@ fn recording_a_run_again_adds_nothing_twice() {
 #[test]
 fn ids_resolve_by_key_prefix_or_finding_id_and_name_the_closest() {
     let mut ledger = FindingsLedger::default();
-    ledger.observe("aaaa1111", &finding_at(3), "s", "t");
-    ledger.observe("aaab2222", &finding_at(4), "s", "t");
+    ledger.observe("aaaa1111", &finding_at(3), "r1", "s", "t");
+    ledger.observe("aaab2222", &finding_at(4), "r2", "s", "t");
     assert_eq!(ledger.resolve("aaaa").unwrap(), "aaaa1111");
     assert_eq!(ledger.resolve("R1@src/a.rs:4:1").unwrap(), "aaab2222");
     let err = ledger.resolve("aaa").unwrap_err();
@@ -223,4 +223,19 @@ fn the_ledger_round_trips() {
     }]);
     ledger.write(&path).unwrap();
     assert_eq!(FindingsLedger::read(&path).unwrap(), ledger);
+}
+
+#[test]
+fn two_findings_of_one_rule_on_one_line_get_two_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "let p = P { x: x, y: y };\n").unwrap();
+    let at = |col: u32| {
+        Finding::new(format!("R1@src/a.rs:1:{col}"), "redundant", Severity::Low)
+            .with_category("clippy::redundant_field_names")
+            .at("src/a.rs", Some(1))
+    };
+    let keys = run::keys_of(dir.path(), &[at(13), at(19)]);
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys["R1@src/a.rs:1:13"], keys["R1@src/a.rs:1:19"]);
 }

@@ -153,6 +153,11 @@ pub struct ReviewFixArgs {
     /// Run on a dirty tree; dirty and untracked files are then never touched.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Try again the findings an earlier run failed to fix. By default the
+    /// findings ledger (.review/ledger.json, `orchestrator findings list`)
+    /// skips them, like fixed, declined and not-fixable ones.
+    #[arg(long)]
+    pub retry_failed: bool,
     /// Refuse to fix when tests already fail before any fix. By default the
     /// tests run once at the base first: failing tests are named and each
     /// fix is judged by "no test fails that passed at the base".
