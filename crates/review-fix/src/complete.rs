@@ -63,6 +63,8 @@ fn write_timeline(
 pub(crate) struct Completion {
     /// The run's agent (its findings ledger entries name it).
     pub(crate) agent: String,
+    /// Where to write the run's SARIF log, if anywhere.
+    pub(crate) sarif_out: Option<PathBuf>,
     /// How the run ended.
     pub(crate) outcome: Outcome,
     /// When the run started.
@@ -106,6 +108,7 @@ pub(crate) async fn complete(
 ) -> Result<RunReport, ReviewFixError> {
     let Completion {
         agent,
+        sarif_out,
         outcome,
         run_started,
         notes,
@@ -144,6 +147,16 @@ pub(crate) async fn complete(
         progress: &progress,
         agent: &agent,
     })?;
+    if let Some(path) = &sarif_out {
+        let input = findings_ledger::sarif::SarifInput {
+            repo: vcs.root(),
+            findings_file,
+            progress: &progress,
+            commits: &commits,
+            base: &active.base_head,
+        };
+        findings_ledger::sarif::write(path, &input, vcs.as_ref()).await?;
+    }
     let findings = finding_reports(&progress, findings_file);
     let counts = |result: &str| findings.iter().filter(|f| f.result == result).count();
     append_history(

@@ -93,6 +93,9 @@ pub struct ReviewFixConfig {
     /// Try again the findings the findings ledger says failed before
     /// (`--retry-failed`); by default they are skipped like fixed ones.
     pub retry_failed: bool,
+    /// Write the run's results as SARIF 2.1.0 to this file when it
+    /// completes (`--sarif-out FILE`; see [`crate::findings_ledger::sarif`]).
+    pub sarif_out: Option<PathBuf>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -233,6 +236,12 @@ impl ReviewFixConfig {
         self
     }
 
+    /// Sets [`ReviewFixConfig::sarif_out`].
+    pub fn with_sarif_out(mut self, sarif_out: Option<PathBuf>) -> Self {
+        self.sarif_out = sarif_out;
+        self
+    }
+
     /// Sets [`ReviewFixConfig::retry_failed`].
     pub fn with_retry_failed(mut self, retry_failed: bool) -> Self {
         self.retry_failed = retry_failed;
@@ -266,6 +275,7 @@ impl Default for ReviewFixConfig {
             test_command: None,
             cargo_seed: None,
             retry_failed: false,
+            sarif_out: None,
         }
     }
 }

@@ -243,6 +243,7 @@ pub(crate) async fn run_locked(
     };
     let completion = Completion {
         agent: services.agent.name().to_owned(),
+        sarif_out: config.sarif_out.clone(),
         outcome: executed.outcome,
         run_started,
         notes,

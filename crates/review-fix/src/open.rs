@@ -170,6 +170,8 @@ pub(crate) async fn open_new(
         rejected_keys,
         ledger_keys: screened.keys,
         skipped: screened.skipped,
+        baseline: screened.baseline,
+        absent: screened.absent,
     };
     write_json_atomic(paths.findings(), &findings_file)?;
     // The files as the findings saw them: the baseline of every fix's edits.

@@ -17,6 +17,8 @@ mod ids;
 mod ledger;
 #[path = "suite/relint.rs"]
 mod relint;
+#[path = "suite/sarif_out.rs"]
+mod sarif_out;
 #[path = "suite/trash.rs"]
 mod trash;
 

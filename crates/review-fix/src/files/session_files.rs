@@ -25,6 +25,14 @@ pub struct FindingsFile {
     /// declined, not fixable by this agent, failed), and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<RejectedFinding>,
+    /// Each finding's SARIF `baselineState` against the ledger before the
+    /// session (`new`, `unchanged`, `updated`), by finding id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline: BTreeMap<String, String>,
+    /// The ledger keys the session's findings no longer have (SARIF
+    /// `absent`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
 }
 
 /// A finding (or input entry) left out of the session, and why.

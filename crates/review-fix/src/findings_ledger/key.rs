@@ -2,7 +2,8 @@
 //!
 //! In order of preference:
 //! 1. the producer's SARIF `partialFingerprints` (with the rule): the
-//!    producer knows best what makes its result the same result;
+//!    producer knows best what makes its result the same result (our own
+//!    `--sarif-out` log carries the key itself, which is taken as it is);
 //! 2. dimension, category (the tool's rule), path and the finding's
 //!    *context*: its own line and the [`CONTEXT_LINES`]` - 1` lines after it,
 //!    each with its whitespace collapsed, plus how many earlier places in the
@@ -38,6 +39,12 @@ pub fn ledger_key(finding: &Finding, source: Option<&str>) -> String {
     let dimension = finding.dimension.as_deref().unwrap_or("");
     let category = finding.category.as_deref().unwrap_or("");
     let file = finding.file.as_deref().unwrap_or("");
+    if let Some(key) = finding
+        .partial_fingerprints
+        .get(super::sarif::LEDGER_FINGERPRINT)
+    {
+        return key.clone();
+    }
     if !finding.partial_fingerprints.is_empty() {
         let pairs: Vec<String> = finding
             .partial_fingerprints

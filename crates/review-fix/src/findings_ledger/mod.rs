@@ -16,11 +16,16 @@
 //! outcome when it completes ([`run::record`]). `orchestrator findings`
 //! reads and edits the ledger through [`FindingsLedger`].
 //!
+//! With `--sarif-out FILE` the completion also writes the run's results as
+//! SARIF 2.1.0 ([`sarif`]), each with its `baselineState` against the
+//! ledger before the run and the fixes as SARIF `fixes`.
+//!
 //! The file is rewritten whole and atomically; a file of another version or
 //! one that does not parse is an error naming it (never overwritten).
 
 pub mod key;
 pub(crate) mod run;
+pub mod sarif;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

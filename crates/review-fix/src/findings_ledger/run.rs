@@ -20,6 +20,10 @@ pub(crate) struct Screened {
     pub(crate) skipped: Vec<RejectedFinding>,
     /// Every finding's ledger key, by finding id.
     pub(crate) keys: BTreeMap<String, String>,
+    /// Every finding's baseline state, by finding id.
+    pub(crate) baseline: BTreeMap<String, String>,
+    /// The keys of the ledger's entries the findings do not have.
+    pub(crate) absent: Vec<String>,
 }
 
 /// What screening needs besides the findings.
@@ -59,7 +63,11 @@ pub(crate) async fn screen(
         }
     }
     let present = fixes_present(&ledger, keys.values(), options.vcs).await;
-    let mut screened = Screened::default();
+    let mut screened = Screened {
+        baseline: baseline_states(&ledger, &findings, &keys),
+        absent: absent_keys(&ledger, &keys),
+        ..Screened::default()
+    };
     for f in findings {
         let id = f.id.to_string();
         let reason = keys
@@ -90,6 +98,38 @@ pub(crate) async fn screen(
     }
     screened.keys = keys;
     Ok(screened)
+}
+
+/// Each finding's SARIF `baselineState`: `new` without an entry,
+/// `unchanged` at the place the entry was last seen, else `updated`.
+fn baseline_states(
+    ledger: &FindingsLedger,
+    findings: &[Finding],
+    keys: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    findings
+        .iter()
+        .filter_map(|f| {
+            let key = keys.get(f.id.as_str())?;
+            let state = match ledger.entries.get(key) {
+                None => "new",
+                Some(e) if e.file == f.file && e.line == f.line => "unchanged",
+                Some(_) => "updated",
+            };
+            Some((f.id.to_string(), state.to_owned()))
+        })
+        .collect()
+}
+
+/// The ledger's keys that none of `keys` is.
+fn absent_keys(ledger: &FindingsLedger, keys: &BTreeMap<String, String>) -> Vec<String> {
+    let seen: BTreeSet<&String> = keys.values().collect();
+    ledger
+        .entries
+        .keys()
+        .filter(|k| !seen.contains(k))
+        .cloned()
+        .collect()
 }
 
 /// Every finding's ledger key, each file read once; findings of one rule
