@@ -10,10 +10,10 @@
 //! status is the last of those that is not a sighting.
 //!
 //! A run screens its findings against the ledger before planning and
-//! records that it saw them ([`run::screen`]): fixed ones whose fix commit is still an ancestor of
+//! records that it saw them (`run::screen`): fixed ones whose fix commit is still an ancestor of
 //! HEAD, declined ones and those the same agent could not fix are skipped,
 //! failed ones too unless `--retry-failed`; it records each finding's
-//! outcome when it completes ([`run::record`]). `orchestrator findings`
+//! outcome when it completes (`run::record`). `orchestrator findings`
 //! reads and edits the ledger through [`FindingsLedger`].
 //!
 //! With `--sarif-out FILE` the completion also writes the run's results as
