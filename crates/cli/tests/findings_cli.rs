@@ -3,7 +3,9 @@
 //! builtin agent. A first run fixes six findings and fails one; `orchestrator
 //! findings` lists, shows, declines and reopens; a second run over the same
 //! clippy output calls no agent at all; a corrupt ledger is exit 2 naming
-//! the file and is left as it was.
+//! the file and is left as it was. Each run writes `--sarif-out`, which
+//! validates against the SARIF 2.1.0 schema, reads back through our own
+//! reader, and carries the fix commits' diffs as SARIF fixes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -12,6 +14,13 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 const BREAKING: &str = "clippy::len_zero@src/ring.rs:42:12";
+
+/// The official schema, vendored in the review-fix crate (see its
+/// `SOURCE.md`).
+const SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../review-fix/tests/data/sarif/sarif-schema-2.1.0.json"
+);
 
 fn quickstart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
@@ -74,16 +83,19 @@ impl Fixture {
             .unwrap()
     }
 
-    /// A review-fix run over the quickstart's clippy output, `--json`:
-    /// its event lines.
+    /// A review-fix run over the quickstart's clippy output, `--json`,
+    /// `--sarif-out <tmp>/out.sarif`: its event lines.
     fn review_fix(&self, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
         let clippy = self.tmp.path().join("clippy.json");
+        let sarif = self.sarif_path();
         let mut args = vec![
             "review-fix",
             "--fix",
             clippy.to_str().unwrap(),
             "-y",
             "--json",
+            "--sarif-out",
+            sarif.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
         let o = self.orchestrator(&args);
@@ -92,6 +104,27 @@ impl Fixture {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         (o.status.code(), lines)
+    }
+
+    fn sarif_path(&self) -> PathBuf {
+        self.tmp.path().join("out.sarif")
+    }
+
+    /// The last run's SARIF log, checked against the schema and read back
+    /// by our own reader (as many findings as results).
+    fn sarif(&self) -> Value {
+        let schema: Value = serde_json::from_slice(&std::fs::read(SCHEMA).unwrap()).unwrap();
+        let validator = jsonschema::draft4::new(&schema).unwrap();
+        let text = std::fs::read_to_string(self.sarif_path()).unwrap();
+        let log: Value = serde_json::from_str(&text).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&log).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        let parsed = orchestrator_findings::formats::detect_and_parse(&text, "out.sarif").unwrap();
+        assert_eq!(
+            parsed.findings.len(),
+            log["runs"][0]["results"].as_array().unwrap().len()
+        );
+        log
     }
 
     /// `findings list` with the commit ids replaced by `<cN>`.
@@ -135,6 +168,19 @@ fn a_second_run_calls_no_agent_for_fixed_or_declined_findings() {
     let (code, first) = fx.review_fix(&[]);
     assert_eq!(code, Some(1), "{first:?}");
     assert!(agent_calls(&first) >= 7, "{first:?}");
+    let log = fx.sarif();
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    assert!(results.iter().all(|r| r["baselineState"] == "new"));
+    let fixed: Vec<&Value> = results
+        .iter()
+        .filter(|r| r.get("fixes").is_some())
+        .collect();
+    assert_eq!(fixed.len(), 6);
+    for r in fixed {
+        let change = &r["fixes"][0]["artifactChanges"][0];
+        assert_eq!(change["artifactLocation"]["uri"], "src/lib.rs", "{r:#}");
+    }
     insta::assert_snapshot!("findings_list_after_a_run", fx.list());
 
     // The failed finding is declined (by its finding id), then shown.
@@ -176,6 +222,21 @@ fn a_second_run_calls_no_agent_for_fixed_or_declined_findings() {
         .find(|f| f["id"] == BREAKING)
         .unwrap();
     assert_eq!(declined["error"], "declined: the test pins it");
+    let log = fx.sarif();
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    assert!(
+        results.iter().all(|r| r["baselineState"] == "unchanged"),
+        "{log:#}"
+    );
+    let declined = results
+        .iter()
+        .find(|r| r["properties"]["findingId"] == BREAKING)
+        .unwrap();
+    assert_eq!(
+        declined["suppressions"][0]["justification"],
+        "the test pins it"
+    );
 
     // Reopened, the next run tries it again (and fails it again).
     let o = fx.orchestrator(&["findings", "reopen", &key]);
