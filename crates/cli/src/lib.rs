@@ -108,6 +108,10 @@ pub enum Command {
     /// an entry back, clean it away.
     #[command(subcommand)]
     Trash(commands::trash::TrashCommand),
+    /// The findings ledger across review-fix runs: list it, show one
+    /// finding's history, decline or reopen a finding.
+    #[command(subcommand)]
+    Findings(commands::findings::FindingsCommand),
     /// Print a shell completion script to stdout.
     Completions(CompletionsArgs),
     /// Print the man page (roff) to stdout.

@@ -357,6 +357,7 @@ impl FindingReader<'_> {
             snippet: self.raw_text(&id, "snippet")?,
             fingerprint: Fingerprint(String::new()),
             suggestions: Vec::new(),
+            partial_fingerprints: Default::default(),
             id: FindingId(id),
         };
         finding.refresh_fingerprint();

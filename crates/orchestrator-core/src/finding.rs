@@ -6,6 +6,7 @@
 //! de-duplicated (by identical fingerprint only), and optional machine-applicable
 //! [`Suggestion`]s that builtin agents can apply without an LLM.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -237,6 +238,11 @@ pub struct Finding {
     /// Machine-applicable fixes, if the producer had any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suggestions: Vec<Suggestion>,
+    /// The producer's own stable keys for the finding (SARIF
+    /// `partialFingerprints`), when it gave any: the findings ledger keys a
+    /// finding by them before anything else.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub partial_fingerprints: BTreeMap<String, String>,
 }
 
 impl Finding {
@@ -256,6 +262,7 @@ impl Finding {
             snippet: None,
             fingerprint: Fingerprint(String::new()),
             suggestions: Vec::new(),
+            partial_fingerprints: BTreeMap::new(),
         };
         f.refresh_fingerprint();
         f

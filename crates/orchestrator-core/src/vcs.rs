@@ -426,6 +426,15 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Err(unsupported("diff_from"))
     }
 
+    /// Whether `commit` is `of` or one of its ancestors (`false` for a
+    /// commit the repository does not have).
+    ///
+    /// Default: unsupported (an error).
+    async fn is_ancestor(&self, commit: &CommitId, of: &CommitId) -> Result<bool, VcsError> {
+        let _ = (commit, of);
+        Err(unsupported("is_ancestor"))
+    }
+
     /// Makes sure `pattern` (an engine-owned folder such as `.review/`) is
     /// ignored locally (`.git/info/exclude` for git), so it never counts as
     /// dirty and is never committed.
@@ -537,6 +546,9 @@ macro_rules! forward_vcs {
             }
             async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
                 (**self).diff_from(base).await
+            }
+            async fn is_ancestor(&self, c: &CommitId, of: &CommitId) -> Result<bool, VcsError> {
+                (**self).is_ancestor(c, of).await
             }
             async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
                 (**self).exclude(pattern).await

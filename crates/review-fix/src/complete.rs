@@ -61,6 +61,10 @@ fn write_timeline(
 
 /// How a run ended, for [`complete`].
 pub(crate) struct Completion {
+    /// The run's agent (its findings ledger entries name it).
+    pub(crate) agent: String,
+    /// Where to write the run's SARIF log, if anywhere.
+    pub(crate) sarif_out: Option<PathBuf>,
     /// How the run ended.
     pub(crate) outcome: Outcome,
     /// When the run started.
@@ -103,6 +107,8 @@ pub(crate) async fn complete(
     sink: &dyn EventSink,
 ) -> Result<RunReport, ReviewFixError> {
     let Completion {
+        agent,
+        sarif_out,
         outcome,
         run_started,
         notes,
@@ -128,13 +134,30 @@ pub(crate) async fn complete(
         plan: Some(plan),
         progress: &progress,
         rejected: &findings_file.rejected,
+        skipped: &findings_file.skipped,
         verification,
         outcome: outcome.as_str(),
         worktrees: worktrees.as_ref(),
         base: base.as_ref(),
     };
     write_summary(paths, &input, spans, &crate::trash::summary_section(vcs))?;
-    let findings = finding_reports(&progress, &findings_file.rejected);
+    findings_ledger::run::record(&findings_ledger::run::RunRecord {
+        repo: vcs.root(),
+        findings_file,
+        progress: &progress,
+        agent: &agent,
+    })?;
+    if let Some(path) = &sarif_out {
+        let input = findings_ledger::sarif::SarifInput {
+            repo: vcs.root(),
+            findings_file,
+            progress: &progress,
+            commits: &commits,
+            base: &active.base_head,
+        };
+        findings_ledger::sarif::write(path, &input, vcs.as_ref()).await?;
+    }
+    let findings = finding_reports(&progress, findings_file);
     let counts = |result: &str| findings.iter().filter(|f| f.result == result).count();
     append_history(
         paths,
@@ -173,7 +196,7 @@ pub(crate) async fn complete(
 
 /// Every finding of the run as the report gives it: the planned ones with
 /// their result, then the rejected ones.
-fn finding_reports(progress: &[FixProgress], rejected: &[RejectedFinding]) -> Vec<FindingReport> {
+fn finding_reports(progress: &[FixProgress], findings_file: &FindingsFile) -> Vec<FindingReport> {
     let mut findings: Vec<FindingReport> = progress
         .iter()
         .flat_map(|p| p.findings.iter())
@@ -194,15 +217,22 @@ fn finding_reports(progress: &[FixProgress], rejected: &[RejectedFinding]) -> Ve
             spend: f.spend,
         })
         .collect();
-    findings.extend(rejected.iter().map(|r| FindingReport {
+    let left_out = |result: &str, r: &RejectedFinding| FindingReport {
         id: r.finding_id.clone(),
         title: String::new(),
-        result: "rejected".to_owned(),
+        result: result.to_owned(),
         attempts: 0,
         commit: None,
         error: Some(r.reason.clone()),
         spend: None,
-    }));
+    };
+    findings.extend(
+        findings_file
+            .rejected
+            .iter()
+            .map(|r| left_out("rejected", r)),
+    );
+    findings.extend(findings_file.skipped.iter().map(|r| left_out("skipped", r)));
     findings
 }
 

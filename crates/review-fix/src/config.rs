@@ -90,6 +90,12 @@ pub struct ReviewFixConfig {
     /// when set (relative to the repository), else the repository's
     /// `target`. Only read, never written.
     pub cargo_seed: Option<PathBuf>,
+    /// Try again the findings the findings ledger says failed before
+    /// (`--retry-failed`); by default they are skipped like fixed ones.
+    pub retry_failed: bool,
+    /// Write the run's results as SARIF 2.1.0 to this file when it
+    /// completes (`--sarif-out FILE`; see [`crate::findings_ledger::sarif`]).
+    pub sarif_out: Option<PathBuf>,
 }
 
 /// Setters, one per field, so the struct (`#[non_exhaustive]`) can be built
@@ -229,6 +235,18 @@ impl ReviewFixConfig {
         self.cargo_seed = cargo_seed;
         self
     }
+
+    /// Sets [`ReviewFixConfig::sarif_out`].
+    pub fn with_sarif_out(mut self, sarif_out: Option<PathBuf>) -> Self {
+        self.sarif_out = sarif_out;
+        self
+    }
+
+    /// Sets [`ReviewFixConfig::retry_failed`].
+    pub fn with_retry_failed(mut self, retry_failed: bool) -> Self {
+        self.retry_failed = retry_failed;
+        self
+    }
 }
 
 impl Default for ReviewFixConfig {
@@ -256,6 +274,8 @@ impl Default for ReviewFixConfig {
             skip: relint::KeyCounts::new(),
             test_command: None,
             cargo_seed: None,
+            retry_failed: false,
+            sarif_out: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! `crates/review-fix/FORMATS.md`. Every file is written atomically
 //! ([`orchestrator_core::state::write_json_atomic`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use orchestrator_core::finding::Finding;

@@ -30,7 +30,9 @@
 //!                                                  ── verify-state.json
 //!        │
 //!        ▼
-//!  completion ──► fix-summary.md, fix-history.json, active-fix-session.json removed
+//!  completion ──► fix-summary.md, fix-history.json, active-fix-session.json removed,
+//!                 each finding's outcome in the findings ledger (.review/ledger.json,
+//!                 read at discovery to leave out what is done with)
 //! ```
 //!
 //! The entry point is [`run`]: a [`ReviewFixConfig`] (the CLI's flags) and
@@ -51,6 +53,10 @@
 //! - The session files, versioned and documented in `FORMATS.md`: [`files`]
 //!   (their types), [`session`] (their paths), [`ledger`]
 //!   (`edit-history.json`), [`summary`] (`fix-summary.md`).
+//! - Across runs: [`findings_ledger`] (`.review/ledger.json`: each finding
+//!   by a fingerprint that survives moves, with its history; a new session
+//!   leaves out what it says is fixed, declined, not fixable by the agent
+//!   or failed, and the completion records each finding's outcome).
 //! - Pull/merge requests: [`forge`] (`run_on_request`: the open review
 //!   threads as findings, fixes made in a worktree at the request's head,
 //!   delivered by push with "Fixed in abc1234." replies or as one review of
@@ -76,6 +82,7 @@ pub mod error;
 mod exec;
 mod execution;
 pub mod files;
+pub mod findings_ledger;
 pub mod forge;
 pub mod input;
 mod landing;
@@ -235,6 +242,8 @@ pub(crate) async fn run_locked(
         execution.execute(active).await?
     };
     let completion = Completion {
+        agent: services.agent.name().to_owned(),
+        sarif_out: config.sarif_out.clone(),
         outcome: executed.outcome,
         run_started,
         notes,

@@ -135,21 +135,43 @@ pub(crate) async fn open_new(
         config.skip.clone(),
         &dirty,
     );
+    let screened = findings_ledger::run::screen(
+        findings,
+        &findings_ledger::run::ScreenOptions {
+            repo: &repo,
+            vcs: vcs.as_ref(),
+            agent: services.agent.name(),
+            retry_failed: config.retry_failed,
+            session: &paths.id(),
+            inputs_digest: &findings_ledger::key::inputs_digest(&inputs),
+        },
+    )
+    .await?;
     for r in &rejected {
         services.sink.emit(&Event::Warning {
             message: format!("finding {} rejected: {}", r.finding_id, r.reason),
         });
     }
-    let notes = opening_notes(loaded.notes, &abandoned, skipped, loaded.duplicates.len());
+    let mut notes = opening_notes(loaded.notes, &abandoned, skipped, loaded.duplicates.len());
+    if !screened.skipped.is_empty() {
+        notes.push(format!(
+            "skipped by the findings ledger (fixed, declined, not fixable or failed before; `orchestrator findings list`): {}",
+            screened.skipped.len()
+        ));
+    }
     let rejected_keys = rejected
         .iter()
         .filter_map(|r| loaded.rejected_keys.get(&r.finding_id).cloned())
         .collect();
     let findings_file = FindingsFile {
         version: FINDINGS_VERSION,
-        findings,
+        findings: screened.findings,
         rejected,
         rejected_keys,
+        ledger_keys: screened.keys,
+        skipped: screened.skipped,
+        baseline: screened.baseline,
+        absent: screened.absent,
     };
     write_json_atomic(paths.findings(), &findings_file)?;
     // The files as the findings saw them: the baseline of every fix's edits.

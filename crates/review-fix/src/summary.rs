@@ -27,6 +27,8 @@ pub struct SummaryInput<'a> {
     pub progress: &'a [FixProgress],
     /// Findings rejected before planning.
     pub rejected: &'a [RejectedFinding],
+    /// Findings the findings ledger left out, with why.
+    pub skipped: &'a [RejectedFinding],
     /// Test runs of this run and what `each` would have needed.
     pub verification: VerificationStats,
     /// The outcome, as in `fix-history.json`.
@@ -90,7 +92,8 @@ pub fn render_summary(input: &SummaryInput<'_>) -> String {
     render_failures(&mut out, &findings);
     render_declined(&mut out, &findings);
     render_flaky(&mut out, input.progress);
-    render_rejected(&mut out, input.rejected);
+    render_left_out(&mut out, "Rejected", input.rejected);
+    render_left_out(&mut out, "Skipped (findings ledger)", input.skipped);
     out
 }
 
@@ -331,10 +334,11 @@ fn render_flaky(out: &mut String, progress: &[FixProgress]) {
     }
 }
 
-/// The findings rejected before planning, with the reason.
-fn render_rejected(out: &mut String, rejected: &[RejectedFinding]) {
+/// The findings rejected before planning, or skipped by the findings
+/// ledger, with the reason, under `title`.
+fn render_left_out(out: &mut String, title: &str, rejected: &[RejectedFinding]) {
     if !rejected.is_empty() {
-        let _ = writeln!(out, "\n## Rejected\n");
+        let _ = writeln!(out, "\n## {title}\n");
         for r in rejected {
             match &r.file {
                 Some(file) => {

@@ -13,8 +13,12 @@ mod e2e;
 mod flow;
 #[path = "suite/ids.rs"]
 mod ids;
+#[path = "suite/ledger.rs"]
+mod ledger;
 #[path = "suite/relint.rs"]
 mod relint;
+#[path = "suite/sarif_out.rs"]
+mod sarif_out;
 #[path = "suite/trash.rs"]
 mod trash;
 

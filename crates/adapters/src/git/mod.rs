@@ -284,6 +284,10 @@ impl Vcs for GitVcs {
         self.diff_since_base(base).await
     }
 
+    async fn is_ancestor(&self, commit: &CommitId, of: &CommitId) -> Result<bool, VcsError> {
+        self.ancestor_of(commit, of).await
+    }
+
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
         self.add_exclude(pattern).await
     }

@@ -47,4 +47,26 @@ impl GitVcs {
         }
         Ok(())
     }
+
+    /// [`Vcs::is_ancestor`](orchestrator_core::Vcs::is_ancestor): `git
+    /// merge-base --is-ancestor`, after both ids resolve to commits (an
+    /// unknown commit is no ancestor).
+    pub(super) async fn ancestor_of(
+        &self,
+        commit: &CommitId,
+        of: &CommitId,
+    ) -> Result<bool, VcsError> {
+        let Ok(commit) = self.resolve_commit(commit).await else {
+            return Ok(false);
+        };
+        let of = self.resolve_commit(of).await?;
+        let out = self
+            .run("merge-base", os_args(["--is-ancestor", &commit, &of]), None)
+            .await?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(out.error()),
+        }
+    }
 }

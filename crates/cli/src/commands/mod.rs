@@ -4,6 +4,7 @@
 mod batch;
 pub mod ci_autofix;
 mod config;
+pub mod findings;
 mod gitlab;
 pub mod mcp;
 pub mod planex;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
         Command::Trash(command) => trash::run(&command),
+        Command::Findings(command) => findings::run(&command),
         Command::Mcp(args) => mcp::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Config(ConfigCommand::Show(args)) => config::show(&args, &files),

@@ -23,7 +23,8 @@
 //! - `id` is the result's `guid`, else `<rule>@<file>:<line>:<column>`;
 //! - the fingerprint comes from `partialFingerprints` (or `fingerprints`)
 //!   with the rule id and file when present, else from rule, file, line,
-//!   column and message.
+//!   column and message; `partialFingerprints` are also kept as they are
+//!   (`Finding::partial_fingerprints`, the findings ledger's key).
 //!
 //! `fixes[]` are alternatives: each becomes one [`Suggestion`] whose edits
 //! are its `artifactChanges[].replacements[]` (`deletedRegion` replaced by
@@ -307,6 +308,7 @@ fn result_to_finding(
         .and_then(Value::as_str)
         .map(str::to_owned);
     finding.fingerprint = fingerprint(result, &rule_id, file.as_deref(), line, column, &message);
+    finding.partial_fingerprints = partial_fingerprints(result);
 
     let notes = attach_fixes(&mut finding, result, run, location, sources);
     Ok(Some((finding, notes)))
@@ -498,6 +500,20 @@ fn fingerprint(
         &column.map(|c| c.to_string()).unwrap_or_default(),
         message,
     ])
+}
+
+/// The result's `partialFingerprints` with string values (kept on the
+/// finding: the findings ledger keys it by them).
+fn partial_fingerprints(result: &Value) -> std::collections::BTreeMap<String, String> {
+    result
+        .get("partialFingerprints")
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A SARIF artifact URI as a path: `file://` stripped, `%xx` decoded.

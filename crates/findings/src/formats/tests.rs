@@ -194,6 +194,24 @@ fn sarif_with_sources_fills_originals() {
 }
 
 #[test]
+fn sarif_partial_fingerprints_are_kept_as_given() {
+    let out = sarif::parse(SARIF, "sample.sarif").unwrap();
+    let kept: Vec<_> = out
+        .findings
+        .iter()
+        .filter(|f| !f.partial_fingerprints.is_empty())
+        .map(|f| f.partial_fingerprints.clone())
+        .collect();
+    let expected = std::collections::BTreeMap::from([(
+        "primaryLocationLineHash".to_owned(),
+        "9c1f0b6a2d3e4f50:1".to_owned(),
+    )]);
+    // The two results carrying them are one finding reported twice
+    // (merged).
+    assert_eq!(kept, [expected]);
+}
+
+#[test]
 fn sarif_errors_name_the_source_and_line() {
     let err = sarif::parse("{\n  \"runs\": [\n    {,\n", "broken.sarif").unwrap_err();
     assert_eq!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::must;
-use crate::vcs::{CherryPick, Vcs, VcsError};
+use crate::vcs::{CherryPick, CommitId, Vcs, VcsError};
 
 /// Builds repositories of the implementation under test.
 #[async_trait]
@@ -173,7 +173,8 @@ pub async fn restore_refuses_when_dirty_files_were_touched(h: &dyn VcsHarness) {
     );
 }
 
-/// `commit` takes exactly the named paths; the message survives unchanged.
+/// `commit` takes exactly the named paths; the message survives unchanged;
+/// `is_ancestor` follows the history.
 pub async fn commit_takes_exactly_the_given_paths(h: &dyn VcsHarness) {
     let (dir, vcs) = fresh(h).await;
     let root = dir.path();
@@ -227,6 +228,14 @@ pub async fn commit_takes_exactly_the_given_paths(h: &dyn VcsHarness) {
     assert_eq!(log.len(), 2);
     assert_eq!(log[1].message.trim_end(), "second");
     assert_ne!(log[0].tree, log[1].tree, "conformance: trees differ");
+    // Ancestry: the base and the first commit are in HEAD's history; HEAD
+    // is not in the base's, and a commit the repository lacks is in none.
+    let head = must(vcs.head().await, "head");
+    assert!(must(vcs.is_ancestor(&base, &head).await, "is_ancestor"));
+    assert!(must(vcs.is_ancestor(&commit, &head).await, "is_ancestor"));
+    assert!(!must(vcs.is_ancestor(&head, &base).await, "is_ancestor"));
+    let unknown = CommitId("0123456789abcdef0123456789abcdef01234567".to_owned());
+    assert!(!must(vcs.is_ancestor(&unknown, &head).await, "is_ancestor"));
 }
 
 /// `diff` between two commits shows exactly the changed files: a change, an

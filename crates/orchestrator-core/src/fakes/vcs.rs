@@ -72,14 +72,8 @@ impl Store {
     }
 
     fn is_ancestor(&self, ancestor: &CommitId, of: &CommitId) -> bool {
-        let mut cur = Some(of.clone());
-        while let Some(c) = cur {
-            if &c == ancestor {
-                return true;
-            }
-            cur = self.commits.get(&c).and_then(|fc| fc.parent.clone());
-        }
-        false
+        let parent = |c: &CommitId| self.commits.get(c).and_then(|fc| fc.parent.clone());
+        std::iter::successors(Some(of.clone()), parent).any(|c| &c == ancestor)
     }
 }
 
@@ -579,6 +573,10 @@ impl Vcs for FakeVcs {
         }
         store.remotes.insert(key, local);
         Ok(PushOutcome::Pushed)
+    }
+
+    async fn is_ancestor(&self, commit: &CommitId, of: &CommitId) -> Result<bool, VcsError> {
+        Ok(lock(&self.store).is_ancestor(commit, of))
     }
 
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {

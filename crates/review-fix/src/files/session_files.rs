@@ -17,6 +17,22 @@ pub struct FindingsFile {
     /// that the next re-lint pass leaves them out like those it tried.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected_keys: Vec<String>,
+    /// Each finding's key in the findings ledger (by finding id), computed
+    /// from the files as the findings saw them (absent in older files).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ledger_keys: BTreeMap<String, String>,
+    /// Findings the findings ledger left out of the session (fixed,
+    /// declined, not fixable by this agent, failed), and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<RejectedFinding>,
+    /// Each finding's SARIF `baselineState` against the ledger before the
+    /// session (`new`, `unchanged`, `updated`), by finding id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline: BTreeMap<String, String>,
+    /// The ledger keys the session's findings no longer have (SARIF
+    /// `absent`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
 }
 
 /// A finding (or input entry) left out of the session, and why.

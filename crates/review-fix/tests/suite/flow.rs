@@ -18,15 +18,15 @@ use orchestrator_review_fix::{
 };
 use serde_json::json;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    vcs: Arc<FakeVcs>,
-    sink: Arc<CollectingSink>,
-    tests: Arc<ScriptedTestRunner>,
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) vcs: Arc<FakeVcs>,
+    pub(crate) sink: Arc<CollectingSink>,
+    pub(crate) tests: Arc<ScriptedTestRunner>,
 }
 
 impl Fixture {
-    fn new(files: &[(&str, &str)]) -> Fixture {
+    pub(crate) fn new(files: &[(&str, &str)]) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         for (path, content) in files {
             let p = dir.path().join(path);
@@ -55,12 +55,12 @@ impl Fixture {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
     /// Writes a review-cycle export into `.review/` (engine-owned, excluded).
-    fn export(&self, findings: serde_json::Value) -> PathBuf {
+    pub(crate) fn export(&self, findings: serde_json::Value) -> PathBuf {
         let dir = self.root().join(".review");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("fix-export-1.json");
@@ -72,7 +72,7 @@ impl Fixture {
         path
     }
 
-    fn services(&self, agent: Arc<dyn Agent>, gate: Arc<dyn Gate>) -> Services {
+    pub(crate) fn services(&self, agent: Arc<dyn Agent>, gate: Arc<dyn Gate>) -> Services {
         Services {
             agent,
             vcs: self.vcs.clone(),
@@ -83,7 +83,7 @@ impl Fixture {
         }
     }
 
-    async fn messages(&self, base: &CommitId) -> Vec<String> {
+    pub(crate) async fn messages(&self, base: &CommitId) -> Vec<String> {
         self.vcs
             .log_since(base)
             .await
@@ -94,20 +94,20 @@ impl Fixture {
     }
 }
 
-fn finding(id: &str, file: &str, line: u32, title: &str) -> serde_json::Value {
+pub(crate) fn finding(id: &str, file: &str, line: u32, title: &str) -> serde_json::Value {
     json!({"id": id, "title": title, "severity": "medium", "dimension": "quality",
            "file": file, "line": line, "description": format!("{title} at {file}:{line}"),
            "recommendations": ["fix it"]})
 }
 
-fn edit(file: &str, content: &str) -> Reply {
+pub(crate) fn edit(file: &str, content: &str) -> Reply {
     Reply::Edit {
         files: vec![(file.to_owned(), Some(content.to_owned()))],
         response: AgentResponse::text("done"),
     }
 }
 
-fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
+pub(crate) fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
     ReviewFixConfig::default()
         .with_inputs(inputs)
         .with_planner(PlannerMode::Deterministic)
@@ -121,7 +121,7 @@ fn read_progress(session: &Path, n: usize) -> FixProgress {
         .unwrap()
 }
 
-const FILES: &[(&str, &str)] = &[
+pub(crate) const FILES: &[(&str, &str)] = &[
     ("src/a.rs", "a1\na2\na3\n"),
     ("src/b.rs", "b1\nb2\n"),
     ("src/c.rs", "c1\n"),

@@ -153,6 +153,17 @@ pub struct ReviewFixArgs {
     /// Run on a dirty tree; dirty and untracked files are then never touched.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Try again the findings an earlier run failed to fix. By default the
+    /// findings ledger (.review/ledger.json, `orchestrator findings list`)
+    /// skips them, like fixed, declined and not-fixable ones.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Also write the run's results as SARIF 2.1.0 to FILE, for a
+    /// code-scanning upload: every result with its baselineState against
+    /// the findings ledger (new, unchanged, updated, absent), the fixes as
+    /// SARIF fixes.
+    #[arg(long, value_name = "FILE")]
+    pub sarif_out: Option<PathBuf>,
     /// Refuse to fix when tests already fail before any fix. By default the
     /// tests run once at the base first: failing tests are named and each
     /// fix is judged by "no test fails that passed at the base".

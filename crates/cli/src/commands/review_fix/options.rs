@@ -43,6 +43,12 @@ pub fn flow_config(
         .with_verify(args.verify.into())
         .with_flaky_reruns(args.flaky_reruns)
         .with_allow_dirty(args.allow_dirty)
+        .with_retry_failed(args.retry_failed)
+        .with_sarif_out(
+            args.sarif_out
+                .as_deref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())),
+        )
         .with_require_green_base(args.require_green_base)
         .with_dry_run(args.dry_run)
         .with_resume(args.resume)

@@ -150,7 +150,7 @@ pub fn render_summary(report: &RunReport, context: &SummaryContext) -> String {
 fn render_counts(out: &mut String, report: &RunReport, context: &SummaryContext) {
     let _ = writeln!(
         out,
-        "  findings: {} ({} fixed, {} failed, {}{}{} rejected)",
+        "  findings: {} ({} fixed, {} failed, {}{}{} rejected{})",
         report.findings.len(),
         report.count("fixed"),
         report.count("failed"),
@@ -163,6 +163,10 @@ fn render_counts(out: &mut String, report: &RunReport, context: &SummaryContext)
             n => format!("{n} deferred to a re-lint, "),
         },
         report.count("rejected"),
+        match report.count("skipped") {
+            0 => String::new(),
+            n => format!(", {n} skipped by the findings ledger"),
+        },
     );
     let v = &report.verification;
     let tests = match (&context.test_command, &context.test_source) {
@@ -377,6 +381,7 @@ pub fn summary_json(report: &RunReport, context: &SummaryContext) -> serde_json:
             "fixed": report.count("fixed"),
             "failed": report.count("failed"),
             "rejected": report.count("rejected"),
+            "skipped": report.count("skipped"),
         },
         "commits": report.commits.iter().map(|c| json!({
             "id": c.id.as_str(),
