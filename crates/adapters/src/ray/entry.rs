@@ -7,7 +7,10 @@
 //! entrypoint
 //! 1. copies the unpacked package into a private temporary directory (jobs
 //!    of the same package share Ray's unpacked folder, and a job's writes
-//!    would otherwise be seen by the next one);
+//!    would otherwise be seen by the next one), every file's time set to
+//!    now: the package's fixed timestamps are older than any build in the
+//!    node cache, and cargo, which judges freshness by mtime, would
+//!    otherwise run the previous job's build of other sources;
 //! 2. exports the node-local cache variables (one folder per repository,
 //!    and a slot per concurrent job taken with `flock` where it exists, so
 //!    two builds on one node do not wait on each other's lock);
@@ -19,8 +22,17 @@
 //!    tail of each stream in base64. On SIGTERM (a stop) the block is
 //!    printed too, with what was written so far.
 //!
-//! POSIX `sh` and coreutils (`mktemp`, `cp`, `wc`, `tail`, `base64`) are all
-//! the node needs.
+//! With [`Entry::changes_back`] (commands whose file changes are the
+//! point, such as planex's shell directives) the copy is first recorded in
+//! a git repository kept beside it (`git --git-dir` outside the tree, so
+//! the command sees no repository of ours and its own `git` calls cannot
+//! move our baseline), and a second marked block carries the command's
+//! changes as a binary git diff against it: what `git add -A` stages, so
+//! files the tree's `.gitignore` ignores (build output) stay on the node.
+//!
+//! POSIX `sh`, `find` and coreutils (`mktemp`, `cp`, `touch`, `wc`, `tail`,
+//! `base64`) are all
+//! the node needs; `git` too for changes back.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -53,7 +65,12 @@ pub struct Entry<'a> {
     pub output_limit: usize,
     /// The node-local cache folder of this repository (`None`: no cache).
     pub cache_dir: Option<String>,
+    /// Whether the command's changes to the tree come back as a diff.
+    pub changes_back: bool,
 }
+
+/// `git` against the job's baseline repository, kept outside the tree.
+const BASE_GIT: &str = "git --git-dir=\"$W/g\" --work-tree=\"$W/t\" -c core.autocrlf=false";
 
 /// Quotes `s` as one word for a POSIX shell.
 pub fn quote(s: &str) -> String {
@@ -67,13 +84,21 @@ impl Entry<'_> {
         let limit = self.output_limit.max(1);
         let mut s = String::from("set -u; umask 022; W=$(mktemp -d) || exit 125; ");
         s.push_str("mkdir \"$W/t\" && cp -a . \"$W/t/\" || exit 125; : >\"$W/o\"; : >\"$W/e\"; ");
+        // The package's files all carry its fixed timestamp, older than any
+        // build in the node cache: build tools that judge freshness by
+        // mtime (cargo) would take the last job's build for this tree's.
+        s.push_str("find \"$W/t\" -exec touch -c {} + 2>/dev/null; ");
         s.push_str(&format!(
             "emit() {{ printf '\\n@@ORCH-RESULT %s rc=%d out=%d err=%d@@\\n' {q} \"$1\" \"$(wc -c <\"$W/o\")\" \"$(wc -c <\"$W/e\")\"; \
              tail -c {limit} \"$W/o\" | base64; printf '@@ORCH-STDERR %s@@\\n' {q}; \
-             tail -c {limit} \"$W/e\" | base64; printf '@@ORCH-END %s@@\\n' {q}; cd /; rm -rf \"$W\"; }}; ",
-            q = quote(id)
+             tail -c {limit} \"$W/e\" | base64; printf '@@ORCH-END %s@@\\n' {q}; {changes}cd /; rm -rf \"$W\"; }}; ",
+            q = quote(id),
+            changes = if self.changes_back { self.changes_block() } else { String::new() },
         ));
         s.push_str("trap 'emit 143; exit 143' TERM; trap 'emit 130; exit 130' INT; ");
+        if self.changes_back {
+            s.push_str(&self.baseline());
+        }
         if let Some(cache) = &self.cache_dir {
             s.push_str(&self.cache_exports(cache));
         }
@@ -98,6 +123,33 @@ impl Entry<'_> {
             words.join(" ")
         ));
         s
+    }
+
+    /// Records the copy as the baseline commit of a repository outside it
+    /// (every file: the package holds only what git would commit); without
+    /// git the job ends before running anything, with its own marker.
+    fn baseline(&self) -> String {
+        format!(
+            "(unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE; {g} init -q && {g} add -A -f && \
+             {g} -c user.name=orchestrator -c user.email=orchestrator@localhost -c commit.gpgsign=false \
+             commit -q --no-verify --allow-empty -m base) >/dev/null 2>&1 || \
+             {{ printf '\\n@@ORCH-NOGIT %s@@\\n' {q}; cd /; rm -rf \"$W\"; exit 125; }}; ",
+            g = BASE_GIT,
+            q = quote(self.id)
+        )
+    }
+
+    /// The changes block: everything `git add -A` stages against the
+    /// baseline, as a binary diff in base64, with its size.
+    fn changes_block(&self) -> String {
+        format!(
+            "(unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE; {g} add -A && \
+             {g} diff --cached --binary --no-color --no-ext-diff --no-renames HEAD) >\"$W/d\" 2>/dev/null || : >\"$W/d\"; \
+             printf '@@ORCH-CHANGES %s size=%d@@\\n' {q} \"$(wc -c <\"$W/d\")\"; base64 <\"$W/d\"; \
+             printf '@@ORCH-CHANGES-END %s@@\\n' {q}; ",
+            g = BASE_GIT,
+            q = quote(self.id)
+        )
     }
 
     /// `export VAR=<cache>/<slot>/<dir>; …` and the slot lock.
@@ -167,6 +219,35 @@ pub fn parse(log: &str, id: &str) -> Option<Outcome> {
     })
 }
 
+/// The command's changes out of job `id`'s log (a binary git diff, empty
+/// when it changed nothing): `Ok(None)` when the log has no changes block,
+/// `Err` when the node had no git or the block is damaged (its size does
+/// not match).
+pub fn parse_changes(log: &str, id: &str) -> Result<Option<Vec<u8>>, String> {
+    if log.contains(&format!("@@ORCH-NOGIT {id}@@")) {
+        return Err("the node has no working `git`, which changes back from a job need".to_owned());
+    }
+    let head = format!("@@ORCH-CHANGES {id} size=");
+    let Some(start) = log.rfind(&head) else {
+        return Ok(None);
+    };
+    let rest = &log[start + head.len()..];
+    let damaged = || format!("job {id}: the changes block in its log is damaged");
+    let (size, body) = rest.split_once("@@\n").ok_or_else(damaged)?;
+    let size: usize = size.trim().parse().map_err(|_| damaged())?;
+    let (b64, _) = body
+        .split_once(&format!("@@ORCH-CHANGES-END {id}@@"))
+        .ok_or_else(damaged)?;
+    let bytes = decode(b64).ok_or_else(damaged)?;
+    if bytes.len() != size {
+        return Err(format!(
+            "job {id}: the changes block holds {} bytes of the {size} the job wrote",
+            bytes.len()
+        ));
+    }
+    Ok(Some(bytes))
+}
+
 /// base64 lines to bytes; lines that are not base64 (Ray's own racing
 /// "Running entrypoint…" line) are skipped.
 fn decode(text: &str) -> Option<Vec<u8>> {
@@ -221,10 +302,90 @@ mod tests {
             stdin: None,
             output_limit: 10,
             cache_dir: None,
+            changes_back: false,
         };
         assert!(
             e.script()
                 .contains(r"( exec 'printf' '%s' '$(touch x) '\''q'\''' )")
         );
+    }
+
+    #[test]
+    fn a_changes_block_reads_back_and_a_damaged_one_is_an_error() {
+        let diff = b"diff --git a/x b/x\n\x00\xff";
+        let log = format!(
+            "@@ORCH-END j1@@\nRunning entrypoint for job j1: sh\n@@ORCH-CHANGES j1 size={}@@\n{}\n@@ORCH-CHANGES-END j1@@\n",
+            diff.len(),
+            STANDARD.encode(diff)
+        );
+        assert_eq!(parse_changes(&log, "j1"), Ok(Some(diff.to_vec())));
+        assert_eq!(parse_changes(&log, "j2"), Ok(None));
+        let short = log.replace(&format!("size={}", diff.len()), "size=99");
+        let err = parse_changes(&short, "j1").unwrap_err();
+        assert!(
+            err.contains(&format!("holds {} bytes of the 99", diff.len())),
+            "{err}"
+        );
+        let no_git = "\n@@ORCH-NOGIT j1@@\n";
+        assert!(
+            parse_changes(no_git, "j1")
+                .unwrap_err()
+                .contains("no working `git`")
+        );
+    }
+
+    /// The script run by `sh` in a package's folder, as Ray runs it: the
+    /// command's edits come back as a diff, its own `git` finds no
+    /// repository, ignored output stays behind, the package is unchanged.
+    #[test]
+    fn the_script_brings_a_commands_changes_back() {
+        let pkg = tempfile::tempdir().unwrap();
+        std::fs::write(pkg.path().join(".gitignore"), "build/\n").unwrap();
+        std::fs::write(pkg.path().join("a.txt"), "one\n").unwrap();
+        std::fs::write(pkg.path().join("old.txt"), "old\n").unwrap();
+        let argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "git status >/dev/null 2>&1 && echo inside-a-repo; echo two >> a.txt; rm old.txt; \
+             printf 'x\\000' > new.bin; mkdir build; echo o > build/x.o"
+                .to_owned(),
+        ];
+        let e = Entry {
+            id: "j9",
+            argv: &argv,
+            rel_cwd: Path::new(""),
+            stdin: None,
+            output_limit: 1000,
+            cache_dir: None,
+            changes_back: true,
+        };
+        let out = std::process::Command::new("sh")
+            .args(["-c", &e.script()])
+            .current_dir(pkg.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        let log = String::from_utf8(out.stdout).unwrap();
+        let Some(Outcome::Ran { rc, stdout, .. }) = parse(&log, "j9") else {
+            panic!("{log}");
+        };
+        assert_eq!((rc, stdout), (0, Vec::new()), "{log}");
+        let diff =
+            String::from_utf8_lossy(&parse_changes(&log, "j9").unwrap().unwrap()).into_owned();
+        assert!(
+            diff.contains("diff --git a/a.txt b/a.txt") && diff.contains("+two"),
+            "{diff}"
+        );
+        assert!(diff.contains("deleted file mode 100644"), "{diff}");
+        assert!(
+            diff.contains("new.bin") && diff.contains("GIT binary patch"),
+            "{diff}"
+        );
+        assert!(!diff.contains("build/"), "{diff}");
+        assert_eq!(
+            std::fs::read_to_string(pkg.path().join("a.txt")).unwrap(),
+            "one\n"
+        );
+        assert!(!pkg.path().join(".git").exists());
     }
 }

@@ -19,13 +19,17 @@
 //! 5. the log's marked block gives stdout, stderr (apart, tails kept) and
 //!    the exit status, mapped as the local runner maps them; the finished
 //!    job is deleted from the head's list and recorded ([`JobRecord`]:
-//!    node, queue time) for the run's report.
+//!    node, queue time) for the run's report;
+//! 6. for a runner [`with changes back`](RayRunner::with_changes_back),
+//!    the command's file changes on the node come back in the log as a
+//!    binary git diff and are applied to the local tree ([`changes`]).
 //!
 //! The Jobs API has a token mode in 2.60 (`RAY_AUTH_MODE=token`): set
 //! [`RayConfig::token`] (or `RAY_AUTH_TOKEN`) and every request carries it.
 //! A job can read the cluster's token from its environment, so token mode
 //! protects the API from the network, not from the commands it runs.
 
+pub mod changes;
 pub mod client;
 pub mod entry;
 pub mod package;
@@ -163,6 +167,9 @@ pub enum RayError {
     /// start it): an infrastructure failure, not the command's.
     #[error("ray runner: the cluster lost the job twice: {0}")]
     Lost(String),
+    /// A job's file changes could not come back to the local tree.
+    #[error("ray runner: {0}")]
+    Changes(String),
     /// The program does not exist on the node.
     #[error("ray runner: `{command}`: no such program on the node")]
     NotFound {

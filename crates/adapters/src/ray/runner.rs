@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use orchestrator_core::command::{CommandError, CommandOutput, CommandRunner, CommandSpec};
 
+use super::changes;
 use super::client::{Client, JobInfo, Submission};
 use super::entry::{self, Entry, Outcome};
 use super::package::{self, Package};
@@ -48,6 +49,8 @@ pub struct JobRecord {
 #[derive(Debug, Clone)]
 pub struct RayRunner {
     inner: Arc<Inner>,
+    /// Whether each command's file changes come back to the local tree.
+    changes_back: bool,
 }
 
 #[derive(Debug)]
@@ -120,7 +123,20 @@ impl RayRunner {
                 records: Mutex::new(Vec::new()),
                 node_ips: Mutex::new(BTreeMap::new()),
             }),
+            changes_back: false,
         })
+    }
+
+    /// This runner (sharing its jobs, records and uploads) bringing each
+    /// command's file changes back: they are applied to the local tree the
+    /// job's package was made from once the job ends, so a command that
+    /// edits files leaves the tree as it would have run here. Files the
+    /// tree's `.gitignore` ignores stay on the node. The node needs `git`.
+    pub fn with_changes_back(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            changes_back: true,
+        }
     }
 
     /// The HTTP client of the head.
@@ -267,6 +283,9 @@ impl RayRunner {
             )));
         }
         let log = client.logs(&id).await?;
+        if self.changes_back {
+            self.bring_changes_back(&id, &log, pkg).await?;
+        }
         let output = to_output(&id, &spec.display(), &log, &info, timed_out)?;
         let record = JobRecord {
             id: id.clone(),
@@ -302,6 +321,7 @@ impl RayRunner {
             stdin: spec.stdin.as_deref(),
             output_limit: spec.output_limit,
             cache_dir: self.cache_dir(pkg),
+            changes_back: self.changes_back,
         }
         .script();
         let mut env = self.inner.config.env.clone();
@@ -317,6 +337,16 @@ impl RayRunner {
                 cpus: self.inner.config.cpus_per_job,
             })
             .await
+    }
+
+    /// Applies job `id`'s changes (its log's changes block) to the tree
+    /// its package was made from. A job stopped before it wrote the block
+    /// brings nothing back.
+    async fn bring_changes_back(&self, id: &str, log: &str, pkg: &Package) -> Result<(), RayError> {
+        match entry::parse_changes(log, id).map_err(RayError::Changes)? {
+            Some(diff) => changes::apply(&pkg.root, id, &diff).await,
+            None => Ok(()),
+        }
     }
 
     async fn node_ip(&self, node_id: Option<&str>) -> Option<String> {

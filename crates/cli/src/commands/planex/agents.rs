@@ -3,6 +3,7 @@
 
 use super::*;
 use orchestrator_core::agent::ItemLimits;
+use orchestrator_core::command::CommandRunner;
 
 /// What the session `--continue` / `--retry-failed` would open needs. Picks
 /// the session the way the library does (the one named, else the newest
@@ -53,9 +54,15 @@ pub(super) struct Picked {
 }
 
 impl Picked {
-    fn shell() -> Self {
-        let agent: Arc<dyn Agent> =
-            Arc::new(ShellTaskAgent::new(Arc::new(ProcessRunner::default())));
+    /// The shell agent: each task's directives run here, or as jobs on the
+    /// Ray cluster of `--runner`, whose file changes come back to the
+    /// task's tree.
+    fn shell(remote: Option<&crate::remote::Remote>) -> Self {
+        let runner: Arc<dyn CommandRunner> = match remote {
+            Some(remote) => Arc::new(remote.runner.with_changes_back()),
+            None => Arc::new(ProcessRunner::default()),
+        };
+        let agent: Arc<dyn Agent> = Arc::new(ShellTaskAgent::new(runner));
         Picked {
             agents: Agents::all(agent),
             policy: ExecutionPolicy::shell(),
@@ -64,7 +71,8 @@ impl Picked {
     }
 }
 
-/// The agents for `--agent spec` and what the session needs.
+/// The agents for `--agent spec` and what the session needs; the shell
+/// agent runs directives through `remote` when a Ray runner was chosen.
 pub(super) fn agents_for(
     repo: &Path,
     spec: Option<&str>,
@@ -72,6 +80,7 @@ pub(super) fn agents_for(
     items: &setup::ItemBudgetFlags,
     needs: Needs,
     files: &ConfigFiles,
+    remote: Option<&crate::remote::Remote>,
 ) -> Result<Picked, Failure> {
     let wants_shell = spec.is_some_and(|s| s.trim().eq_ignore_ascii_case("shell"));
     let needs_llm = || {
@@ -93,7 +102,7 @@ pub(super) fn agents_for(
         if needs == Needs::Planning {
             return Err(needs_llm());
         }
-        return Ok(Picked::shell());
+        return Ok(Picked::shell(remote));
     }
     let config = setup::effective_config_with_items(repo, spec, budget, items, files)
         .map_err(Failure::new)?
@@ -106,7 +115,7 @@ pub(super) fn agents_for(
     match build_agent(&config).map_err(|e| Failure::new(e.to_string()))? {
         AgentChoice::Builtin => match needs {
             Needs::Planning | Needs::Execution => Err(needs_llm()),
-            Needs::TasksFromFile => Ok(Picked::shell()),
+            Needs::TasksFromFile => Ok(Picked::shell(remote)),
         },
         AgentChoice::Agent(agent) => Ok(Picked {
             agents: Agents::all(agent),

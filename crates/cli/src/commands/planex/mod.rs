@@ -365,6 +365,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         &flags.item_budget,
         needs,
         files,
+        remote.as_ref(),
     )?;
     let gate: Arc<dyn orchestrator_core::gate::Gate> = if flags.plan_only {
         Arc::new(orchestrator_planex::PlanOnly)
@@ -705,6 +706,7 @@ mod tests {
                 &setup::ItemBudgetFlags::default(),
                 Needs::Planning,
                 &ConfigFiles::default(),
+                None,
             )
             .err()
             .unwrap();
@@ -721,6 +723,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            None,
         )
         .ok()
         .unwrap();
@@ -735,6 +738,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            None,
         )
         .ok()
         .unwrap();
@@ -749,6 +753,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::TasksFromFile,
             &ConfigFiles::default(),
+            None,
         )
         .ok()
         .unwrap();
@@ -763,6 +768,7 @@ mod tests {
             &setup::ItemBudgetFlags::default(),
             Needs::Planning,
             &ConfigFiles::default(),
+            None,
         )
         .err()
         .unwrap();

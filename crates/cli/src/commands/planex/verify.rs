@@ -47,7 +47,7 @@ pub struct VerifyFlags {
     /// Where tasks' checks run: `local`, or `ray` / `ray=http://head:8265`
     /// for jobs on a Ray cluster (`[runner]` in orchestrator.toml;
     /// RAY_ADDRESS); -c is then bounded by its CPUs. The shell agent's
-    /// directives change files, so they run here.
+    /// directives run there too, their file changes brought back.
     #[arg(long, global = true, value_name = "local|ray[=URL]")]
     pub runner: Option<String>,
 }
