@@ -8,6 +8,7 @@ pub mod clustering;
 pub mod dag;
 pub mod dashboard;
 pub mod planex;
+pub mod ray;
 pub mod review_fix;
 pub mod rng;
 pub mod verify;

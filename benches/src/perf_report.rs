@@ -10,20 +10,26 @@
 //! with arguments, only the named collectors run (`clustering`, `scheduling`,
 //! `verification`, `planex`, `review-fix`, or its halves
 //! `review-fix-synthetic` and `review-fix-registry`, which can run at the
-//! same time in two processes). `review-fix` runs only when named: it takes
-//! minutes and fetches crates from the registry.
+//! same time in two processes, and `ray`). `review-fix` runs only when
+//! named: it takes minutes and fetches crates from the registry; so does
+//! `ray`, which starts a Ray head (`ORCH_RAY_VENV`).
 
 use std::time::Instant;
 
-use orchestrator_benches::{clustering, dag, planex, review_fix, verify};
+use orchestrator_benches::{clustering, dag, planex, ray, review_fix, verify};
 
 type Collector = fn() -> Vec<(String, f64)>;
 
 /// Collectors that run only when named.
-const ON_REQUEST: [&str; 3] = ["review-fix", "review-fix-synthetic", "review-fix-registry"];
+const ON_REQUEST: [&str; 4] = [
+    "review-fix",
+    "review-fix-synthetic",
+    "review-fix-registry",
+    "ray",
+];
 
 fn main() {
-    let collectors: [(&str, Collector); 7] = [
+    let collectors: [(&str, Collector); 8] = [
         ("clustering", clustering::perf_figures),
         ("scheduling", dag::perf_figures),
         ("verification", verify::perf_figures),
@@ -31,6 +37,7 @@ fn main() {
         ("review-fix", review_fix::perf_figures),
         ("review-fix-synthetic", review_fix::synthetic_figures),
         ("review-fix-registry", review_fix::registry_figures),
+        ("ray", ray::perf_figures),
     ];
     let only: Vec<String> = std::env::args().skip(1).collect();
     if let Some(unknown) = only
@@ -38,7 +45,7 @@ fn main() {
         .find(|a| !collectors.iter().any(|(name, _)| name == a))
     {
         eprintln!(
-            "perf-report: no collector `{unknown}`; the collectors: clustering, scheduling, verification, planex, review-fix, review-fix-synthetic, review-fix-registry"
+            "perf-report: no collector `{unknown}`; the collectors: clustering, scheduling, verification, planex, review-fix, review-fix-synthetic, review-fix-registry, ray"
         );
         std::process::exit(2);
     }
