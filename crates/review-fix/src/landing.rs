@@ -131,7 +131,7 @@ pub(crate) fn pass_estimate(shared: &Shared) -> f64 {
     c.prior_failures / (c.prior_failures + c.prior_passes)
 }
 
-fn save_state(shared: &Shared, state: &VerifyState) {
+pub(crate) fn save_state(shared: &Shared, state: &VerifyState) {
     if let Err(e) = write_json_atomic(shared.paths.verify_state(), state) {
         shared.warn(format!("failed to write the verification state: {e}"));
     }
@@ -157,8 +157,26 @@ pub(crate) async fn land_batch(
     mut runs: Vec<WorktreeRun>,
     progress: &HashMap<String, Progress>,
 ) {
+    let queue = queue_of(shared, &runs, progress).await;
+    let state = new_state(shared, stage, queue);
+    // Written before the worktrees go: the commits stay reachable by id.
+    save_state(shared, &state);
+    for run in &mut runs {
+        release_worktree(shared, run);
+    }
+    let groups = groups_of(&runs);
+    verify_stage(shared, state, progress, &groups).await;
+}
+
+/// The untested fix commits of worktree runs, in run order (each run's
+/// commits since its own base), as verification queue entries.
+pub(crate) async fn queue_of(
+    shared: &Shared,
+    runs: &[WorktreeRun],
+    progress: &HashMap<String, Progress>,
+) -> Vec<QueuedFix> {
     let mut queue = Vec::new();
-    for run in &runs {
+    for run in runs {
         let Some(wt) = run.vcs.clone() else {
             continue;
         };
@@ -189,25 +207,27 @@ pub(crate) async fn land_batch(
             });
         }
     }
-    let state = VerifyState {
+    queue
+}
+
+/// The groups of runs that had a worktree (to close after verification).
+pub(crate) fn groups_of(runs: &[WorktreeRun]) -> Vec<String> {
+    runs.iter()
+        .filter(|r| r.vcs.is_some())
+        .map(|r| r.group.group_id.clone())
+        .collect()
+}
+
+/// A new verification of `queue` for `stage`, in its first segment.
+pub(crate) fn new_state(shared: &Shared, stage: u32, queue: Vec<QueuedFix>) -> VerifyState {
+    VerifyState {
         version: VERIFY_STATE_VERSION,
         stage,
         segment: 1,
         config: segment_config(shared),
         queue,
         outcomes: Vec::new(),
-    };
-    // Written before the worktrees go: the commits stay reachable by id.
-    save_state(shared, &state);
-    for run in &mut runs {
-        release_worktree(shared, run);
     }
-    let groups: Vec<String> = runs
-        .iter()
-        .filter(|r| r.vcs.is_some())
-        .map(|r| r.group.group_id.clone())
-        .collect();
-    verify_stage(shared, state, progress, &groups).await;
 }
 
 /// The temporary worktree trial trees are built in.

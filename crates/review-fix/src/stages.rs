@@ -13,10 +13,10 @@ use orchestrator_core::vcs::{CherryPick, CommitId};
 use orchestrator_core::verify::verify_pass_whole;
 
 use crate::exec::{
-    Progress, Shared, WorktreeRun, land_stage, landed_commits, run_group_alone, run_in_worktrees,
-    run_in_worktrees_at,
+    Progress, Shared, WorktreeRun, land_stage, landed_commits, release_worktree, run_group_alone,
+    run_in_worktrees, run_in_worktrees_at,
 };
-use crate::files::{ExecutionMode, PlanGroup, ProgressStatus, TimelineStage};
+use crate::files::{ExecutionMode, PlanGroup, ProgressStatus, QueuedFix, TimelineStage};
 use crate::sync::lock;
 use crate::{Isolation, landing};
 
@@ -138,29 +138,43 @@ async fn run_pass_whole(shared: &Arc<Shared>, progress: &HashMap<String, Progres
         return 0;
     };
     let landed = landed_commits(shared).await;
-    let mut runs = Vec::new();
+    let mut state = landing::new_state(shared, stages[0].0, Vec::new());
+    let mut groups_run = Vec::new();
     let mut ran = 0;
     for (index, (stage, groups)) in stages.iter().enumerate() {
         shared.sink.emit(&Event::WaveStarted {
             wave: *stage,
             jobs: groups.iter().map(|g| g.group_id.clone()).collect(),
         });
-        let stage_runs = run_in_worktrees_at(shared, groups, progress, &landed, &base).await;
+        let mut runs = run_in_worktrees_at(shared, groups, progress, &landed, &base).await;
+        let queue = landing::queue_of(shared, &runs, progress).await;
+        let single_tip = single_run_tip(&runs).await;
+        state.stage = *stage;
+        state.queue.extend(queue.iter().cloned());
+        // Written before the worktrees go: the commits stay reachable by
+        // id, and a resume verifies what the stages so far made.
+        landing::save_state(shared, &state);
+        for run in &mut runs {
+            release_worktree(shared, run);
+        }
+        groups_run.extend(landing::groups_of(&runs));
         ran = index + 1;
-        let last = ran == stages.len() || shared.halted().is_some();
-        let tip = if last {
-            None
+        if ran == stages.len() || shared.halted().is_some() {
+            break;
+        }
+        let tip = if queue.is_empty() {
+            Some(base.clone())
+        } else if single_tip.is_some() {
+            single_tip
         } else {
-            untested_tip(shared, &stage_runs, &base).await
+            untested_tip(shared, &queue, &base).await
         };
-        runs.extend(stage_runs);
         match tip {
             Some(tip) => base = tip,
             None => break,
         }
     }
-    let last_stage = stages[ran - 1].0;
-    landing::land_batch(shared, last_stage, runs, progress).await;
+    landing::verify_stage(shared, state, progress, &groups_run).await;
     shared.update_active(|a| {
         for (stage, _) in &stages[..ran] {
             if !a.stages_completed.contains(stage) {
@@ -171,28 +185,40 @@ async fn run_pass_whole(shared: &Arc<Shared>, progress: &HashMap<String, Progres
     ran
 }
 
-/// The tip of a stage's untested fixes: its runs' commits, in stage order,
-/// picked on top of `base` in a worktree of the pool, for the next stage to
-/// start from. `None` when they do not stack (the stages left are then
-/// verified one by one, after the ones run so far).
-async fn untested_tip(shared: &Shared, runs: &[WorktreeRun], base: &CommitId) -> Option<CommitId> {
-    let lease = shared.pool.acquire(base).await.ok()?;
-    let mut stacked = true;
+/// The tip of a stage whose fixes were all made in one worktree: that
+/// worktree's head (`None` when several runs, or none, made commits).
+async fn single_run_tip(runs: &[WorktreeRun]) -> Option<CommitId> {
+    let mut tip = None;
     for run in runs {
         let Some(wt) = &run.vcs else {
             continue;
         };
-        for (commit, _) in shared
-            .worktree_commits(&run.group, wt.as_ref(), &run.base)
-            .await
-        {
-            if !matches!(
-                lease.vcs.cherry_pick(&commit.id).await,
-                Ok(CherryPick::Applied { .. })
-            ) {
-                stacked = false;
-                break;
+        let head = wt.head().await.ok()?;
+        if head != run.base {
+            if tip.is_some() {
+                return None;
             }
+            tip = Some(head);
+        }
+    }
+    tip
+}
+
+/// The tip of a stage's untested fixes made in several worktrees: its
+/// queued commits, in stage order, picked on top of `base` in a worktree of
+/// the pool, for the next stage to start from. `None` when they do not
+/// stack (the stages left are then verified one by one, after the ones run
+/// so far).
+async fn untested_tip(shared: &Shared, queue: &[QueuedFix], base: &CommitId) -> Option<CommitId> {
+    let lease = shared.pool.acquire(base).await.ok()?;
+    let mut stacked = true;
+    for commit in queue.iter().filter_map(|q| q.commit.as_ref()) {
+        if !matches!(
+            lease.vcs.cherry_pick(&CommitId(commit.clone())).await,
+            Ok(CherryPick::Applied { .. })
+        ) {
+            stacked = false;
+            break;
         }
     }
     let tip = if stacked {
