@@ -14,12 +14,17 @@
 //!   doing one `sed` and one `git commit` per fix; the final trees must be
 //!   identical.
 //!
+//! The registry half first prints [`pass_rule`]: the verification model's
+//! expected test runs per pass, stage by stage against the low failure-rate
+//! pass rule, at rates across `[0, 1]`.
+//!
 //! A run's [`Split`]: wall time, lint (runs, time), tests (runs, time), git
 //! (invocations, time, and the subcommands that cost most) and the rest
 //! (wall minus the three: the engine's own work, the agent's edits, state
 //! files). Concurrent worktrees overlap, so the parts may sum to more than
 //! the wall; the rest is then negative and says so.
 
+pub mod pass_rule;
 pub mod registry;
 pub mod synthetic;
 

@@ -166,7 +166,7 @@ pub fn perf_figures(rt: &tokio::runtime::Runtime) -> Vec<(String, f64)> {
             return Vec::new();
         }
     };
-    let mut out = Vec::new();
+    let mut out = super::pass_rule::figures();
     let mut ratios = Vec::new();
     for (name, _, targets) in CRATES {
         let Some(src) = sources.get(name) else {
@@ -178,11 +178,13 @@ pub fn perf_figures(rt: &tokio::runtime::Runtime) -> Vec<(String, f64)> {
                 let key = format!("rf_crate_{}", name.replace('-', "_"));
                 let ratio = split.wall.as_secs_f64() / reference_s;
                 eprintln!(
-                    "  {name}: {:.2}× ({:.1} s vs {reference_s:.1} s; {} commits, {} passes; git: {})",
+                    "  {name}: {:.2}× ({:.1} s vs {reference_s:.1} s; {} commits, {} passes, {} test runs in {:.1} s; git: {})",
                     ratio,
                     split.wall.as_secs_f64(),
                     split.commits,
                     split.passes,
+                    split.tests.0,
+                    split.tests.1.as_secs_f64(),
                     split.git_top(5)
                 );
                 out.push((format!("{key}_over_ref"), ratio));

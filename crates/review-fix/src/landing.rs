@@ -44,6 +44,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use orchestrator_core::agent::Agent as _;
 use orchestrator_core::event::{Event, JobStatus};
 use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
 use orchestrator_core::vcs::{CherryPick, CommitId, FastForward, Vcs};
@@ -69,11 +70,27 @@ use decisions::*;
 mod segment;
 use segment::*;
 
+/// The failure-rate prior of fixes that apply a linter's machine-applicable
+/// suggestions (the builtin agent): one failure in a hundred fixes, where
+/// other agents' fixes start at the core default of one in ten. The tools'
+/// own `--fix` applies them without testing at all; none of the registry
+/// crates' fixes in `perf-report review-fix-registry` and the clippy
+/// differential has failed a test.
+pub(crate) const MACHINE_APPLICABLE_PRIOR: (f64, f64) = (1.0, 99.0);
+
+/// The agent whose every fix applies a linter's machine-applicable
+/// suggestion.
+const SUGGESTION_AGENT: &str = "builtin-suggestion";
+
 /// The verifier configuration of a new segment: the session's mode and
-/// re-runs, with the failure-rate prior moved by the decisions so far.
-fn segment_config(shared: &Shared) -> VerifyConfig {
+/// re-runs, with the failure-rate prior (the agent's: see
+/// [`MACHINE_APPLICABLE_PRIOR`]) moved by the decisions so far.
+pub(crate) fn segment_config(shared: &Shared) -> VerifyConfig {
     let (failures, passes) = shared.decided();
     let mut config = VerifyConfig::new(shared.config.verify);
+    if shared.agent.name() == SUGGESTION_AGENT {
+        (config.prior_failures, config.prior_passes) = MACHINE_APPLICABLE_PRIOR;
+    }
     if config.mode == VerifyMode::Each {
         // Only reached when a resumed session asks for `each`: keep batching
         // the verification in flight with the session's evidence.
@@ -107,7 +124,14 @@ pub(crate) fn load_state(shared: &Shared) -> Option<VerifyState> {
     }
 }
 
-fn save_state(shared: &Shared, state: &VerifyState) {
+/// The failure-rate estimate a new segment starts from: the prior and the
+/// session's decisions (the Beta posterior mean the verifier starts with).
+pub(crate) fn pass_estimate(shared: &Shared) -> f64 {
+    let c = segment_config(shared);
+    c.prior_failures / (c.prior_failures + c.prior_passes)
+}
+
+pub(crate) fn save_state(shared: &Shared, state: &VerifyState) {
     if let Err(e) = write_json_atomic(shared.paths.verify_state(), state) {
         shared.warn(format!("failed to write the verification state: {e}"));
     }
@@ -123,24 +147,45 @@ fn remove_state(shared: &Shared) {
 }
 
 /// Collects the untested fix commits of a stage's worktree runs (in stage
-/// order), gives the worktrees back and verifies the commits at landing.
-/// (A group whose worktree could not be made has failed already.)
+/// order; each run's commits since its own base), gives the worktrees back
+/// and verifies the commits at landing. (A group whose worktree could not
+/// be made has failed already.) A whole pass verified at once gives every
+/// stage's runs, each stage's on top of the ones before.
 pub(crate) async fn land_batch(
     shared: &Shared,
     stage: u32,
     mut runs: Vec<WorktreeRun>,
-    base: &CommitId,
     progress: &HashMap<String, Progress>,
 ) {
+    let queue = queue_of(shared, &runs, progress).await;
+    let state = new_state(shared, stage, queue);
+    // Written before the worktrees go: the commits stay reachable by id.
+    save_state(shared, &state);
+    for run in &mut runs {
+        release_worktree(shared, run);
+    }
+    let groups = groups_of(&runs);
+    verify_stage(shared, state, progress, &groups).await;
+}
+
+/// The untested fix commits of worktree runs, in run order (each run's
+/// commits since its own base), as verification queue entries.
+pub(crate) async fn queue_of(
+    shared: &Shared,
+    runs: &[WorktreeRun],
+    progress: &HashMap<String, Progress>,
+) -> Vec<QueuedFix> {
     let mut queue = Vec::new();
-    for run in &runs {
+    for run in runs {
         let Some(wt) = run.vcs.clone() else {
             continue;
         };
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
-        let commits = shared.worktree_commits(&run.group, wt.as_ref(), base).await;
+        let commits = shared
+            .worktree_commits(&run.group, wt.as_ref(), &run.base)
+            .await;
         let snapshot = p.snapshot();
         for (c, fid) in commits {
             let Some(fid) = fid.as_ref() else {
@@ -162,25 +207,27 @@ pub(crate) async fn land_batch(
             });
         }
     }
-    let state = VerifyState {
+    queue
+}
+
+/// The groups of runs that had a worktree (to close after verification).
+pub(crate) fn groups_of(runs: &[WorktreeRun]) -> Vec<String> {
+    runs.iter()
+        .filter(|r| r.vcs.is_some())
+        .map(|r| r.group.group_id.clone())
+        .collect()
+}
+
+/// A new verification of `queue` for `stage`, in its first segment.
+pub(crate) fn new_state(shared: &Shared, stage: u32, queue: Vec<QueuedFix>) -> VerifyState {
+    VerifyState {
         version: VERIFY_STATE_VERSION,
         stage,
         segment: 1,
         config: segment_config(shared),
         queue,
         outcomes: Vec::new(),
-    };
-    // Written before the worktrees go: the commits stay reachable by id.
-    save_state(shared, &state);
-    for run in &mut runs {
-        release_worktree(shared, run);
     }
-    let groups: Vec<String> = runs
-        .iter()
-        .filter(|r| r.vcs.is_some())
-        .map(|r| r.group.group_id.clone())
-        .collect();
-    verify_stage(shared, state, progress, &groups).await;
 }
 
 /// The temporary worktree trial trees are built in.

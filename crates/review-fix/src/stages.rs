@@ -9,12 +9,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use orchestrator_core::event::Event;
-use orchestrator_core::vcs::CommitId;
+use orchestrator_core::vcs::{CherryPick, CommitId};
+use orchestrator_core::verify::verify_pass_whole;
 
 use crate::exec::{
-    Progress, Shared, land_stage, landed_commits, run_group_alone, run_in_worktrees,
+    Progress, Shared, WorktreeRun, land_stage, landed_commits, release_worktree, run_group_alone,
+    run_in_worktrees, run_in_worktrees_at,
 };
-use crate::files::{ExecutionMode, PlanGroup, ProgressStatus};
+use crate::files::{ExecutionMode, PlanGroup, ProgressStatus, QueuedFix, TimelineStage};
 use crate::sync::lock;
 use crate::{Isolation, landing};
 
@@ -25,24 +27,14 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
     if let Some(state) = landing::load_state(&shared) {
         landing::verify_stage(&shared, state, progress, &[]).await;
     }
-    for stage in shared.plan.timeline.clone() {
+    let skip = if shared.batch {
+        run_pass_whole(&shared, progress).await
+    } else {
+        0
+    };
+    for stage in shared.plan.timeline.iter().skip(skip).cloned() {
         let done = lock(&shared.active).stages_completed.contains(&stage.stage);
-        let groups: Vec<PlanGroup> = stage
-            .groups
-            .iter()
-            .filter_map(|g| shared.plan.group(g).cloned())
-            .collect();
-        let open: Vec<PlanGroup> = groups
-            .into_iter()
-            .filter(|g| {
-                progress.get(&g.group_id).is_some_and(|p| {
-                    p.snapshot()
-                        .findings
-                        .iter()
-                        .any(|f| f.status != ProgressStatus::Completed)
-                })
-            })
-            .collect();
+        let open = open_groups(&shared, &stage, progress);
         if done && open.is_empty() {
             continue;
         }
@@ -94,6 +86,150 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
     }
 }
 
+/// A stage's groups with a finding not completed yet.
+fn open_groups(
+    shared: &Shared,
+    stage: &TimelineStage,
+    progress: &HashMap<String, Progress>,
+) -> Vec<PlanGroup> {
+    stage
+        .groups
+        .iter()
+        .filter_map(|g| shared.plan.group(g).cloned())
+        .filter(|g| {
+            progress.get(&g.group_id).is_some_and(|p| {
+                p.snapshot()
+                    .findings
+                    .iter()
+                    .any(|f| f.status != ProgressStatus::Completed)
+            })
+        })
+        .collect()
+}
+
+/// The low failure-rate rule ([`verify_pass_whole`], see
+/// `orchestrator_core::verify` for the expected runs): when the estimate
+/// says fixes rarely fail, every stage's groups commit their fixes untested,
+/// each stage in worktrees on top of the previous stages' fixes, and the
+/// whole pass is verified as one queue at its end — the tip tested once
+/// when every fix passes, bisected only on a failure. Returns how many
+/// stages it ran (`0`: the rule does not hold, or the plan has one stage,
+/// or an earlier run of this session completed a stage: the stages are
+/// verified one by one as before).
+async fn run_pass_whole(shared: &Arc<Shared>, progress: &HashMap<String, Progress>) -> usize {
+    let timeline = &shared.plan.timeline;
+    let started = !lock(&shared.active).stages_completed.is_empty();
+    if timeline.len() < 2 || started || shared.config.isolation != Isolation::Worktree {
+        return 0;
+    }
+    let stages: Vec<(u32, Vec<PlanGroup>)> = timeline
+        .iter()
+        .map(|s| (s.stage, open_groups(shared, s, progress)))
+        .collect();
+    let fixes = stages
+        .iter()
+        .flat_map(|(_, groups)| groups)
+        .map(|g| g.findings.len())
+        .sum();
+    if !verify_pass_whole(fixes, landing::pass_estimate(shared)) {
+        return 0;
+    }
+    let Ok(mut base) = shared.vcs.head().await else {
+        return 0;
+    };
+    let landed = landed_commits(shared).await;
+    let mut state = landing::new_state(shared, stages[0].0, Vec::new());
+    let mut groups_run = Vec::new();
+    let mut ran = 0;
+    for (index, (stage, groups)) in stages.iter().enumerate() {
+        shared.sink.emit(&Event::WaveStarted {
+            wave: *stage,
+            jobs: groups.iter().map(|g| g.group_id.clone()).collect(),
+        });
+        let mut runs = run_in_worktrees_at(shared, groups, progress, &landed, &base).await;
+        let queue = landing::queue_of(shared, &runs, progress).await;
+        let single_tip = single_run_tip(&runs).await;
+        state.stage = *stage;
+        state.queue.extend(queue.iter().cloned());
+        // Written before the worktrees go: the commits stay reachable by
+        // id, and a resume verifies what the stages so far made.
+        landing::save_state(shared, &state);
+        for run in &mut runs {
+            release_worktree(shared, run);
+        }
+        groups_run.extend(landing::groups_of(&runs));
+        ran = index + 1;
+        if ran == stages.len() || shared.halted().is_some() {
+            break;
+        }
+        let tip = if queue.is_empty() {
+            Some(base.clone())
+        } else if single_tip.is_some() {
+            single_tip
+        } else {
+            untested_tip(shared, &queue, &base).await
+        };
+        match tip {
+            Some(tip) => base = tip,
+            None => break,
+        }
+    }
+    landing::verify_stage(shared, state, progress, &groups_run).await;
+    shared.update_active(|a| {
+        for (stage, _) in &stages[..ran] {
+            if !a.stages_completed.contains(stage) {
+                a.stages_completed.push(*stage);
+            }
+        }
+    });
+    ran
+}
+
+/// The tip of a stage whose fixes were all made in one worktree: that
+/// worktree's head (`None` when several runs, or none, made commits).
+async fn single_run_tip(runs: &[WorktreeRun]) -> Option<CommitId> {
+    let mut tip = None;
+    for run in runs {
+        let Some(wt) = &run.vcs else {
+            continue;
+        };
+        let head = wt.head().await.ok()?;
+        if head != run.base {
+            if tip.is_some() {
+                return None;
+            }
+            tip = Some(head);
+        }
+    }
+    tip
+}
+
+/// The tip of a stage's untested fixes made in several worktrees: its
+/// queued commits, in stage order, picked on top of `base` in a worktree of
+/// the pool, for the next stage to start from. `None` when they do not
+/// stack (the stages left are then verified one by one, after the ones run
+/// so far).
+async fn untested_tip(shared: &Shared, queue: &[QueuedFix], base: &CommitId) -> Option<CommitId> {
+    let lease = shared.pool.acquire(base).await.ok()?;
+    let mut stacked = true;
+    for commit in queue.iter().filter_map(|q| q.commit.as_ref()) {
+        if !matches!(
+            lease.vcs.cherry_pick(&CommitId(commit.clone())).await,
+            Ok(CherryPick::Applied { .. })
+        ) {
+            stacked = false;
+            break;
+        }
+    }
+    let tip = if stacked {
+        lease.vcs.head().await.ok()
+    } else {
+        None
+    };
+    shared.pool.release(lease);
+    tip
+}
+
 /// Batch verification: the groups commit their fixes untested in worktrees
 /// (concurrently), then the stage's commits are verified at landing.
 async fn run_batch_stage(
@@ -103,10 +239,10 @@ async fn run_batch_stage(
     progress: &HashMap<String, Progress>,
     landed: &HashMap<String, CommitId>,
 ) {
-    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
+    let Some((_, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
         return;
     };
-    landing::land_batch(shared, stage, runs, &base, progress).await;
+    landing::land_batch(shared, stage, runs, progress).await;
 }
 
 /// A parallel stage verified one fix at a time: each group in its own
@@ -140,7 +276,7 @@ async fn run_parallel_stage(
         }
     }
     if committing > 1 {
-        landing::land_batch(shared, stage, runs, &base, progress).await;
+        landing::land_batch(shared, stage, runs, progress).await;
     } else {
         land_stage(shared, runs, &base, progress).await;
     }

@@ -64,6 +64,14 @@
 //!   `to_each_rate` (≈ 0.38, where testing one by one is optimal) and back to
 //!   batching when it falls below `to_batch_rate`.
 //!
+//! ## A whole pass at once
+//!
+//! When fixes rarely fail, a caller with several stages of fixes can verify
+//! them as one queue rather than stage by stage: [`verify_pass_whole`]
+//! decides it from the failure-rate estimate, and [`expected_pass_runs`]
+//! gives the expected runs of both ways (see `pass.rs`: one queue never
+//! needs more on average, at any failure rate).
+//!
 //! ## Flaky tests
 //!
 //! A failing run is never blamed on a fix before the identical tree has been
@@ -95,9 +103,15 @@
 //! one is optimal, `auto` needs 1.17× the runs of `each` for 16 fixes and
 //! 1.04× for 100.
 
+mod pass;
 mod policy;
 #[cfg(test)]
 mod tests;
+
+pub use pass::{
+    expected_pass_runs, expected_pass_runs_by_rule, expected_runs, verify_pass_whole,
+    whole_pass_rate,
+};
 
 use std::fmt;
 use std::fmt::Write as _;

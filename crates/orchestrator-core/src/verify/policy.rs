@@ -79,22 +79,42 @@ fn grid_index(rate: f64) -> usize {
 }
 
 fn tables(index: usize) -> &'static Tables {
-    TABLES[index].get_or_init(|| solve(RATE_GRID[index]))
+    TABLES[index].get_or_init(|| solve(RATE_GRID[index], TABLE_ROWS).0)
 }
 
-/// Solves the dynamic programme for failure rate `p` (see the module docs).
-fn solve(p: f64) -> Tables {
+/// The expected number of runs `V(n)` of the optimal policy for `n` fixes
+/// at exactly failure rate `p` (not a grid point), by the same programme.
+pub(crate) fn expected_runs(n: usize, p: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    solve(p.clamp(0.0, 1.0), n).1[n]
+}
+
+/// The largest grid rate at which the stored policy tests `n` fixes
+/// (at most [`MAX_BATCH`]) all at once; `0.0` when it does at none.
+pub(crate) fn whole_batch_rate(n: usize) -> f64 {
+    let n = n.clamp(1, MAX_BATCH);
+    (0..RATE_GRID.len())
+        .rev()
+        .find(|&i| usize::from(tables(i).unbounded[n]) == n)
+        .map_or(0.0, |i| RATE_GRID[i])
+}
+
+/// Solves the dynamic programme for failure rate `p` over `rows` fixes (see
+/// the module docs): the argmin tables and the expected runs `V(0..=rows)`.
+fn solve(p: f64, rows: usize) -> (Tables, Vec<f64>) {
     let q = 1.0 - p;
     // q_pow[k] = qᵏ for k ≤ MAX_BATCH.
     let mut q_pow = [1.0_f64; MAX_BATCH + 1];
     for k in 1..=MAX_BATCH {
         q_pow[k] = q_pow[k - 1] * q;
     }
-    let mut v = vec![0.0_f64; TABLE_ROWS + 1];
-    let mut w = vec![[0.0_f64; MAX_BATCH + 1]; TABLE_ROWS + 1];
-    let mut unbounded = vec![0_u8; TABLE_ROWS + 1];
-    let mut bounded = vec![[0_u8; MAX_BATCH + 1]; TABLE_ROWS + 1];
-    for n in 1..=TABLE_ROWS {
+    let mut v = vec![0.0_f64; rows + 1];
+    let mut w = vec![[0.0_f64; MAX_BATCH + 1]; rows + 1];
+    let mut unbounded = vec![0_u8; rows + 1];
+    let mut bounded = vec![[0_u8; MAX_BATCH + 1]; rows + 1];
+    for n in 1..=rows {
         let width = n.min(MAX_BATCH);
         w[n][1] = v[n - 1];
         bounded[n][1] = 1;
@@ -102,7 +122,12 @@ fn solve(p: f64) -> Tables {
             let mut best = f64::INFINITY;
             let mut best_k = 1;
             for k in 1..=u / 2 {
-                let pass = (q_pow[k] - q_pow[u]) / (1.0 - q_pow[u]);
+                // At p = 0 a bound never arises; any finite split will do.
+                let pass = if q_pow[u] < 1.0 {
+                    (q_pow[k] - q_pow[u]) / (1.0 - q_pow[u])
+                } else {
+                    1.0
+                };
                 let cost = 1.0 + pass * w[n - k][u - k] + (1.0 - pass) * w[n][k];
                 if cost < best {
                     best = cost;
@@ -124,7 +149,7 @@ fn solve(p: f64) -> Tables {
         v[n] = best;
         unbounded[n] = best_k as u8;
     }
-    Tables { unbounded, bounded }
+    (Tables { unbounded, bounded }, v)
 }
 
 /// The batch size for the next fresh run: `remaining` undecided fixes (≥ 1),

@@ -131,6 +131,9 @@ pub(crate) struct WorktreeRun {
     /// The worktree's version control, `None` when the group could not
     /// have one.
     pub(crate) vcs: Option<Arc<dyn Vcs>>,
+    /// The commit the worktree started at: its commits since are the
+    /// group's fixes.
+    pub(crate) base: CommitId,
     /// The pool's worktree, given back once the run's commits are landed
     /// or queued.
     lease: Option<Lease>,
@@ -157,6 +160,19 @@ pub(crate) async fn run_in_worktrees(
             return None;
         }
     };
+    let runs = run_in_worktrees_at(shared, groups, progress, landed, &base).await;
+    Some((base, runs))
+}
+
+/// Runs each group in a worktree of the run's pool from `base` (at most
+/// `max_parallel_groups` at once); the runs come back in group order.
+pub(crate) async fn run_in_worktrees_at(
+    shared: &Arc<Shared>,
+    groups: &[PlanGroup],
+    progress: &HashMap<String, Progress>,
+    landed: &HashMap<String, CommitId>,
+    base: &CommitId,
+) -> Vec<WorktreeRun> {
     let limit = shared.config.max_parallel_groups.max(1);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(limit));
     let landed = Arc::new(landed.clone());
@@ -184,7 +200,7 @@ pub(crate) async fn run_in_worktrees(
         }
     }
     runs.sort_by_key(|(i, _)| *i);
-    Some((base, runs.into_iter().map(|(_, r)| r).collect()))
+    runs.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Takes a worktree of the pool at `base` and runs the group in it. The
@@ -201,6 +217,7 @@ pub(super) async fn run_in_worktree(
     let mut out = WorktreeRun {
         group: group.clone(),
         vcs: None,
+        base: base.clone(),
         lease: None,
     };
     let lease = match shared.pool.acquire(base).await {
