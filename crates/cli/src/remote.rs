@@ -89,11 +89,39 @@ pub async fn choose(config: &Config, flag: Option<&str>) -> Result<Option<Remote
 
 /// The Ray settings `--runner` (`flag`), `[runner]` and `RAY_ADDRESS` /
 /// `RAY_AUTH_TOKEN` ask for; `None` when they ask for the local runner.
+/// The project's `[worktree] setup` lines go with them, to run on the node
+/// before each command.
 fn asked(
     config: &Config,
     flag: Option<&str>,
 ) -> Result<Option<orchestrator_adapters::ray::RayConfig>, String> {
-    config.runner.ray_config(flag, |v| std::env::var(v).ok())
+    let ray = config.runner.ray_config(flag, |v| std::env::var(v).ok())?;
+    Ok(ray.map(|r| r.setup(config.worktree.setup.clone())))
+}
+
+/// Dependency folders of a project that a job does not get.
+const UNSENT: [&str; 3] = ["node_modules", ".venv", "venv"];
+
+/// Says, before a run on Ray, which dependency folders of `repo` the jobs
+/// will not have: a job gets the files git would commit, and without
+/// `[worktree] setup` nothing makes them on the node. Nothing when setup
+/// lines are configured.
+pub fn warn_unsent(repo: &std::path::Path, config: &Config) {
+    if !config.worktree.setup.is_empty() {
+        return;
+    }
+    let found: Vec<String> = UNSENT
+        .iter()
+        .filter(|d| repo.join(d).is_dir())
+        .map(|d| format!("{d}/"))
+        .collect();
+    if !found.is_empty() {
+        eprintln!(
+            "runner: warning: a Ray job gets the files git would commit, not {} of your tree; \
+             `[worktree] setup` lines (`npm ci`, `uv sync`, …) run on the node before each command",
+            found.join(", ")
+        );
+    }
 }
 
 /// The Ray runner `--runner` and the `[runner]` of `repo`'s configuration
@@ -113,6 +141,7 @@ pub fn for_repo(
     let Some(ray) = asked(&config, flag)? else {
         return Ok(None);
     };
+    warn_unsent(repo, &config);
     // The probe's client dies with its runtime; the run gets a fresh one.
     let probe = crate::setup::runtime()?;
     let width = probe.block_on(connect(ray.clone()))?.width;

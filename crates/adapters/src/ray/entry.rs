@@ -14,8 +14,11 @@
 //! 2. exports the node-local cache variables (one folder per repository,
 //!    and a slot per concurrent job taken with `flock` where it exists, so
 //!    two builds on one node do not wait on each other's lock);
-//! 3. checks that the program exists (a missing one is reported as such,
-//!    not as exit 127);
+//! 3. runs the project's `[worktree] setup` lines at the copy's root (a
+//!    job's copy holds only what git would commit: `npm ci`, `uv sync`
+//!    make what the command needs, helped by the node cache), a failing one
+//!    reported with its own marker; then checks that the program exists (a
+//!    missing one is reported as such, not as exit 127);
 //! 4. runs the argv, every word quoted, with stdout, stderr and stdin as
 //!    files;
 //! 5. prints one marked block: the exit status, each stream's size and the
@@ -67,6 +70,10 @@ pub struct Entry<'a> {
     pub cache_dir: Option<String>,
     /// Whether the command's changes to the tree come back as a diff.
     pub changes_back: bool,
+    /// The project's `[worktree] setup` lines, run with `sh -c` at the
+    /// copy's root before the command (their output kept apart); the first
+    /// that fails ends the job with its own marker.
+    pub setup: &'a [String],
 }
 
 /// `git` against the job's baseline repository, kept outside the tree.
@@ -96,9 +103,6 @@ impl Entry<'_> {
             changes = if self.changes_back { self.changes_block() } else { String::new() },
         ));
         s.push_str("trap 'emit 143; exit 143' TERM; trap 'emit 130; exit 130' INT; ");
-        if self.changes_back {
-            s.push_str(&self.baseline());
-        }
         if let Some(cache) = &self.cache_dir {
             s.push_str(&self.cache_exports(cache));
         }
@@ -108,6 +112,14 @@ impl Entry<'_> {
                 quote(&STANDARD.encode(input))
             )),
             None => s.push_str(": >\"$W/i\"; "),
+        }
+        if self.changes_back {
+            s.push_str(&self.baseline());
+        }
+        s.push_str(&self.setup_lines());
+        if self.changes_back && !self.setup.is_empty() {
+            // What the setup made is the tree's, not the command's.
+            s.push_str(&self.absorb_setup());
         }
         let rel = self.rel_cwd.to_string_lossy();
         s.push_str(&format!("cd \"$W/t\"/{} || exit 125; ", quote(&rel)));
@@ -139,6 +151,17 @@ impl Entry<'_> {
         )
     }
 
+    /// Folds what the setup made (and `.gitignore` does not ignore) into
+    /// the baseline, so that only the command's changes come back.
+    fn absorb_setup(&self) -> String {
+        format!(
+            "(unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE; {g} add -A && \
+             {g} -c user.name=orchestrator -c user.email=orchestrator@localhost -c commit.gpgsign=false \
+             commit -q --no-verify --allow-empty -m setup) >/dev/null 2>&1; ",
+            g = BASE_GIT
+        )
+    }
+
     /// The changes block: everything `git add -A` stages against the
     /// baseline, as a binary diff in base64, with its size.
     fn changes_block(&self) -> String {
@@ -150,6 +173,24 @@ impl Entry<'_> {
             g = BASE_GIT,
             q = quote(self.id)
         )
+    }
+
+    /// Each setup line at the copy's root, its output kept apart; a failure
+    /// prints the setup marker (the line's index, its status, the tail of
+    /// the setup's output) and ends the job.
+    fn setup_lines(&self) -> String {
+        let limit = self.output_limit.max(1);
+        let mut s = String::new();
+        for (index, line) in self.setup.iter().enumerate() {
+            s.push_str(&format!(
+                "cd \"$W/t\" || exit 125; ( sh -c {line} ) </dev/null >>\"$W/s\" 2>&1; rc=$?; if [ $rc -ne 0 ]; then \
+                 printf '\\n@@ORCH-SETUP %s n={index} rc=%d@@\\n' {q} $rc; tail -c {limit} \"$W/s\" | base64; \
+                 printf '@@ORCH-SETUP-END %s@@\\n' {q}; cd /; rm -rf \"$W\"; exit 125; fi; ",
+                line = quote(line),
+                q = quote(self.id)
+            ));
+        }
+        s
     }
 
     /// `export VAR=<cache>/<slot>/<dir>; …` and the slot lock.
@@ -217,6 +258,18 @@ pub fn parse(log: &str, id: &str) -> Option<Outcome> {
         stderr,
         truncated,
     })
+}
+
+/// A failed setup line in job `id`'s log: its index in the setup, its exit
+/// status and the tail of its output.
+pub fn parse_setup_failure(log: &str, id: &str) -> Option<(usize, i32, Vec<u8>)> {
+    let head = format!("@@ORCH-SETUP {id} n=");
+    let start = log.rfind(&head)?;
+    let rest = &log[start + head.len()..];
+    let (fields, body) = rest.split_once("@@\n")?;
+    let (index, rc) = fields.split_once(" rc=")?;
+    let (b64, _) = body.split_once(&format!("@@ORCH-SETUP-END {id}@@"))?;
+    Some((index.parse().ok()?, rc.parse().ok()?, decode(b64)?))
 }
 
 /// The command's changes out of job `id`'s log (a binary git diff, empty
@@ -303,6 +356,7 @@ mod tests {
             output_limit: 10,
             cache_dir: None,
             changes_back: false,
+            setup: &[],
         };
         assert!(
             e.script()
@@ -358,6 +412,7 @@ mod tests {
             output_limit: 1000,
             cache_dir: None,
             changes_back: true,
+            setup: &[],
         };
         let out = std::process::Command::new("sh")
             .args(["-c", &e.script()])
@@ -387,5 +442,70 @@ mod tests {
             "one\n"
         );
         assert!(!pkg.path().join(".git").exists());
+    }
+
+    /// Runs `e`'s script with `sh` in `dir`, as Ray runs it; returns the log.
+    fn run_script(e: &Entry<'_>, dir: &Path) -> String {
+        let out = std::process::Command::new("sh")
+            .args(["-c", &e.script()])
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The setup makes what the command needs in the job's copy, its output
+    /// kept apart; with changes back, only the command's changes return.
+    /// A failing line ends the job with its marker and output.
+    #[test]
+    fn setup_lines_run_before_the_command_and_a_failure_is_named() {
+        let pkg = tempfile::tempdir().unwrap();
+        std::fs::write(pkg.path().join(".gitignore"), "deps/\n").unwrap();
+        let argv = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "cat deps/lib.txt; cat made.txt; echo x > out.txt".to_owned(),
+        ];
+        let setup = vec![
+            "mkdir deps && echo from-setup > deps/lib.txt && echo noisy".to_owned(),
+            "echo tracked-by-setup > made.txt".to_owned(),
+        ];
+        let mut e = Entry {
+            id: "s1",
+            argv: &argv,
+            rel_cwd: Path::new(""),
+            stdin: None,
+            output_limit: 1000,
+            cache_dir: None,
+            changes_back: true,
+            setup: &setup,
+        };
+        let log = run_script(&e, pkg.path());
+        let Some(Outcome::Ran {
+            rc, stdout, stderr, ..
+        }) = parse(&log, "s1")
+        else {
+            panic!("{log}");
+        };
+        assert_eq!(rc, 0, "{log}");
+        assert_eq!(stdout, b"from-setup\ntracked-by-setup\n");
+        assert!(stderr.is_empty(), "the setup's output is not the command's");
+        let diff = String::from_utf8(parse_changes(&log, "s1").unwrap().unwrap()).unwrap();
+        assert!(diff.contains("out.txt"), "{diff}");
+        assert!(
+            !diff.contains("made.txt") && !diff.contains("deps/"),
+            "{diff}"
+        );
+        assert_eq!(parse_setup_failure(&log, "s1"), None);
+
+        let failing = vec!["echo ok".to_owned(), "echo broken >&2; exit 4".to_owned()];
+        e.setup = &failing;
+        let log = run_script(&e, pkg.path());
+        assert_eq!(
+            parse_setup_failure(&log, "s1"),
+            Some((1, 4, b"ok\nbroken\n".to_vec()))
+        );
+        assert_eq!(parse(&log, "s1"), None, "the command did not run");
     }
 }

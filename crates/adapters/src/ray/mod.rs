@@ -72,6 +72,10 @@ pub struct RayConfig {
     pub cache_root: String,
     /// How often a job's status is read.
     pub poll: Duration,
+    /// The project's `[worktree] setup` lines, run on the node in the
+    /// job's copy before every command: a job gets only what git would
+    /// commit, so what `npm ci` or `uv sync` makes must be made there.
+    pub setup: Vec<String>,
 }
 
 impl RayConfig {
@@ -87,7 +91,14 @@ impl RayConfig {
             node_cache: true,
             cache_root: DEFAULT_CACHE_ROOT.to_owned(),
             poll: Duration::from_millis(200),
+            setup: Vec::new(),
         }
+    }
+
+    /// Builder: the setup lines run on the node before every command.
+    pub fn setup(mut self, lines: Vec<String>) -> Self {
+        self.setup = lines;
+        self
     }
 
     /// The head named by `RAY_ADDRESS`, when set.
@@ -167,6 +178,18 @@ pub enum RayError {
     /// start it): an infrastructure failure, not the command's.
     #[error("ray runner: the cluster lost the job twice: {0}")]
     Lost(String),
+    /// A `[worktree] setup` line failed on the node before the command.
+    #[error(
+        "ray runner: the [worktree] setup line `{line}` failed on the node with status {status}: {output}"
+    )]
+    Setup {
+        /// The line.
+        line: String,
+        /// Its exit status.
+        status: i32,
+        /// The tail of its output.
+        output: String,
+    },
     /// A job's file changes could not come back to the local tree.
     #[error("ray runner: {0}")]
     Changes(String),

@@ -283,6 +283,21 @@ impl RayRunner {
             )));
         }
         let log = client.logs(&id).await?;
+        if let Some((index, status, output)) = entry::parse_setup_failure(&log, &id) {
+            let _ = client.delete(&id).await;
+            let output = String::from_utf8_lossy(&output);
+            return Err(RayError::Setup {
+                line: self
+                    .inner
+                    .config
+                    .setup
+                    .get(index)
+                    .cloned()
+                    .unwrap_or_default(),
+                status,
+                output: tail_lines(&output, 10),
+            });
+        }
         if self.changes_back {
             self.bring_changes_back(&id, &log, pkg).await?;
         }
@@ -322,6 +337,7 @@ impl RayRunner {
             output_limit: spec.output_limit,
             cache_dir: self.cache_dir(pkg),
             changes_back: self.changes_back,
+            setup: &self.inner.config.setup,
         }
         .script();
         let mut env = self.inner.config.env.clone();
@@ -453,6 +469,12 @@ impl RayRunner {
 enum Waited {
     Finished(JobInfo, Option<Instant>, bool),
     Lost(String),
+}
+
+/// The last `n` lines of `text`, trimmed.
+fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn millis(d: Duration) -> u64 {

@@ -242,6 +242,9 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
         Ok(remote) => remote,
         Err(e) => return fail(format!("--runner: {e}")),
     };
+    if remote.is_some() {
+        crate::remote::warn_unsent(&args.repo, &resolved.config);
+    }
     if let Some(r) = remote
         .as_ref()
         .filter(|_| args.max_parallel_groups.is_none())
