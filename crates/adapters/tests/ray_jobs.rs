@@ -280,3 +280,56 @@ async fn the_node_local_cache_reaches_the_job_and_persists() {
         .unwrap();
     assert_eq!(again.stdout, "built\n", "the cache outlives the job");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_lines_run_on_the_node_and_changes_come_back() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let head = RayHead::shared();
+    let repo = repo();
+    let ray = RayRunner::new(
+        RayConfig::new(&head.url)
+            .token(None)
+            .cache_root(head.temp_dir.join("cache").display().to_string())
+            .setup(vec!["echo made-on-the-node > ignored.txt".to_owned()]),
+    )
+    .unwrap()
+    .with_changes_back();
+
+    // The setup made the (ignored) file the command reads; the command's
+    // own edit came back, the setup's file did not.
+    let out = ray
+        .run(sh(
+            "cat ignored.txt && echo changed >> tracked.txt",
+            repo.path(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "made-on-the-node\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("tracked.txt")).unwrap(),
+        "tracked\nchanged\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("ignored.txt")).unwrap(),
+        "ignored\n",
+        "the local ignored file is untouched"
+    );
+
+    // A failing setup line is the cluster's error, naming the line.
+    let failing = RayRunner::new(
+        RayConfig::new(&head.url)
+            .token(None)
+            .setup(vec!["echo no venv here >&2; exit 7".to_owned()]),
+    )
+    .unwrap();
+    let err = failing
+        .run(sh("true", repo.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the [worktree] setup line `echo no venv here >&2; exit 7` failed on the node with status 7: no venv here"),
+        "{err}"
+    );
+}
