@@ -27,6 +27,7 @@ pub(crate) async fn run_stages(shared: Arc<Shared>, progress: &HashMap<String, P
     if let Some(state) = landing::load_state(&shared) {
         landing::verify_stage(&shared, state, progress, &[]).await;
     }
+    crate::exec::settle_unattemptable(&shared, progress);
     let skip = if shared.batch {
         run_pass_whole(&shared, progress).await
     } else {

@@ -1,6 +1,7 @@
 //! Integration tests of the review-fix flow: with fakes (`flow`, and batch verification against one-by-one in `batch`) and end to
 //! end with real git and `cargo test` on the quickstart crate (`e2e`), and
-//! with the builtin agent on linters' output (`relint`, `ids`); what a
+//! with the builtin agent on linters' output (`relint`, `ids`,
+//! `unattemptable`); what a
 //! resume after a kill saves to the session's trash (`trash`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,6 +22,8 @@ mod relint;
 mod sarif_out;
 #[path = "suite/trash.rs"]
 mod trash;
+#[path = "suite/unattemptable.rs"]
+mod unattemptable;
 
 /// A summary's `- Worktrees:` line with its wall times replaced (they
 /// differ between runs; the counts do not).

@@ -58,6 +58,7 @@ mod recover;
 mod seed;
 mod step;
 mod testing;
+mod unattemptable;
 
 pub(crate) use baseline::*;
 pub(crate) use finding::*;
@@ -65,6 +66,7 @@ pub(crate) use groups::*;
 pub(crate) use progress::*;
 pub(crate) use recover::*;
 pub(crate) use testing::*;
+pub(crate) use unattemptable::*;
 
 /// The commit message of a finding's fix.
 pub fn commit_message(f: &Finding) -> String {
