@@ -168,7 +168,7 @@ pub struct Pushed {
 /// Called after every push that moved a branch.
 pub type PushHook = Box<dyn FnMut(&mut Scenario, &Pushed) + Send>;
 
-/// The scripted GitHub's state; see the [module docs](self).
+/// The scripted GitHub's state; how it is scripted is in this file's module docs.
 pub struct Scenario {
     /// Where the bare repositories live (`<root>/<owner>/<name>.git`).
     pub root: PathBuf,

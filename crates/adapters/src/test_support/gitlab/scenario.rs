@@ -179,7 +179,7 @@ pub struct Pushed {
 /// Called after every push that moved a branch.
 pub type PushHook = Box<dyn FnMut(&mut Scenario, &Pushed) + Send>;
 
-/// The scripted GitLab's state; see the [module docs](self).
+/// The scripted GitLab's state; how it is scripted is in this file's module docs.
 pub struct Scenario {
     /// Where the bare repositories live.
     pub root: PathBuf,

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::Protocol;
 
-/// A main request as a script function sees it ([`ModelServer::scripted`]).
+/// A main request as a script function sees it ([`ModelServer::scripted`](super::ModelServer::scripted)).
 #[derive(Debug, Clone)]
 pub struct Exchange {
     pub(super) protocol: Protocol,
