@@ -56,7 +56,7 @@ impl fmt::Display for ByteCount {
     /// The exact value in the largest binary unit that divides it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-            if self.0 != 0 && self.0 % (1 << shift) == 0 {
+            if self.0 != 0 && self.0.is_multiple_of(1 << shift) {
                 return write!(f, "{}{unit}", self.0 >> shift);
             }
         }
@@ -83,7 +83,9 @@ impl<'de> Deserialize<'de> for ByteCount {
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteCount, E> {
                 u64::try_from(v).map(ByteCount).map_err(|_| {
-                    E::custom(format!("[cache] max_size: expected a size of 0 or more, got {v}"))
+                    E::custom(format!(
+                        "[cache] max_size: expected a size of 0 or more, got {v}"
+                    ))
                 })
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteCount, E> {
@@ -119,11 +121,17 @@ mod tests {
         use crate::config::{Config, ConfigError};
         let config = Config::parse_str("version = 1\n[cache]\nmax_size = \"2GiB\"\n").unwrap();
         assert_eq!(config.cache.max_size_bytes(), 2 << 30);
-        assert_eq!(Config::default().cache.max_size_bytes(), DEFAULT_CACHE_MAX_SIZE);
+        assert_eq!(
+            Config::default().cache.max_size_bytes(),
+            DEFAULT_CACHE_MAX_SIZE
+        );
         let err = Config::parse_str("version = 1\n[cache]\nmax_size = \"lots\"\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("line 3") && err.contains("[cache] max_size"), "{err}");
+        assert!(
+            err.contains("line 3") && err.contains("[cache] max_size"),
+            "{err}"
+        );
         assert!(err.contains("got \"lots\""), "{err}");
         let mut config = Config::default();
         let err = config

@@ -12,8 +12,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{
-    AgentSpec, CONFIG_FILE_NAME, Config, ConfigError, ENV_AGENT, ENV_OPENAI_BASE_URL,
-    ENV_CACHE_MAX_SIZE, ENV_OPENAI_MODEL,
+    AgentSpec, CONFIG_FILE_NAME, Config, ConfigError, ENV_AGENT, ENV_CACHE_MAX_SIZE,
+    ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL,
 };
 
 /// The user configuration file below a configuration folder.

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
 
-use orchestrator_core::state::cache::{CacheFolder, CacheKind, Owner, PruneReport, Removal, RemovalReason};
+use orchestrator_core::state::cache::{
+    CacheFolder, CacheKind, Owner, PruneReport, Removal, RemovalReason,
+};
 
 use super::*;
 

@@ -327,26 +327,26 @@ fn worktree_owner(dir: &Path) -> Owner {
     Owner::Unknown
 }
 
-/// The newest modification time of `dir` and its direct entries (what a
-/// run of an older version touched last), else the epoch.
+/// The newest modification time of the direct entries of `dir` (what a
+/// run of an older version touched last), else the epoch. The folder's own
+/// time and our files are left out: writing the size file changes them.
 fn newest_mtime(dir: &Path) -> Timestamp {
-    let mtime = |p: &Path| {
-        fs::symlink_metadata(p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| Timestamp::try_from(t).ok())
+    let ours = |name: &std::ffi::OsStr| {
+        name.to_string_lossy()
+            .trim_start_matches('.')
+            .starts_with("orchestrator-cache")
     };
-    let entries = fs::read_dir(dir)
-        .map(|e| {
-            e.filter_map(Result::ok)
-                .map(|e| e.path())
-                .collect::<Vec<_>>()
+    fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| !ours(&e.file_name()))
+                .filter_map(|e| e.metadata().ok()?.modified().ok())
+                .filter_map(|t| Timestamp::try_from(t).ok())
+                .max()
         })
-        .unwrap_or_default();
-    std::iter::once(dir.to_path_buf())
-        .chain(entries)
-        .filter_map(|p| mtime(&p))
-        .max()
+        .ok()
+        .flatten()
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
