@@ -110,7 +110,6 @@ fn a_run_prunes_the_cache_and_cache_list_and_clean_show_and_remove_folders() {
         &cache,
         &current,
         &[
-            "-v",
             "review-fix",
             "--fix",
             findings.to_str().unwrap(),
@@ -140,7 +139,10 @@ fn a_run_prunes_the_cache_and_cache_list_and_clean_show_and_remove_folders() {
     );
     assert!(repo_folder(&cache, CacheKind::Worktrees, &other).is_dir());
     assert!(
-        stderr.contains("is gone") && stderr.contains("over the cap"),
+        stderr.contains("note: cache: removed 3 folders, ")
+            && stderr.contains(
+                "2 of repositories that are gone, 1 least recently used over the 1.0 MiB cap"
+            ),
         "{stderr}"
     );
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 pub const ENV_CACHE_MAX_SIZE: &str = "ORCHESTRATOR_CACHE_MAX_SIZE";
 
 /// The default cap on the cache's target folders: 20 GiB.
-pub const DEFAULT_CACHE_MAX_SIZE: u64 = 20 << 30;
+pub const DEFAULT_CACHE_MAX_SIZE: u64 = orchestrator_core::state::cache::DEFAULT_MAX_SIZE;
 
 /// `[cache]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,13 +3,12 @@
 //! upkeep every flow runs on them when it starts ([`claim_and_prune`]).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use clap::Subcommand;
 use jiff::Timestamp;
 use orchestrator_core::state::cache::{
-    CacheFolder, CacheKind, CacheLease, Clean, Owner, PrunePolicy, PruneReport, RemovalReason,
-    clean as clean_cache, list as list_cache, prune,
+    CacheFolder, CacheKind, CacheLease, Clean, Owner, PruneReport, clean as clean_cache,
+    describe_removal, list as list_cache,
 };
 use orchestrator_core::state::cache_dir;
 use orchestrator_core::trash::human_size;
@@ -98,55 +97,22 @@ pub fn cache_cap(repo: &Path, files: &ConfigFiles) -> Result<u64, String> {
     Ok(config.cache.max_size_bytes())
 }
 
-/// What a flow does with the cache when it starts: claims `repo`'s folders
-/// (held until the returned lease is dropped), then prunes the cache under
-/// `cap`. Never fails the run: a problem is a warning.
+/// What a flow does with the cache when it starts (see
+/// [`orchestrator_core::state::cache::claim_and_prune`]), its notice and
+/// warnings logged: the lease is held until dropped. Never fails the run.
 pub fn claim_and_prune(repo: &Path, cap: u64) -> Option<CacheLease> {
-    let lease = CacheLease::claim(repo)
-        .map_err(|e| tracing::warn!("cache: {e}"))
-        .ok();
-    let started = Instant::now();
-    match prune(&cache_dir(), &PrunePolicy::for_run(repo, cap)) {
-        Ok(report) => log_prune(&report, started),
-        Err(e) => tracing::warn!("cache: pruning stopped: {e}"),
+    let upkeep = orchestrator_core::state::cache::claim_and_prune(repo, cap);
+    if let Some(notice) = &upkeep.notice {
+        tracing::info!("{notice}");
     }
-    lease
-}
-
-fn log_prune(report: &PruneReport, started: Instant) {
-    for removal in &report.removed {
-        tracing::info!(
-            "cache: removed {} ({}): {}",
-            removal.folder.path.display(),
-            human_size(removal.folder.bytes),
-            reason(removal.reason, &removal.folder.owner)
-        );
-    }
-    if let Some((first, _)) = report.skipped.first() {
-        tracing::warn!(
-            "cache: left {} folder(s) alone: no marker, used within a day (an older version may be using them), first {}",
-            report.skipped.len(),
-            first.path.display()
-        );
+    for warning in &upkeep.warnings {
+        tracing::warn!("{warning}");
     }
     tracing::debug!(
-        "cache: pruned in {} ms: targets {} -> {}, freed {}",
-        started.elapsed().as_millis(),
-        human_size(report.targets_before),
-        human_size(report.targets_after),
-        human_size(report.freed())
+        "cache: claimed and pruned in {} ms",
+        upkeep.took.as_millis()
     );
-}
-
-fn reason(reason: RemovalReason, owner: &Owner) -> String {
-    match (reason, owner) {
-        (RemovalReason::Stale, Owner::Repo { path, .. }) => {
-            format!("repository {} is gone", path.display())
-        }
-        (RemovalReason::Stale, Owner::Unknown) => "no marker, unused for over a day".to_owned(),
-        (RemovalReason::OverCap, _) => "least recently used, over the cap".to_owned(),
-        (RemovalReason::Asked, _) => "asked".to_owned(),
-    }
+    upkeep.lease
 }
 
 /// `cache list`'s text: a header with the totals and the cap, then one line
@@ -214,7 +180,7 @@ pub fn render_clean(report: &PruneReport) -> String {
             "removed {} ({}): {}\n",
             removal.folder.path.display(),
             human_size(removal.folder.bytes),
-            reason(removal.reason, &removal.folder.owner)
+            describe_removal(removal.reason, &removal.folder.owner)
         ));
     }
     for (folder, why) in &report.skipped {

@@ -19,6 +19,7 @@
 
 mod lease;
 mod prune;
+mod upkeep;
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,7 @@ pub use prune::{
     CacheFolder, Clean, FolderSize, Owner, PrunePolicy, PruneReport, Removal, RemovalReason,
     UNMARKED_GRACE, clean, list, plan_prune, prune,
 };
+pub use upkeep::{DEFAULT_MAX_SIZE, Upkeep, claim_and_prune, describe_removal};
 
 /// The two kinds of per-repository cache folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -251,9 +251,6 @@ pub fn run(args: &ReviewFixArgs, files: &ConfigFiles) -> Exit {
     {
         resolved.flow.max_parallel_groups = r.width;
     }
-    // Held until the run ends: a concurrent prune leaves these folders alone.
-    let _cache =
-        super::cache::claim_and_prune(&resolved.repo, resolved.config.cache.max_size_bytes());
     let started = Instant::now();
     let mut reporter = setup::reporter(args.json);
     // Failure details carry the tail of the test output: the terminal gets
