@@ -51,10 +51,12 @@ fn repo(parent: &Path, name: &str) -> PathBuf {
 /// Claims `repo`'s folders as an earlier run did, `hours_ago`, leaving
 /// `bytes` in its build cache.
 fn earlier_run(cache: &Path, repo: &Path, hours_ago: i64, bytes: usize) {
-    drop(CacheLease::claim_in(cache, repo).unwrap());
+    let lease = CacheLease::claim_in(cache, repo).unwrap();
     let targets = repo_folder(cache, CacheKind::Targets, repo);
     std::fs::create_dir_all(targets.join("review-fix-slot-0")).unwrap();
     std::fs::write(targets.join("review-fix-slot-0/lib.rlib"), vec![7u8; bytes]).unwrap();
+    std::fs::create_dir_all(repo_folder(cache, CacheKind::Worktrees, repo).join("fix-1")).unwrap();
+    drop(lease);
     for kind in CacheKind::ALL {
         let dir = repo_folder(cache, kind, repo);
         let mut marker = read_marker(&dir).unwrap();
@@ -95,6 +97,9 @@ fn a_run_prunes_the_cache_and_cache_list_and_clean_show_and_remove_folders() {
     let current = repo(&tmp_path, "current");
     let other = repo(&tmp_path, "other");
     let removed = repo(&tmp_path, "removed");
+    // The current repository's build cache is the oldest and over the cap
+    // on its own: it stays all the same.
+    earlier_run(&cache, &current, 10, 2 << 20);
     earlier_run(&cache, &other, 5, 2 << 20);
     earlier_run(&cache, &removed, 1, 64 << 10);
     std::fs::remove_dir_all(&removed).unwrap();
@@ -123,15 +128,13 @@ fn a_run_prunes_the_cache_and_cache_list_and_clean_show_and_remove_folders() {
     assert!(run.status.success(), "{stderr}");
     // The removed repository's folders went as stale, the other's build
     // cache as the least recently used over 1 MiB; its worktree folder and
-    // the current repository's folders stay.
+    // the current repository's folders stay, marked as used now.
     for kind in CacheKind::ALL {
         assert!(!repo_folder(&cache, kind, &removed).exists(), "{stderr}");
-        assert_eq!(
-            read_marker(&repo_folder(&cache, kind, &current))
-                .unwrap()
-                .repo,
-            current
-        );
+        let marker = read_marker(&repo_folder(&cache, kind, &current)).unwrap();
+        assert_eq!(marker.repo, current);
+        let age = jiff::Timestamp::now().duration_since(marker.last_used_at().unwrap());
+        assert!(age < jiff::SignedDuration::from_mins(10), "{age:?}");
     }
     assert!(
         !repo_folder(&cache, CacheKind::Targets, &other).exists(),

@@ -99,6 +99,56 @@ impl CacheLease {
     }
 }
 
+impl Drop for CacheLease {
+    /// Releases the folders; one that holds nothing but our own files (the
+    /// run made no worktree or build there) and that no other run holds is
+    /// removed, as the flows removed their empty folders before.
+    fn drop(&mut self) {
+        for (dir, file) in self.held.drain(..) {
+            drop(file);
+            if let Some(lock) = try_lock_exclusive(&dir)
+                && holds_only_our_files(&dir)
+            {
+                let _ = remove_locked(&dir, lock);
+            }
+        }
+    }
+}
+
+/// Whether `dir` holds nothing but the marker, the lock and the size file
+/// (and what interrupted writes of them left).
+fn holds_only_our_files(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).all(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .trim_start_matches('.')
+                .starts_with("orchestrator-cache")
+        })
+    })
+}
+
+/// Prefix of a folder being removed.
+pub(super) const EVICTING: &str = ".evicting-";
+
+/// Removes the folder `dir`, whose exclusive `lock` the caller holds: renames
+/// it to a `.evicting-…` sibling (so that a run waiting for the lock claims
+/// a fresh folder), releases the lock, deletes the renamed folder.
+pub(super) fn remove_locked(dir: &Path, lock: File) -> Result<(), StateError> {
+    let (Some(root), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Ok(());
+    };
+    let aside = root.join(format!(
+        "{EVICTING}{}-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    fs::rename(dir, &aside).map_err(|e| StateError::io("rename", dir, e))?;
+    drop(lock);
+    fs::remove_dir_all(&aside).map_err(|e| StateError::io("remove", &aside, e))
+}
+
 /// Creates `dir` and takes a shared lock on its lock file, again on a fresh
 /// folder if a pruner renamed this one away while we waited.
 fn lock_shared(dir: &Path) -> Result<File, StateError> {
@@ -145,9 +195,13 @@ pub(super) fn try_lock_exclusive(dir: &Path) -> Option<File> {
 }
 
 /// Whether a run holds the folder `dir` (a lock that cannot be taken counts
-/// as held).
+/// as held). Writes nothing: a folder without a lock file is held by none.
 pub fn folder_in_use(dir: &Path) -> bool {
-    try_lock_exclusive(dir).is_none()
+    let path = dir.join(LOCK_FILE);
+    match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(file) => !matches!(file.try_lock(), Ok(())),
+        Err(e) => e.kind() != io::ErrorKind::NotFound,
+    }
 }
 
 /// Whether the open `file` is still the file at `path`.
@@ -187,7 +241,18 @@ mod tests {
         let second = CacheLease::claim_in(cache.path(), repo.path()).unwrap();
         drop(lease);
         assert!(folders.iter().all(|d| folder_in_use(d)));
+        // Released, the folders go: the runs left nothing in them.
         drop(second);
-        assert!(folders.iter().all(|d| !folder_in_use(d)));
+        assert!(folders.iter().all(|d| !d.exists()));
+
+        // A folder with a run's work in it stays, unlocked.
+        let lease = CacheLease::claim_in(cache.path(), repo.path()).unwrap();
+        let targets = lease.folders().next().unwrap().to_path_buf();
+        fs::create_dir_all(targets.join("review-fix-slot-0")).unwrap();
+        drop(lease);
+        assert!(targets.join("review-fix-slot-0").is_dir());
+        assert!(read_marker(&targets).is_some());
+        assert!(!folder_in_use(&targets));
+        assert!(!folders[1].exists());
     }
 }

@@ -21,15 +21,14 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::lease::{SIZE_FILE, read_marker, try_lock_exclusive};
+use super::lease::{
+    EVICTING, SIZE_FILE, folder_in_use, read_marker, remove_locked, try_lock_exclusive,
+};
 use super::{CacheKind, repo_key};
 use crate::state::{StateError, write_json_atomic};
 
 /// How long a folder without a marker is left alone.
 pub const UNMARKED_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Prefix of a folder being removed.
-const EVICTING: &str = ".evicting-";
 
 /// Whose a cache folder is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,9 +239,10 @@ pub fn list(cache: &Path) -> Result<Vec<CacheFolder>, StateError> {
 }
 
 /// Reads one folder: its owner, last use, size and whether it is held.
+/// Writes only the size file of a marked folder.
 fn inspect(kind: CacheKind, path: PathBuf, key: String) -> CacheFolder {
     let measured_from = Timestamp::now();
-    let in_use = try_lock_exclusive(&path).is_none();
+    let in_use = folder_in_use(&path);
     let marker = read_marker(&path);
     let last_used = marker
         .as_ref()
@@ -268,7 +268,8 @@ fn inspect(kind: CacheKind, path: PathBuf, key: String) -> CacheFolder {
         Some(size) if !in_use => size.bytes,
         _ => {
             let bytes = disk_usage(&path);
-            if !in_use {
+            // Nothing is written into a folder no run of ours claimed.
+            if !in_use && marker.is_some() {
                 let size = FolderSize {
                     bytes,
                     measured_at: measured_from.to_string(),
@@ -520,15 +521,7 @@ fn remove_folder(cache: &Path, folder: &CacheFolder) -> Result<bool, StateError>
     if claimed_since {
         return Ok(false);
     }
-    let aside = root.join(format!(
-        "{EVICTING}{}-{}-{}",
-        folder.key,
-        std::process::id(),
-        Timestamp::now().as_nanosecond()
-    ));
-    fs::rename(&folder.path, &aside).map_err(|e| StateError::io("rename", &folder.path, e))?;
-    drop(lock);
-    fs::remove_dir_all(&aside).map_err(|e| StateError::io("remove", &aside, e))?;
+    remove_locked(&folder.path, lock)?;
     Ok(true)
 }
 

@@ -176,6 +176,14 @@ fn repo(parent: &Path, name: &str) -> PathBuf {
     dir
 }
 
+/// Claims `r`'s folders as a run that made a worktree and a build does.
+fn used(cache: &Path, r: &Path, files: usize, bytes: usize) {
+    let lease = CacheLease::claim_in(cache, r).unwrap();
+    fill(&repo_folder(cache, CacheKind::Targets, r), files, bytes);
+    fs::create_dir_all(repo_folder(cache, CacheKind::Worktrees, r).join("fix-1")).unwrap();
+    drop(lease);
+}
+
 fn fill(dir: &Path, files: usize, bytes: usize) {
     let slot = dir.join("review-fix-slot-0").join("debug");
     fs::create_dir_all(&slot).unwrap();
@@ -206,9 +214,7 @@ fn a_prune_on_disk_removes_gone_and_old_folders_and_nothing_else() {
     fs::create_dir_all(&precious).unwrap();
     fs::write(precious.join("keep.txt"), "mine").unwrap();
     for r in [&current, &other, &removed_repo, &busy] {
-        let lease = CacheLease::claim_in(&cache, r).unwrap();
-        fill(&repo_folder(&cache, CacheKind::Targets, r), 8, 64 * 1024);
-        drop(lease);
+        used(&cache, r, 8, 64 * 1024);
     }
     let held = CacheLease::claim_in(&cache, &busy).unwrap();
     for (r, hours) in [(&other, 5), (&busy, 9), (&removed_repo, 1)] {
@@ -286,9 +292,8 @@ fn a_run_waiting_for_an_evicted_folder_claims_a_fresh_one() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
     let r = repo(tmp.path(), "r");
-    drop(CacheLease::claim_in(&cache, &r).unwrap());
+    used(&cache, &r, 1, 1024);
     let dir = repo_folder(&cache, CacheKind::Targets, &r);
-    fill(&dir, 1, 1024);
     let folders = list(&cache).unwrap();
     let target = folders.iter().find(|f| f.path == dir).unwrap();
     assert!(remove_folder(&cache, target).unwrap());
@@ -309,7 +314,7 @@ fn clean_selects_by_repository_and_staleness() {
     let cache = tmp.path().join("cache");
     let (a, b) = (repo(tmp.path(), "a"), repo(tmp.path(), "b"));
     for r in [&a, &b] {
-        drop(CacheLease::claim_in(&cache, r).unwrap());
+        used(&cache, r, 1, 1024);
     }
     let report = clean(&cache, &Clean::Stale).unwrap();
     assert!(report.removed.is_empty());
