@@ -108,6 +108,9 @@ pub fn claim_and_prune(repo: &Path, cap: u64) -> Option<CacheLease> {
     for warning in &upkeep.warnings {
         tracing::warn!("{warning}");
     }
+    if let Some(left) = &upkeep.left_alone {
+        tracing::info!("{left}");
+    }
     tracing::debug!(
         "cache: claimed and pruned in {} ms",
         upkeep.took.as_millis()

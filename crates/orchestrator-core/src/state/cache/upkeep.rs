@@ -22,6 +22,10 @@ pub struct Upkeep {
     pub notice: Option<String>,
     /// Problems that did not stop the run.
     pub warnings: Vec<String>,
+    /// The folders without a marker left alone because they were used
+    /// within a day, when there were any: not a problem, and nothing a user
+    /// can act on (`cache clean` leaves them too), so not a warning.
+    pub left_alone: Option<String>,
     /// How long the claim and the prune took.
     pub took: std::time::Duration,
 }
@@ -53,7 +57,7 @@ pub fn claim_and_prune(repo: &Path, max_size: u64) -> Upkeep {
                 ));
             }
             if let Some((first, _)) = report.skipped.first() {
-                upkeep.warnings.push(format!(
+                upkeep.left_alone = Some(format!(
                     "cache: left {} without a marker alone (used within a day; an older version may be using them), first {}",
                     counted(report.skipped.len() as u64, "folder", "folders"),
                     first.path.display()
