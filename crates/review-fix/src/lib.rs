@@ -35,6 +35,11 @@
 //!                 read at discovery to leave out what is done with)
 //! ```
 //!
+//! Before discovery, [`run`] (and [`relint::run_with_relint`]) claims the
+//! repository's folders in the engine's cache (worktrees, the slots' Cargo
+//! target folders) for the run and prunes the cache under
+//! [`ReviewFixConfig::cache_max_size`] (`orchestrator_core::state::cache`).
+//!
 //! The entry point is [`run`]: a [`ReviewFixConfig`] (the CLI's flags) and
 //! [`Services`] (agent, VCS, test runner factory, gate, event sink) in, a
 //! [`RunReport`] whose [`Outcome`] maps to the exit code out.
