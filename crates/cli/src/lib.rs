@@ -45,6 +45,9 @@ Environment:
   OPENAI_BASE_URL     overrides [agent.openai] base_url
   OPENAI_MODEL        overrides [agent.openai] model
   OPENAI_API_KEY      the openai agent's key (or the variable [agent.openai] api_key_env names)
+  ORCHESTRATOR_CACHE_DIR       the cache folder (worktrees, build caches); default
+                               $XDG_CACHE_HOME/orchestrator or ~/.cache/orchestrator
+  ORCHESTRATOR_CACHE_MAX_SIZE  overrides [cache] max_size (\"20GiB\")
   XDG_CONFIG_HOME     the user file is $XDG_CONFIG_HOME/orchestrator/config.toml
                       (~/.config/orchestrator/config.toml when unset)
   NO_COLOR            set and not empty: no colour under --color auto
@@ -108,6 +111,10 @@ pub enum Command {
     /// an entry back, clean it away.
     #[command(subcommand)]
     Trash(commands::trash::TrashCommand),
+    /// The repositories' folders in the engine's cache (build caches,
+    /// worktrees): list them, clean them away.
+    #[command(subcommand)]
+    Cache(commands::cache::CacheCommand),
     /// The findings ledger across review-fix runs: list it, show one
     /// finding's history, decline or reopen a finding.
     #[command(subcommand)]

@@ -367,6 +367,7 @@ fn orchestrator_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         "ORCHESTRATOR_AGENT",
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
+        "ORCHESTRATOR_CACHE_MAX_SIZE",
     ] {
         command.env_remove(var);
     }

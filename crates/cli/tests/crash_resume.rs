@@ -297,6 +297,20 @@ struct Run {
     started: Instant,
 }
 
+/// A cache folder of the repository's own, under cargo's temporary folder
+/// for tests: no other test's folders in it, so no other test's prune
+/// speaks in this one's output.
+fn test_cache(suite: &str, repo: &Path) -> PathBuf {
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{suite}-cache"))
+        .join(format!("{}-{}", name(repo.parent()), name(Some(repo))))
+}
+
 impl Run {
     fn start(ctx: &Ctx, repo: &Path, logs: &Path, args: Vec<String>) -> Run {
         let n = RUNS.fetch_add(1, Ordering::SeqCst);
@@ -307,6 +321,7 @@ impl Run {
         let child = ctx.ok(
             Command::new(env!("CARGO_BIN_EXE_orchestrator"))
                 .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+                .env("ORCHESTRATOR_CACHE_DIR", test_cache("crash_resume", repo))
                 .args(&args)
                 .current_dir(repo)
                 .env_remove("RUST_LOG")

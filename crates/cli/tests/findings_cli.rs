@@ -76,6 +76,7 @@ impl Fixture {
             .args(args)
             .current_dir(&self.repo)
             .env("CARGO_TARGET_DIR", self.tmp.path().join("target"))
+            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("RUST_LOG")
             .env_remove("ORCHESTRATOR_AGENT")

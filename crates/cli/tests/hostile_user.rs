@@ -848,9 +848,20 @@ fn survivors(marker: &str) -> Vec<u32> {
 /// The binary in `repo` with a clean environment.
 fn command(repo: &Path, args: &[String]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+    // A cache folder of the repository's own: no other test's folders in
+    // it, so no other test's prune speaks in this one's output.
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("hostile_user-cache")
+        .join(format!("{}-{}", name(repo.parent()), name(Some(repo))));
     cmd.args(args)
         .current_dir(repo)
         .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .env("ORCHESTRATOR_CACHE_DIR", cache)
         .env_remove("ORCHESTRATOR_AGENT")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

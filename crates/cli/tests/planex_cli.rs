@@ -83,10 +83,16 @@ impl Repo {
     }
 }
 
-/// The binary with a clean environment, in `cwd`, stdin closed (not a terminal).
+/// The binary with a clean environment, in `cwd`, stdin closed (not a
+/// terminal), with a cache folder of its own for each `cwd` (under cargo's
+/// temporary folder for tests, outside the repository).
 fn command(cwd: &Path, args: &[&str]) -> Command {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("planex_cli-cache")
+        .join(cwd.file_name().unwrap_or_default());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
     cmd.env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+        .env("ORCHESTRATOR_CACHE_DIR", cache)
         .args(args)
         .current_dir(cwd)
         .env_remove("RUST_LOG")

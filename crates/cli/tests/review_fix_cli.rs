@@ -102,6 +102,7 @@ impl Fixture {
             .args(args)
             .current_dir(&self.repo)
             .env("CARGO_TARGET_DIR", &self.target)
+            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .env("RUST_BACKTRACE", "0")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("RUST_LOG")

@@ -74,6 +74,7 @@ impl Fixture {
     fn review_fix(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
             .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .arg("review-fix")
             .args(args)
             .current_dir(&self.repo)
@@ -88,6 +89,7 @@ impl Fixture {
         let relint = format!("sh '{}'", self.lint.display());
         Command::new(env!("CARGO_BIN_EXE_orchestrator"))
             .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
+            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .args([
                 "review-fix",
                 "--fix",

@@ -93,6 +93,10 @@ pub struct ReviewFixConfig {
     /// Try again the findings the findings ledger says failed before
     /// (`--retry-failed`); by default they are skipped like fixed ones.
     pub retry_failed: bool,
+    /// The cap on the cache's build folders (`[cache] max_size`, default
+    /// 20 GiB): a run prunes the cache under it when it starts (see
+    /// `orchestrator_core::state::cache`).
+    pub cache_max_size: u64,
     /// Write the run's results as SARIF 2.1.0 to this file when it
     /// completes (`--sarif-out FILE`; see [`crate::findings_ledger::sarif`]).
     pub sarif_out: Option<PathBuf>,
@@ -247,6 +251,12 @@ impl ReviewFixConfig {
         self.retry_failed = retry_failed;
         self
     }
+
+    /// Sets [`ReviewFixConfig::cache_max_size`].
+    pub fn with_cache_max_size(mut self, bytes: u64) -> Self {
+        self.cache_max_size = bytes;
+        self
+    }
 }
 
 impl Default for ReviewFixConfig {
@@ -276,6 +286,7 @@ impl Default for ReviewFixConfig {
             cargo_seed: None,
             retry_failed: false,
             sarif_out: None,
+            cache_max_size: orchestrator_core::state::cache::DEFAULT_MAX_SIZE,
         }
     }
 }

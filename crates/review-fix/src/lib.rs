@@ -35,6 +35,11 @@
 //!                 read at discovery to leave out what is done with)
 //! ```
 //!
+//! Before discovery, [`run`] (and [`relint::run_with_relint`]) claims the
+//! repository's folders in the engine's cache (worktrees, the slots' Cargo
+//! target folders) for the run and prunes the cache under
+//! [`ReviewFixConfig::cache_max_size`] (`orchestrator_core::state::cache`).
+//!
 //! The entry point is [`run`]: a [`ReviewFixConfig`] (the CLI's flags) and
 //! [`Services`] (agent, VCS, test runner factory, gate, event sink) in, a
 //! [`RunReport`] whose [`Outcome`] maps to the exit code out.
@@ -165,7 +170,30 @@ fn emit_phase(sink: &dyn EventSink, phase: &str, started: bool) {
 /// [`ReviewFixError::RepoBusy`] before it changes anything.
 pub async fn run(config: ReviewFixConfig, services: Services) -> Result<RunReport, ReviewFixError> {
     let _lock = lock_repository(services.vcs.root())?;
+    let _cache = upkeep_cache(&config, &services);
     run_locked(config, services).await
+}
+
+/// Claims the repository's cache folders for the run (held until the lease
+/// is dropped) and prunes the cache under [`ReviewFixConfig::cache_max_size`]
+/// (see `orchestrator_core::state::cache`): what it removed is a notice,
+/// what went wrong a warning; neither stops the run.
+pub(crate) fn upkeep_cache(
+    config: &ReviewFixConfig,
+    services: &Services,
+) -> Option<orchestrator_core::state::CacheLease> {
+    let repo = services.vcs.root();
+    if !repo.is_dir() {
+        return None;
+    }
+    let upkeep = orchestrator_core::state::cache::claim_and_prune(repo, config.cache_max_size);
+    if let Some(message) = upkeep.notice {
+        services.sink.emit(&Event::Notice { message });
+    }
+    for message in upkeep.warnings {
+        services.sink.emit(&Event::Warning { message });
+    }
+    upkeep.lease
 }
 
 /// Takes the repository-wide lock of review-fix runs

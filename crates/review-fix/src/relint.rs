@@ -293,6 +293,7 @@ pub async fn run_with_relint(
 ) -> Result<PassesReport, ReviewFixError> {
     // One lock for every pass: no other run slips in between two of them.
     let _lock = crate::lock_repository(services.vcs.root())?;
+    let _cache = crate::upkeep_cache(&config, &services);
     let started = Instant::now();
     let repo = services.vcs.root().to_path_buf();
     // What pass 1 is given: its inputs, read before its fixes change the

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentKind, AgentSection, AgentSpec};
 use super::budget::{BudgetSection, Prices, check_prices};
+use super::cache::{ByteCount, CacheSection, ENV_CACHE_MAX_SIZE};
 use super::command::{CommandLine, CommandValue};
 use super::flows::{CiAutofixSection, PlanexSection, ReviewFixSection, TestsSection};
 use super::runner::RunnerSection;
@@ -52,6 +53,9 @@ pub struct Config {
     /// Where test runs and task commands run (here, or on a Ray cluster).
     #[serde(default)]
     pub runner: RunnerSection,
+    /// How much the engine's cache folder may hold.
+    #[serde(default)]
+    pub cache: CacheSection,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             prices: Prices::new(),
             worktree: WorktreeSection::default(),
             runner: RunnerSection::default(),
+            cache: CacheSection::default(),
         }
     }
 }
@@ -167,7 +172,7 @@ impl Config {
 
     /// Applies the environment overrides read through `lookup` (tests pass a
     /// map): `ORCHESTRATOR_AGENT` (as `--agent`), `OPENAI_BASE_URL`,
-    /// `OPENAI_MODEL`. Empty values are ignored.
+    /// `OPENAI_MODEL`, `ORCHESTRATOR_CACHE_MAX_SIZE`. Empty values are ignored.
     pub fn apply_env_from(
         &mut self,
         lookup: impl Fn(&str) -> Option<String>,
@@ -185,6 +190,16 @@ impl Config {
         }
         if let Some(model) = get(ENV_OPENAI_MODEL) {
             self.agent.openai.get_or_insert_default().model = Some(model.trim().to_owned());
+        }
+        if let Some(size) = get(ENV_CACHE_MAX_SIZE) {
+            let size = ByteCount::parse(&size).map_err(|message| ConfigError::Env {
+                var: ENV_CACHE_MAX_SIZE.to_owned(),
+                source: Box::new(ConfigError::Invalid {
+                    path: None,
+                    message,
+                }),
+            })?;
+            self.cache.max_size = Some(size);
         }
         Ok(())
     }

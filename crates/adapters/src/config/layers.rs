@@ -12,8 +12,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{
-    AgentSpec, CONFIG_FILE_NAME, Config, ConfigError, ENV_AGENT, ENV_OPENAI_BASE_URL,
-    ENV_OPENAI_MODEL,
+    AgentSpec, CONFIG_FILE_NAME, Config, ConfigError, ENV_AGENT, ENV_CACHE_MAX_SIZE,
+    ENV_OPENAI_BASE_URL, ENV_OPENAI_MODEL,
 };
 
 /// The user configuration file below a configuration folder.
@@ -180,6 +180,7 @@ impl EffectiveConfig {
             (ENV_AGENT, "agent.kind"),
             (ENV_OPENAI_BASE_URL, "agent.openai.base_url"),
             (ENV_OPENAI_MODEL, "agent.openai.model"),
+            (ENV_CACHE_MAX_SIZE, "cache.max_size"),
         ] {
             let only = |name: &str| if name == var { lookup(name) } else { None };
             let set = only(var).is_some_and(|v| !v.trim().is_empty());
@@ -491,6 +492,7 @@ mod tests {
         effective
             .apply_env_from(|var| match var {
                 ENV_OPENAI_MODEL => Some("env-model".to_owned()),
+                ENV_CACHE_MAX_SIZE => Some("5 GiB".to_owned()),
                 // The same value as the file's: the variable still decides.
                 ENV_OPENAI_BASE_URL => Some("http://127.0.0.1:9/v1".to_owned()),
                 _ => None,
@@ -508,6 +510,11 @@ mod tests {
                     "env OPENAI_BASE_URL",
                 ),
                 ("agent.openai.model", "\"env-model\"", "env OPENAI_MODEL"),
+                (
+                    "cache.max_size",
+                    "\"5GiB\"",
+                    "env ORCHESTRATOR_CACHE_MAX_SIZE",
+                ),
                 ("version", "1", "repository file <tmp>/orchestrator.toml"),
             ],
         );

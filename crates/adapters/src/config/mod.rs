@@ -44,6 +44,7 @@ use std::path::PathBuf;
 
 mod agent;
 mod budget;
+mod cache;
 mod command;
 mod file;
 mod flows;
@@ -56,6 +57,7 @@ pub use agent::{
     OpenAiSection, OutputFormat, ToolCallMode,
 };
 pub use budget::{BudgetSection, Price, Prices, check_prices};
+pub use cache::{ByteCount, CacheSection, DEFAULT_CACHE_MAX_SIZE, ENV_CACHE_MAX_SIZE};
 pub use command::{CommandLine, CommandValue, SplitError, join_command, split_command};
 pub use file::Config;
 pub use flows::{CiAutofixSection, PlanexSection, ReviewFixSection, Schedule, TestsSection};

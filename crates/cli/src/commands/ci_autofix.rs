@@ -416,6 +416,7 @@ fn run_fix(args: &FixArgs, files: &ConfigFiles) -> Exit {
             return Exit::SomeFailed;
         }
     };
+    let _cache = super::cache::claim_and_prune(&args.repo, config.cache.max_size_bytes());
     rt.block_on(fix_loop(args, handoff, &config))
 }
 

@@ -2,6 +2,7 @@
 //! and an [`Exit`] code. Errors are printed to stderr, results to stdout.
 
 mod batch;
+pub mod cache;
 pub mod ci_autofix;
 mod config;
 pub mod findings;
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Batch(args) => batch::run(&args),
         Command::Waves(args) => waves::run(&args),
         Command::Trash(command) => trash::run(&command),
+        Command::Cache(command) => cache::run(&command, &files),
         Command::Findings(command) => findings::run(&command),
         Command::Mcp(args) => mcp::run(&args),
         Command::Serve(args) => serve::run(&args),

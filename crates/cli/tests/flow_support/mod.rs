@@ -150,6 +150,7 @@ impl Sandbox {
             .env("RUST_BACKTRACE", "0")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("CARGO_TARGET_DIR", self.root.join("target"))
+            .env("ORCHESTRATOR_CACHE_DIR", self.root.join("cache"))
             .env("COLUMNS", "100")
             .env_remove("RUST_LOG")
             .env_remove("ORCHESTRATOR_AGENT")

@@ -16,7 +16,10 @@
 //!   error naming the file and line, and written with every cell quoted;
 //! - [`event_log`]: a session's `events.ndjson`, the run's events with
 //!   their times, its end and what people did to it, for watchers in other
-//!   processes.
+//!   processes;
+//! - [`cache`]: the per-repository cache folders outside the repository
+//!   (worktrees, build caches), claimed by the runs that use them and
+//!   pruned when their repository is gone or the cache is over its cap.
 //!
 //! All of them report failures as a [`StateError`] that names the path (and the
 //! line and column where there is one), so a message printed to the user says
@@ -38,7 +41,7 @@ pub use atomic::{
     is_temp_file_for, read_json, read_json_if_exists, remove_stale_temp_files,
     remove_stale_temp_files_in, stale_temp_files, write_atomic, write_json_atomic,
 };
-pub use cache::{build_cache_root, cache_dir, worktree_root};
+pub use cache::{CacheKind, CacheLease, build_cache_root, cache_dir, repo_key, worktree_root};
 pub use csv_table::{CsvRecord, CsvTable, read_csv, to_csv_bytes, write_csv_atomic};
 pub use lock::{LockHolder, SessionLock};
 pub use ndjson::{NdjsonBoard, NdjsonRead, SkipReason, SkippedLine, read_ndjson};

@@ -5,23 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{EntryKind, TrashEntry};
-
-/// A byte count for people: `512 B`, `1.5 KiB`, `3.0 MiB`.
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    // Display only: the precision lost above 2^52 bytes does not show.
-    #[allow(clippy::cast_precision_loss)]
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+pub use crate::text::human_size;
 
 /// The entries of the trash of session `session`, one line each (number,
 /// size, time saved in UTC, path) and the reason under it.

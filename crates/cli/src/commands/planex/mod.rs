@@ -261,6 +261,7 @@ pub fn run(args: &PlanexArgs, files: &ConfigFiles) -> Exit {
             verify,
             provisioner,
             remote,
+            cache: _cache,
         }) => {
             let runtime = match setup::runtime() {
                 Ok(rt) => rt,
@@ -338,6 +339,9 @@ struct Prepared {
     provisioner: Option<Arc<dyn orchestrator_core::worktree::Provisioner>>,
     /// The Ray runner of `--runner`, when one was chosen.
     remote: Option<crate::remote::Remote>,
+    /// The repository's cache folders, held while tasks are verified in
+    /// worktrees.
+    cache: Option<orchestrator_core::state::CacheLease>,
 }
 
 /// Parses the form, resolves the repository and agents, builds the flow.
@@ -373,10 +377,14 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         setup::gate(flags.yes)
     };
     let verify = verify::wanted(&flags.verify, &action, flags.plan_only, &repo);
-    let provisioner = if verify {
-        setup::provisioner_of(&repo, files).map_err(Failure::new)?
+    let (provisioner, cache) = if verify {
+        let cap = crate::commands::cache::cache_cap(&repo, files).map_err(Failure::new)?;
+        (
+            setup::provisioner_of(&repo, files).map_err(Failure::new)?,
+            crate::commands::cache::claim_and_prune(&repo, cap),
+        )
     } else {
-        None
+        (None, None)
     };
     let concurrency = crate::remote::bound(remote.as_ref(), flags.concurrency.max(1) as usize);
     let options = options(flags, policy, item_limits, concurrency, verify);
@@ -392,6 +400,7 @@ fn prepare(args: &PlanexArgs, files: &ConfigFiles) -> Result<Prepared, Failure> 
         verify,
         provisioner,
         remote,
+        cache,
     })
 }
 

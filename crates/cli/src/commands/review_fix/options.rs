@@ -44,6 +44,7 @@ pub fn flow_config(
         .with_flaky_reruns(args.flaky_reruns)
         .with_allow_dirty(args.allow_dirty)
         .with_retry_failed(args.retry_failed)
+        .with_cache_max_size(config.cache.max_size_bytes())
         .with_sarif_out(
             args.sarif_out
                 .as_deref()
