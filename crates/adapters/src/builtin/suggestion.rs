@@ -397,6 +397,15 @@ impl Agent for SuggestionAgent {
         "builtin-suggestion"
     }
 
+    fn declines(&self, finding: &Finding) -> Option<String> {
+        finding.suggestions.is_empty().then(|| {
+            SuggestionError::NoSuggestion {
+                id: finding.id.to_string(),
+            }
+            .to_string()
+        })
+    }
+
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
         let finding = finding_from_context(&request.context)?;
         let histories = histories_from_context(&request.context)?;

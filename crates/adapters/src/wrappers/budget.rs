@@ -159,6 +159,9 @@ impl<A: Agent> Agent for Budget<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn declines(&self, finding: &orchestrator_core::finding::Finding) -> Option<String> {
+        self.inner.declines(finding)
+    }
     fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
         let spent = self.lock();
         Some(orchestrator_core::agent::AgentSpent {

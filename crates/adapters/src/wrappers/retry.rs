@@ -80,6 +80,9 @@ impl<A: Agent> Agent for WithRetry<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn declines(&self, finding: &orchestrator_core::finding::Finding) -> Option<String> {
+        self.inner.declines(finding)
+    }
     fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
         self.inner.spent()
     }

@@ -9,7 +9,6 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::schema;
 
 mod extract;
+mod forward;
 mod session;
 mod spend;
 
@@ -493,37 +493,18 @@ pub trait Agent: Send + Sync + fmt::Debug {
     fn spent(&self) -> Option<AgentSpent> {
         None
     }
-}
 
-#[async_trait]
-impl<A: Agent + ?Sized> Agent for Arc<A> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        (**self).run(request).await
-    }
-    fn changes_files(&self) -> bool {
-        (**self).changes_files()
-    }
-    fn spent(&self) -> Option<AgentSpent> {
-        (**self).spent()
-    }
-}
-
-#[async_trait]
-impl<A: Agent + ?Sized> Agent for Box<A> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        (**self).run(request).await
-    }
-    fn changes_files(&self) -> bool {
-        (**self).changes_files()
-    }
-    fn spent(&self) -> Option<AgentSpent> {
-        (**self).spent()
+    /// Why this agent would decline to fix `finding` whatever the tree
+    /// holds, known from the finding alone — the builtin agent, which only
+    /// applies machine-applicable suggestions, declines a finding without
+    /// one. A flow settles such a finding as not fixable with these words
+    /// and spends no worktree, checkpoint or call on it. The answer must be
+    /// what [`Agent::run`] would say ([`AgentError::Unsupported`]'s
+    /// reason). Wrappers pass the wrapped agent's answer through. Default:
+    /// `None` (the agent has to be asked).
+    fn declines(&self, finding: &crate::finding::Finding) -> Option<String> {
+        let _ = finding;
+        None
     }
 }
 

@@ -7,6 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, AgentSpent, Role};
 
+/// Why a prose finding is declined when no LLM agent is configured.
+const PROSE_NEEDS_LLM: &str = "a review comment without a suggestion block needs an LLM agent \
+     (--agent claude, codex, gemini, openai or command:…); the builtin agent applies only \
+     suggestions";
+
 /// The agent of a run on a request's threads; see the module docs.
 #[derive(Debug, Clone)]
 pub struct RoutedAgent {
@@ -45,10 +50,7 @@ impl Agent for RoutedAgent {
         match &self.llm {
             Some(llm) => llm.run(request).await,
             None if request.role == Role::Fix => Err(AgentError::Unsupported {
-                reason: "a review comment without a suggestion block needs an LLM agent \
-                         (--agent claude, codex, gemini, openai or command:…); the builtin \
-                         agent applies only suggestions"
-                    .to_owned(),
+                reason: PROSE_NEEDS_LLM.to_owned(),
             }),
             None => self.builtin.run(request).await,
         }
@@ -56,6 +58,16 @@ impl Agent for RoutedAgent {
 
     fn spent(&self) -> Option<AgentSpent> {
         self.llm.as_ref().and_then(|l| l.spent())
+    }
+
+    fn declines(&self, finding: &orchestrator_core::finding::Finding) -> Option<String> {
+        if !finding.suggestions.is_empty() {
+            return self.builtin.declines(finding);
+        }
+        match &self.llm {
+            Some(llm) => llm.declines(finding),
+            None => Some(PROSE_NEEDS_LLM.to_owned()),
+        }
     }
 }
 
@@ -90,5 +102,29 @@ mod tests {
             1,
             "a declined prose finding reaches no agent"
         );
+    }
+
+    /// Without an LLM agent a prose finding is declined up front, with the
+    /// words `run` would give; with one, it is the LLM's to decide.
+    #[tokio::test]
+    async fn a_prose_finding_is_declined_up_front_only_without_an_llm() {
+        let finding = orchestrator_core::finding::Finding::new(
+            "T1@a.rs:1",
+            "prose",
+            orchestrator_core::finding::Severity::Low,
+        );
+        let alone = RoutedAgent::new(Arc::new(FakeAgent::new("builtin")), None);
+        let reason = alone.declines(&finding).unwrap();
+        let fix = AgentRequest::new("f", Role::Fix, "", std::env::temp_dir())
+            .with_context(serde_json::json!({"finding": {"suggestions": []}}));
+        match alone.run(fix).await {
+            Err(AgentError::Unsupported { reason: said }) => assert_eq!(said, reason),
+            other => panic!("{other:?}"),
+        }
+        let with_llm = RoutedAgent::new(
+            Arc::new(FakeAgent::new("builtin")),
+            Some(Arc::new(FakeAgent::new("llm"))),
+        );
+        assert_eq!(with_llm.declines(&finding), None);
     }
 }

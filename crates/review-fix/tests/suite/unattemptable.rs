@@ -36,6 +36,10 @@ impl Agent for Counted {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.run(request).await
     }
+
+    fn declines(&self, finding: &orchestrator_core::finding::Finding) -> Option<String> {
+        self.inner.declines(finding)
+    }
 }
 
 /// A SARIF log with one fixable result (`R1`) and three without a fix.
