@@ -76,13 +76,7 @@ impl GitVcs {
         let Ok(root) = tokio::fs::canonicalize(&path).await else {
             return Ok(Vec::new());
         };
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
+        let worktree = self.engine_worktree(root);
         let (files, reason) = match worktree.status().await {
             Ok(status) => (status.dirty_paths(), reason.to_owned()),
             Err(e) => (

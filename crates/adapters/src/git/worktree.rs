@@ -35,13 +35,7 @@ impl GitVcs {
                 path.display()
             ))
         })?;
-        Ok(Arc::new(GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        }))
+        Ok(Arc::new(self.engine_worktree(root)))
     }
 
     /// [`Vcs::worktree_move`]: moves a clean worktree on `branch` to
@@ -69,13 +63,7 @@ impl GitVcs {
                 root.display()
             )));
         }
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
+        let worktree = self.engine_worktree(root);
         let status = worktree.status().await?;
         if !status.is_clean() {
             return Err(VcsError::Other(format!(
@@ -123,13 +111,7 @@ impl GitVcs {
         let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
         })?;
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
+        let worktree = self.engine_worktree(root);
         let status = worktree.status().await?;
         if !status.is_clean() {
             return Err(VcsError::Other(format!(
