@@ -12,7 +12,7 @@ use orchestrator_core::event::{CollectingSink, Event};
 use orchestrator_core::trash::read_manifest;
 use orchestrator_review_fix::run;
 
-use super::e2e::{config, copy_quickstart, git, services};
+use crate::support::{config, copy_quickstart, git, services};
 
 const CHILD_ENV: &str = "REVIEW_FIX_TRASH_CHILD_REPO";
 const TEST: &str = "trash::a_resume_saves_what_was_changed_in_a_left_worktree_and_says_so";
