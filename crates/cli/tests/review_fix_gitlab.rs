@@ -161,6 +161,23 @@ fn three_discussions_give_two_pushed_commits_two_fixed_replies_and_one_failure_r
         show(&o)
     );
 
+    // The failed fix was rolled back; `trash list` says whose attempt the
+    // saved notes.txt was.
+    let listed = orchestrator(&w.clone, w.tmp.path())
+        .args(["trash", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0), "{}", show(&listed));
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let reason = listed
+        .lines()
+        .find(|l| l.contains("rollback of an attempt at finding "))
+        .unwrap_or_else(|| panic!("no rollback names its finding:\n{listed}"));
+    assert!(
+        reason.contains(&w.threads[2]) && reason.contains("(Make delta louder.)"),
+        "{listed}"
+    );
+
     // A second run: every thread already answered, no agent call, no push.
     let again = w.run(&[]);
     assert_eq!(again.status.code(), Some(0), "{}", show(&again));

@@ -90,6 +90,32 @@ pub struct Checkpoint {
     /// Files that were dirty at the checkpoint, with a digest of their content
     /// then. Restore never touches them; a change to one is an error.
     pub dirty: BTreeMap<String, ContentDigest>,
+    /// What the checkpoint was taken for, in words (`finding F3 (unused
+    /// import)`), set by the flow with [`Checkpoint::with_reason`]: a
+    /// [`Vcs::restore`] to it names this in each path it saves to the
+    /// trash, so a trash entry says whose rollback saved it. `None`: an
+    /// attempt nobody named. Absent from state written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Checkpoint {
+    /// A checkpoint at `head` with the `dirty` files' digests, for no
+    /// named reason.
+    pub fn new(head: CommitId, dirty: BTreeMap<String, ContentDigest>) -> Self {
+        Self {
+            head,
+            dirty,
+            reason: None,
+        }
+    }
+
+    /// This checkpoint, taken for `reason` (see [`Checkpoint::reason`]).
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
 }
 
 /// The result of applying one commit onto the current branch.
@@ -242,7 +268,9 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     async fn changed_since(&self, checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError>;
 
     /// Undoes every change since the checkpoint; returns the paths restored.
-    /// HEAD must not have moved since the checkpoint.
+    /// HEAD must not have moved since the checkpoint. With a trash
+    /// ([`Vcs::set_trash`]) each path is saved there first, its entry's
+    /// reason naming the checkpoint's [`Checkpoint::reason`].
     async fn restore(&self, checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError>;
 
     /// Commits exactly `paths` (additions, changes and deletions) with

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use orchestrator_adapters::test_runner::CommandTestRunner;
 use orchestrator_core::test_runner::TestRunner;
+use orchestrator_core::trash::read_manifest;
 use orchestrator_review_fix::{FixResult, Outcome, RunReport, TreeEnv, VerifyMode, run};
 
 use crate::support::{config, copy_quickstart, git, services};
@@ -186,6 +187,20 @@ async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone
             .as_ref()
             .is_some_and(|d| d.starts_with(&cache))
     }));
+
+    // Each rollback saved the failed attempt's bytes to the trash under
+    // a reason naming the finding it was an attempt at.
+    let trash = read_manifest(&report.session_dir.join("trash")).unwrap();
+    assert!(!trash.entries.is_empty());
+    for entry in &trash.entries {
+        assert!(
+            entry.reason.starts_with(
+                "rollback of an attempt at finding clippy::len_zero@src/ring.rs:42:12 \
+                 (length comparison to zero) in worktree slot-"
+            ),
+            "{entry:?}"
+        );
+    }
 
     // Snapshots of the plan and the summary, run-specific values redacted.
     let plan: serde_json::Value =
