@@ -6,8 +6,7 @@
 //! good, and one (`len_zero` in `src/ring.rs`) would break a test, because
 //! `Ring::is_empty` means "capacity zero", not "no samples".
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,9 @@ use orchestrator_core::test_runner::TestRunner;
 use orchestrator_core::trash::read_manifest;
 use orchestrator_review_fix::{FixResult, Outcome, RunReport, TreeEnv, VerifyMode, run};
 
-use crate::support::{config, copy_quickstart, git, services};
+use crate::support::{
+    config, copy_quickstart, git, kill_after_first_commit, run_as_child, services,
+};
 
 /// (message, tree) of every commit since `base`.
 fn commits_since(repo: &Path, base: &str) -> Vec<(String, String)> {
@@ -273,16 +274,7 @@ async fn kill_9_mid_batch_verification_then_resume_gives_the_same_commits() {
 /// `each` run. `test` is the calling test's name: the child process runs it.
 async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     // Child role: run the session until the parent kills this process.
-    if let Ok(dir) = std::env::var(CHILD_ENV) {
-        let dir = PathBuf::from(dir);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut cfg = config(vec![dir.join("clippy.json")]);
-        cfg.verify = mode;
-        let _ = run(
-            cfg,
-            services(&dir.join("repo"), &dir.join("target"), seen).await,
-        )
-        .await;
+    if run_as_child(CHILD_ENV, mode).await {
         return;
     }
 
@@ -306,28 +298,7 @@ async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, input) = copy_quickstart(tmp.path());
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--test-threads=1"])
-        .env(CHILD_ENV, tmp.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let landed = git(&repo, &["rev-list", "--count", &format!("{base}..HEAD")]);
-        if landed.trim() != "0" {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the child finished before it was killed"
-        );
-        assert!(Instant::now() < deadline, "no commit within the deadline");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_first_commit(test, CHILD_ENV, tmp.path(), &base);
     let before = commits_since(&repo, &base).len();
     assert!(
         before < expected.len(),

@@ -1,12 +1,13 @@
 //! What the suite's real-git tests share (`e2e`, `trash`, `relint`,
 //! `ids`): git, a git copy of the quickstart crate, and the services and
 //! config of a quickstart run with real git, a real `cargo test` and the
-//! builtin [`SuggestionAgent`].
+//! builtin [`SuggestionAgent`]; a run in a child process killed with
+//! SIGKILL once its first fix lands (`e2e`'s and `trash`'s resume tests).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::git::GitVcs;
@@ -146,4 +147,48 @@ pub(crate) fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
         // These tests pin one-by-one verification; batch verification has
         // its own tests (`batch.rs`).
         .with_verify(VerifyMode::Each)
+}
+
+/// The child role of a kill-9 test: when `$child_env` names a folder made
+/// by [`kill_after_first_commit`], runs the quickstart session there (in
+/// `mode`) until the parent kills this process; `false` in the parent.
+pub(crate) async fn run_as_child(child_env: &str, mode: VerifyMode) -> bool {
+    let Ok(dir) = std::env::var(child_env) else {
+        return false;
+    };
+    let dir = PathBuf::from(dir);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut cfg = config(vec![dir.join("clippy.json")]);
+    cfg.verify = mode;
+    let _ = orchestrator_review_fix::run(
+        cfg,
+        services(&dir.join("repo"), &dir.join("target"), seen).await,
+    )
+    .await;
+    true
+}
+
+/// Runs test `test` of this binary as a child process on the quickstart
+/// copy in `dir` (named to it by `$child_env`) and SIGKILLs it once the
+/// first commit past `base` is on the branch of `dir/repo`.
+pub(crate) fn kill_after_first_commit(test: &str, child_env: &str, dir: &Path, base: &str) {
+    let repo = dir.join("repo");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1"])
+        .env(child_env, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while git(&repo, &["rev-list", "--count", &format!("{base}..HEAD")]).trim() == "0" {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the child finished before it was killed"
+        );
+        assert!(Instant::now() < deadline, "no commit within the deadline");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
