@@ -64,22 +64,9 @@ impl GitVcs {
             )));
         }
         let worktree = self.engine_worktree(root);
-        let status = worktree.status().await?;
-        if !status.is_clean() {
-            return Err(VcsError::Other(format!(
-                "refusing to reset worktree {}: it has uncommitted changes ({})",
-                path.display(),
-                status.dirty_paths().join(", ")
-            )));
-        }
-        let on = worktree.current_branch().await?;
-        if on.as_deref() != Some(branch) {
-            return Err(VcsError::Other(format!(
-                "refusing to reset worktree {}: it is on {}, not on branch `{branch}`",
-                path.display(),
-                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
-            )));
-        }
+        worktree
+            .refuse_unless_clean_on(branch, "reset", &path)
+            .await?;
         let old = worktree.head().await?;
         {
             let _guard = self.write_lock.lock().await;
@@ -97,6 +84,34 @@ impl GitVcs {
         Ok(Arc::new(worktree))
     }
 
+    /// Refuses to `verb` (reset, remove) this engine worktree, found at
+    /// `path`, unless it is clean and on `branch`: anything else there is
+    /// not what the engine left, so it is not the engine's to change.
+    async fn refuse_unless_clean_on(
+        &self,
+        branch: &str,
+        verb: &str,
+        path: &Path,
+    ) -> Result<(), VcsError> {
+        let status = self.status().await?;
+        if !status.is_clean() {
+            return Err(VcsError::Other(format!(
+                "refusing to {verb} worktree {}: it has uncommitted changes ({})",
+                path.display(),
+                status.dirty_paths().join(", ")
+            )));
+        }
+        let on = self.current_branch().await?;
+        if on.as_deref() != Some(branch) {
+            return Err(VcsError::Other(format!(
+                "refusing to {verb} worktree {}: it is on {}, not on branch `{branch}`",
+                path.display(),
+                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
+            )));
+        }
+        Ok(())
+    }
+
     /// [`Vcs::worktree_remove`]: removes a clean worktree on `branch`, then
     /// the branch.
     pub(super) async fn remove_worktree(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
@@ -112,22 +127,9 @@ impl GitVcs {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
         })?;
         let worktree = self.engine_worktree(root);
-        let status = worktree.status().await?;
-        if !status.is_clean() {
-            return Err(VcsError::Other(format!(
-                "refusing to remove worktree {}: it has uncommitted changes ({})",
-                path.display(),
-                status.dirty_paths().join(", ")
-            )));
-        }
-        let on = worktree.current_branch().await?;
-        if on.as_deref() != Some(branch) {
-            return Err(VcsError::Other(format!(
-                "refusing to remove worktree {}: it is on {}, not on branch `{branch}`",
-                path.display(),
-                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
-            )));
-        }
+        worktree
+            .refuse_unless_clean_on(branch, "remove", &path)
+            .await?;
         let _guard = self.write_lock.lock().await;
         let mut argv = os_args(["remove", "--"]);
         argv.push(worktree.root.clone().into_os_string());
