@@ -1,6 +1,7 @@
 //! The session's trash under every revert, with real `git`: a rollback in
 //! a worktree and the removal of a worktree a kill left save what they
-//! would lose first; a clean removal saves nothing.
+//! would lose first (a rollback's entries naming whose attempt it was); a
+//! clean removal saves nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -120,6 +121,35 @@ async fn a_rollback_in_a_worktree_saves_the_agents_bytes_and_restore_brings_them
     );
     // The manifest on disk says the same.
     assert_eq!(trash.entries().unwrap(), saved);
+}
+
+/// A checkpoint taken for a finding: what a rollback to it saves names
+/// the finding, beside the worktree and the commit it went back to.
+#[tokio::test]
+async fn a_rollback_to_a_checkpoint_taken_for_a_finding_names_the_finding_in_the_trash() {
+    let (tmp, vcs, head) = repo().await;
+    let wt = vcs
+        .worktree_add(&tmp.path().join("slot-2"), "orch/slot-2", &head)
+        .await
+        .unwrap();
+    let trash = Arc::new(Trash::for_session(&tmp.path().join("session")));
+    assert!(vcs.set_trash(Some(Arc::clone(&trash))));
+    let checkpoint = wt
+        .checkpoint()
+        .await
+        .unwrap()
+        .with_reason("finding F7 (unused import)");
+    std::fs::write(wt.root().join("src/a.rs"), "fn a() { broken(); }\n").unwrap();
+
+    assert_eq!(wt.restore(&checkpoint).await.unwrap(), vec!["src/a.rs"]);
+    let reasons: Vec<String> = trash.saved().into_iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        [format!(
+            "rollback of an attempt at finding F7 (unused import) in worktree slot-2 (back to {})",
+            head.short()
+        )]
+    );
 }
 
 #[tokio::test]

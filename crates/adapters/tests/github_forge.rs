@@ -6,10 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod forge_support;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use forge_support::{git, suite_branches};
 use orchestrator_adapters::forge::{GithubForge, GithubLocation};
 use orchestrator_adapters::process::ProcessRunner;
 use orchestrator_adapters::test_support::github::{
@@ -24,38 +27,12 @@ use orchestrator_core::forge::{Forge, NewComment, NewReview};
 const REPO: &str = "octo/demo";
 const FORK: &str = "forker/demo";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// The suite's standard far side on a scripted GitHub; the head commit.
 async fn standard(root: &Path) -> (GithubServer, String) {
     let mut s = Scenario::new(root.join("srv"));
     s.repo(REPO, BASE_BRANCH);
     s.repo(FORK, BASE_BRANCH);
-    let work = root.join("work");
-    std::fs::create_dir_all(work.join("src")).unwrap();
-    git(&work, &["init", "-q", "-b", BASE_BRANCH]);
-    std::fs::write(work.join(FILE), "pub fn add() {}\n").unwrap();
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "-qm", "base"]);
-    git(&work, &["checkout", "-qb", HEAD_BRANCH]);
-    std::fs::write(work.join(FILE), "pub fn add() {}\nconst N: u32 = 2;\n").unwrap();
-    git(&work, &["commit", "-qam", "feature"]);
+    let (work, head) = suite_branches(root);
     for repo in [REPO, FORK] {
         let bare = s.repos[repo].bare.clone();
         git(
@@ -69,7 +46,6 @@ async fn standard(root: &Path) -> (GithubServer, String) {
             ],
         );
     }
-    let head = git(&work, &["rev-parse", "HEAD"]);
     s.pull(NUMBER, REPO, BASE_BRANCH, REPO, HEAD_BRANCH);
     s.pull(FORK_NUMBER, REPO, BASE_BRANCH, FORK, HEAD_BRANCH);
     s.check(

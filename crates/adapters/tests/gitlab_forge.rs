@@ -4,9 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::Command;
+mod forge_support;
 
+use std::path::Path;
+
+use forge_support::{git, suite_branches};
 use orchestrator_adapters::forge::{GitlabForge, GitlabLocation, GitlabToken};
 use orchestrator_adapters::test_support::gitlab::{GitlabServer, Outcome, Scenario, TOKEN};
 use orchestrator_core::conformance::forge::{
@@ -18,24 +20,6 @@ use orchestrator_core::forge::{Forge, ForgeError, NewComment, NewReview};
 const PROJECT: &str = "group/sub/demo";
 const FORK: &str = "forker/demo";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 /// The standard far side of the forge suite, on a scripted GitLab: the
 /// branches are pushed with real git through the server's remote.
 async fn standard(root: &Path) -> (GitlabServer, String) {
@@ -43,20 +27,11 @@ async fn standard(root: &Path) -> (GitlabServer, String) {
     s.project(10, PROJECT, BASE_BRANCH);
     s.project(11, FORK, BASE_BRANCH);
     let server = GitlabServer::start(s).await;
-    let work = root.join("work");
-    std::fs::create_dir_all(work.join("src")).unwrap();
-    git(&work, &["init", "-q", "-b", BASE_BRANCH]);
-    std::fs::write(work.join(FILE), "pub fn add() {}\n").unwrap();
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "-qm", "base"]);
-    git(&work, &["checkout", "-qb", HEAD_BRANCH]);
-    std::fs::write(work.join(FILE), "pub fn add() {}\nconst N: u32 = 2;\n").unwrap();
-    git(&work, &["commit", "-qam", "feature"]);
+    let (work, head) = suite_branches(root);
     for path in [PROJECT, FORK] {
         let url = server.remote_url(path);
         git(&work, &["push", "-q", &url, BASE_BRANCH, HEAD_BRANCH]);
     }
-    let head = git(&work, &["rev-parse", "HEAD"]);
     server.with(|s| {
         s.merge_request(NUMBER, 10, 10, HEAD_BRANCH);
         s.merge_request(FORK_NUMBER, 10, 11, HEAD_BRANCH);

@@ -9,10 +9,13 @@
 //! with the real `cargo fmt`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod forge_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use forge_support::{commit_feature, git, init_clone, orchestrator, path_with_gh, show, text};
 use orchestrator_adapters::test_support::github::{
     CheckStatus, Conclusion, GhBinary, GithubServer, Pushed, Rerun, Scenario, StatusState,
     gh_binaries,
@@ -52,33 +55,6 @@ fn step_log(name: &str) -> String {
 /// was SIGKILLed (the kernel's OOM killer), exit code 137.
 const OOM_LOG: &str = "Run cargo test --workspace\n   Compiling tiny v0.1.0 (/home/runner/work/tiny/tiny)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 4.10s\n     Running unittests src/lib.rs (target/debug/deps/tiny-3f1a2b)\n\nrunning 2 tests\nerror: test failed, to rerun pass `--lib`\n\nCaused by:\n  process didn't exit successfully: `/home/runner/work/tiny/tiny/target/debug/deps/tiny-3f1a2b` (signal: 9, SIGKILL: kill)\n##[error]Process completed with exit code 137.\n";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    )
-}
-
 /// One test's world: `octo/tiny` on the scripted GitHub with PR 7 from
 /// `feature` (the crate's `src/lib.rs` unformatted) into `main`, a clone
 /// on `feature`, and the gh binary under test first on `PATH`.
@@ -100,20 +76,20 @@ impl World {
         let url = scenario.repo("octo/tiny", "main");
         let bare = scenario.repos["octo/tiny"].bare.clone();
         let clone = tmp.path().join("clone");
-        std::fs::create_dir_all(clone.join("src")).unwrap();
-        git(&clone, &["init", "-q", "-b", "main"]);
-        git(&clone, &["config", "user.name", "Test"]);
-        git(&clone, &["config", "user.email", "test@example.com"]);
-        git(&clone, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(clone.join("Cargo.toml"), CARGO_TOML).unwrap();
-        std::fs::write(clone.join(".gitignore"), "/target\nCargo.lock\n").unwrap();
-        std::fs::write(clone.join("src/lib.rs"), FORMATTED).unwrap();
-        git(&clone, &["add", "-A"]);
-        git(&clone, &["commit", "-qm", "init"]);
+        init_clone(
+            &clone,
+            &[
+                ("Cargo.toml", CARGO_TOML),
+                (".gitignore", "/target\nCargo.lock\n"),
+                ("src/lib.rs", FORMATTED),
+            ],
+        );
         git(&clone, &["push", "-q", bare.to_str().unwrap(), "main"]);
-        git(&clone, &["checkout", "-qb", "feature"]);
-        std::fs::write(clone.join("src/lib.rs"), UNFORMATTED).unwrap();
-        git(&clone, &["commit", "-qam", "add without formatting"]);
+        commit_feature(
+            &clone,
+            &[("src/lib.rs", UNFORMATTED)],
+            "add without formatting",
+        );
         git(&clone, &["push", "-q", bare.to_str().unwrap(), "feature"]);
         git(&clone, &["remote", "add", "origin", &url]);
         git(
@@ -174,44 +150,14 @@ impl World {
     /// `orchestrator args…` in the clone, gh and git pointed at the server.
     fn run(&mut self, args: &[&str]) -> Output {
         let home = self.tmp.path().join("home");
-        let bin_dir = self.tmp.path().join("bin");
-        std::fs::create_dir_all(&bin_dir).unwrap();
-        let link = bin_dir.join("gh");
-        if !link.exists() {
-            let target = if self.bin.path.components().count() > 1 {
-                self.bin.path.clone()
-            } else {
-                PathBuf::from(
-                    text(
-                        &Command::new("sh")
-                            .args(["-c", "command -v gh"])
-                            .output()
-                            .unwrap()
-                            .stdout,
-                    )
-                    .trim(),
-                )
-            };
-            std::os::unix::fs::symlink(target, &link).unwrap();
-        }
+        let path = path_with_gh(&self.bin, &self.tmp.path().join("bin"));
         let env = self.server().gh_env(&home);
-        let path = format!(
-            "{}:{}",
-            bin_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
+        let mut cmd = orchestrator(&self.clone, self.tmp.path());
         cmd.args(args)
-            .current_dir(&self.clone)
-            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .env("CARGO_TARGET_DIR", self.tmp.path().join("target"))
             .env("CARGO_TERM_COLOR", "never")
             .env("PATH", path)
-            .env_remove("RUST_LOG")
-            .env_remove("ORCHESTRATOR_AGENT")
-            .env_remove("GITHUB_TOKEN")
-            .stdin(Stdio::null());
+            .env_remove("GITHUB_TOKEN");
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -11,9 +11,12 @@
 //! with the real `cargo fmt`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod forge_support;
 
+use std::path::PathBuf;
+use std::process::Output;
+
+use forge_support::{commit_feature, git, init_clone, orchestrator, runtime, show, text};
 use orchestrator_adapters::test_support::gitlab::{GitlabServer, Outcome, Pushed, Scenario, TOKEN};
 
 const CARGO_TOML: &str =
@@ -38,33 +41,6 @@ Diff in /builds/group/sub/tiny/src/lib.rs:1:\n\
 \u{1b}[31;1mERROR: Job failed: exit code 1\n\
 \u{1b}[0;m\n";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        text(&o.stdout),
-        text(&o.stderr)
-    )
-}
-
 /// One test's world: project 10 `group/sub/tiny` on the scripted GitLab,
 /// with MR !7 from `feature` (the crate's `src/lib.rs` unformatted) into
 /// `main`, whose pipeline's `rustfmt` job failed; a clone on `feature`.
@@ -82,29 +58,25 @@ impl World {
         let mut scenario = Scenario::new(tmp.path().join("gitlab"));
         scenario.project(10, PROJECT, "main");
         scenario.project(11, "forker/tiny", "main");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let server = rt.block_on(GitlabServer::start(scenario));
         let url = server.remote_url(PROJECT);
         let clone = tmp.path().join("clone");
-        std::fs::create_dir_all(clone.join("src")).unwrap();
-        git(&clone, &["init", "-q", "-b", "main"]);
-        git(&clone, &["config", "user.name", "Test"]);
-        git(&clone, &["config", "user.email", "test@example.com"]);
-        git(&clone, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(clone.join("Cargo.toml"), CARGO_TOML).unwrap();
-        std::fs::write(clone.join(".gitignore"), "/target\nCargo.lock\n").unwrap();
-        std::fs::write(clone.join("src/lib.rs"), FORMATTED).unwrap();
-        git(&clone, &["add", "-A"]);
-        git(&clone, &["commit", "-qm", "init"]);
+        init_clone(
+            &clone,
+            &[
+                ("Cargo.toml", CARGO_TOML),
+                (".gitignore", "/target\nCargo.lock\n"),
+                ("src/lib.rs", FORMATTED),
+            ],
+        );
         git(&clone, &["remote", "add", "origin", &url]);
         git(&clone, &["push", "-q", "origin", "main"]);
-        git(&clone, &["checkout", "-qb", "feature"]);
-        std::fs::write(clone.join("src/lib.rs"), UNFORMATTED).unwrap();
-        git(&clone, &["commit", "-qam", "add without formatting"]);
+        commit_feature(
+            &clone,
+            &[("src/lib.rs", UNFORMATTED)],
+            "add without formatting",
+        );
         git(&clone, &["push", "-q", "-u", "origin", "feature"]);
         let head = git(&clone, &["rev-parse", "HEAD"]);
         server.with(|s| {
@@ -138,18 +110,12 @@ impl World {
     /// `orchestrator args…` in the clone with `GITLAB_TOKEN` set.
     fn run(&self, args: &[&str]) -> Output {
         let _guard = self.rt.enter();
-        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        orchestrator(&self.clone, self.tmp.path())
             .args(args)
-            .current_dir(&self.clone)
-            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .env("CARGO_TARGET_DIR", self.tmp.path().join("target"))
             .env("CARGO_TERM_COLOR", "never")
             .env("GITLAB_TOKEN", TOKEN)
             .env_remove("CI_JOB_TOKEN")
-            .env_remove("RUST_LOG")
-            .env_remove("ORCHESTRATOR_AGENT")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }
@@ -286,13 +252,10 @@ fn a_fork_merge_request_without_push_rights_is_refused_before_any_agent_call() {
 #[test]
 fn a_missing_token_is_bad_input_naming_gitlab_token() {
     let w = World::new();
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+    let o = orchestrator(&w.clone, w.tmp.path())
         .args(mr_args("7"))
-        .current_dir(&w.clone)
-        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
         .env_remove("GITLAB_TOKEN")
         .env_remove("CI_JOB_TOKEN")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));

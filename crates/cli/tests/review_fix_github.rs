@@ -10,52 +10,18 @@
 //! the scripted agent fixes, and one whose fix breaks the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod forge_support;
 
+use std::path::PathBuf;
+use std::process::Output;
+
+use forge_support::{
+    BASE, CHECK, FEATURE, assert_two_fixed_one_failed, assert_user_tree_untouched, commit_feature,
+    git, init_clone, orchestrator, path_with_gh, review_fix_args, runtime, show, write_agent,
+};
 use orchestrator_adapters::test_support::github::{GhBinary, GithubServer, Scenario, gh_binaries};
 
 const REPO: &str = "octo/demo";
-const BASE: &str = "alpha\n";
-const FEATURE: &str = "alpha\nbetta\nTODO gamma\ndelta\n";
-const CHECK: &str = "if grep -q BROKEN notes.txt; then echo 'notes_are_clean FAILED'; exit 1; fi\n";
-
-/// The "LLM": every call is logged beside the script; a fix prompt naming
-/// the TODO marker drops it, one asking for a louder delta breaks the
-/// tests; any other prompt (planning) gets prose.
-const AGENT: &str = r##"#!/bin/sh
-prompt=$(cat)
-echo call >> "$(dirname "$0")/agent-calls"
-case "$prompt" in
-  "# Milestone "*"drop the TODO marker"*) sed -i 's/^TODO gamma$/gamma/' notes.txt; echo done;;
-  "# Milestone "*"louder"*) sed -i 's/^delta$/DELTA BROKEN/' notes.txt; echo done;;
-  *) echo "No plan from me: use your own.";;
-esac
-"##;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 struct World {
     tmp: tempfile::TempDir,
@@ -75,19 +41,9 @@ impl World {
         let url = scenario.repo(REPO, "main");
         let bare = scenario.repos[REPO].bare.clone();
         let clone = tmp.path().join("clone");
-        std::fs::create_dir_all(&clone).unwrap();
-        git(&clone, &["init", "-q", "-b", "main"]);
-        git(&clone, &["config", "user.name", "Test"]);
-        git(&clone, &["config", "user.email", "test@example.com"]);
-        git(&clone, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(clone.join("notes.txt"), BASE).unwrap();
-        std::fs::write(clone.join("check.sh"), CHECK).unwrap();
-        git(&clone, &["add", "-A"]);
-        git(&clone, &["commit", "-qm", "init"]);
+        init_clone(&clone, &[("notes.txt", BASE), ("check.sh", CHECK)]);
         git(&clone, &["push", "-q", bare.to_str().unwrap(), "main"]);
-        git(&clone, &["checkout", "-qb", "feature"]);
-        std::fs::write(clone.join("notes.txt"), FEATURE).unwrap();
-        git(&clone, &["commit", "-qam", "more notes"]);
+        commit_feature(&clone, &[("notes.txt", FEATURE)], "more notes");
         git(&clone, &["push", "-q", bare.to_str().unwrap(), "feature"]);
         git(&clone, &["remote", "add", "origin", &url]);
         let head = git(&clone, &["rev-parse", "HEAD"]);
@@ -97,14 +53,8 @@ impl World {
             scenario.review_comment(7, "notes.txt", 3, "Please drop the TODO marker."),
             scenario.review_comment(7, "notes.txt", 4, "Make delta louder."),
         ];
-        let agent = tmp.path().join("agent.sh");
-        std::fs::write(&agent, AGENT).unwrap();
-        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        write_agent(tmp.path());
+        let rt = runtime();
         let server = rt.block_on(GithubServer::start(scenario));
         Self {
             tmp,
@@ -121,59 +71,20 @@ impl World {
     /// `PATH`, gh and git pointed at the scripted GitHub.
     fn orchestrator(&self, args: &[&str]) -> Output {
         let _guard = self.rt.enter();
-        let bin_dir = self.tmp.path().join("bin");
-        std::fs::create_dir_all(&bin_dir).unwrap();
-        let link = bin_dir.join("gh");
-        if !link.exists() {
-            let target = if self.bin.path.components().count() > 1 {
-                self.bin.path.clone()
-            } else {
-                let found = Command::new("sh")
-                    .args(["-c", "command -v gh"])
-                    .output()
-                    .unwrap();
-                PathBuf::from(String::from_utf8_lossy(&found.stdout).trim())
-            };
-            std::os::unix::fs::symlink(target, &link).unwrap();
-        }
-        let path = format!(
-            "{}:{}",
-            bin_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+        let path = path_with_gh(&self.bin, &self.tmp.path().join("bin"));
+        orchestrator(&self.clone, self.tmp.path())
             .args(args)
-            .current_dir(&self.clone)
-            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
             .envs(self.server.gh_env(&self.tmp.path().join("home")))
             .env("PATH", path)
             .env_remove("GITHUB_TOKEN")
             .env_remove("GH_ENTERPRISE_TOKEN")
-            .env_remove("RUST_LOG")
-            .env_remove("ORCHESTRATOR_AGENT")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }
 
     fn run(&self, extra: &[&str]) -> Output {
-        let agent = format!("command:sh {}", self.tmp.path().join("agent.sh").display());
-        let mut args = vec![
-            "review-fix",
-            "--pr",
-            "7",
-            "-y",
-            "--agent",
-            &agent,
-            "--test-cmd",
-            "sh check.sh",
-            "--max-iterations",
-            "1",
-            "--verify",
-            "each",
-        ];
-        args.extend_from_slice(extra);
+        let args = review_fix_args(self.tmp.path(), "--pr", "7", extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.orchestrator(&args)
     }
 
@@ -199,12 +110,7 @@ impl World {
     }
 
     fn user_tree_untouched(&self) {
-        assert_eq!(git(&self.clone, &["rev-parse", "HEAD"]), self.head);
-        assert_eq!(git(&self.clone, &["status", "--porcelain"]), "");
-        assert_eq!(
-            std::fs::read_to_string(self.clone.join("notes.txt")).unwrap(),
-            FEATURE
-        );
+        assert_user_tree_untouched(&self.clone, &self.head);
     }
 }
 
@@ -228,31 +134,11 @@ fn three_review_comments_give_two_pushed_commits_two_fixed_replies_and_one_failu
         };
         in_bare(&["merge-base", "--is-ancestor", &w.head, &tip]);
         let log = in_bare(&["log", "--format=%H %s", &format!("{}..{tip}", w.head)]);
-        let commits: Vec<(&str, &str)> = log.lines().map(|l| l.split_once(' ').unwrap()).collect();
-        assert_eq!(commits.len(), 2, "gh {v}: {log}");
         assert_eq!(
             in_bare(&["show", &format!("{tip}:notes.txt")]),
             "alpha\nbeta\ngamma\ndelta"
         );
-        // Newest first: the prose fix, then the suggestion.
-        let short = |sha: &str| sha[..7].to_owned();
-        assert!(commits[1].1.contains(&w.threads[0]), "gh {v}: {log}");
-        assert!(commits[0].1.contains(&w.threads[1]), "gh {v}: {log}");
-        assert_eq!(
-            w.replies(&w.threads[0]),
-            [format!("Fixed in {}.", short(commits[1].0))]
-        );
-        assert_eq!(
-            w.replies(&w.threads[1]),
-            [format!("Fixed in {}.", short(commits[0].0))]
-        );
-        let failed = w.replies(&w.threads[2]);
-        assert_eq!(failed.len(), 1, "gh {v}: {failed:?}");
-        assert!(
-            failed[0].starts_with("Not fixed by orchestrator review-fix: ")
-                && failed[0].contains("notes_are_clean"),
-            "gh {v}: {failed:?}"
-        );
+        assert_two_fixed_one_failed(&log, &w.threads, |id| w.replies(id), &format!("gh {v}: "));
         assert!(
             w.server
                 .with(|s| s.review_threads().iter().all(|t| !t.resolved)),
@@ -263,7 +149,7 @@ fn three_review_comments_give_two_pushed_commits_two_fixed_replies_and_one_failu
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             out.contains("PR #7: 3 findings from review threads")
-                && out.contains(&format!("pushed {} to `feature`", short(&tip))),
+                && out.contains(&format!("pushed {} to `feature`", &tip[..7])),
             "gh {v}: {}",
             show(&o)
         );

@@ -9,50 +9,18 @@
 //! the scripted agent fixes, and one whose fix breaks the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod forge_support;
 
+use std::path::PathBuf;
+use std::process::Output;
+
+use forge_support::{
+    BASE, CHECK, FEATURE, assert_two_fixed_one_failed, assert_user_tree_untouched, commit_feature,
+    git, init_clone, orchestrator, review_fix_args, runtime, show, write_agent,
+};
 use orchestrator_adapters::test_support::gitlab::{GitlabServer, Scenario, TOKEN};
 
 const PROJECT: &str = "group/sub/demo";
-const BASE: &str = "alpha\n";
-const FEATURE: &str = "alpha\nbetta\nTODO gamma\ndelta\n";
-const CHECK: &str = "if grep -q BROKEN notes.txt; then echo 'notes_are_clean FAILED'; exit 1; fi\n";
-
-/// The "LLM": a fix prompt naming the TODO marker drops it, one asking for
-/// a louder delta breaks the tests; any other prompt (planning) gets prose.
-const AGENT: &str = r##"#!/bin/sh
-prompt=$(cat)
-case "$prompt" in
-  "# Milestone "*"drop the TODO marker"*) sed -i 's/^TODO gamma$/gamma/' notes.txt; echo done;;
-  "# Milestone "*"louder"*) sed -i 's/^delta$/DELTA BROKEN/' notes.txt; echo done;;
-  *) echo "No plan from me: use your own.";;
-esac
-"##;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 struct World {
     tmp: tempfile::TempDir,
@@ -69,30 +37,16 @@ impl World {
         let tmp = tempfile::tempdir().unwrap();
         let mut scenario = Scenario::new(tmp.path().join("gitlab"));
         scenario.project(10, PROJECT, "main");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let server = rt.block_on(GitlabServer::start(scenario));
         let clone = tmp.path().join("clone");
-        std::fs::create_dir_all(&clone).unwrap();
-        git(&clone, &["init", "-q", "-b", "main"]);
-        git(&clone, &["config", "user.name", "Test"]);
-        git(&clone, &["config", "user.email", "test@example.com"]);
-        git(&clone, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(clone.join("notes.txt"), BASE).unwrap();
-        std::fs::write(clone.join("check.sh"), CHECK).unwrap();
-        git(&clone, &["add", "-A"]);
-        git(&clone, &["commit", "-qm", "init"]);
+        init_clone(&clone, &[("notes.txt", BASE), ("check.sh", CHECK)]);
         git(
             &clone,
             &["remote", "add", "origin", &server.remote_url(PROJECT)],
         );
         git(&clone, &["push", "-q", "origin", "main"]);
-        git(&clone, &["checkout", "-qb", "feature"]);
-        std::fs::write(clone.join("notes.txt"), FEATURE).unwrap();
-        git(&clone, &["commit", "-qam", "more notes"]);
+        commit_feature(&clone, &[("notes.txt", FEATURE)], "more notes");
         git(&clone, &["push", "-q", "-u", "origin", "feature"]);
         let head = git(&clone, &["rev-parse", "HEAD"]);
         let threads = server.with(|s| {
@@ -113,9 +67,7 @@ impl World {
                 s.thread(10, 7, "Make delta louder.", Some(("notes.txt", 4))),
             ]
         });
-        let agent = tmp.path().join("agent.sh");
-        std::fs::write(&agent, AGENT).unwrap();
-        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_agent(tmp.path());
         Self {
             tmp,
             clone,
@@ -128,32 +80,10 @@ impl World {
 
     fn run(&self, extra: &[&str]) -> Output {
         let _guard = self.rt.enter();
-        let agent = format!("command:sh {}", self.tmp.path().join("agent.sh").display());
-        let mut args = vec![
-            "review-fix",
-            "--mr",
-            "7",
-            "-y",
-            "--agent",
-            &agent,
-            "--test-cmd",
-            "sh check.sh",
-            "--max-iterations",
-            "1",
-            "--verify",
-            "each",
-        ];
-        args.extend_from_slice(extra);
-        Command::new(env!("CARGO_BIN_EXE_orchestrator"))
-            .args(&args)
-            .current_dir(&self.clone)
-            .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-            .env("ORCHESTRATOR_CACHE_DIR", self.tmp.path().join("cache"))
+        orchestrator(&self.clone, self.tmp.path())
+            .args(review_fix_args(self.tmp.path(), "--mr", "7", extra))
             .env("GITLAB_TOKEN", TOKEN)
             .env_remove("CI_JOB_TOKEN")
-            .env_remove("RUST_LOG")
-            .env_remove("ORCHESTRATOR_AGENT")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }
@@ -170,12 +100,7 @@ impl World {
     }
 
     fn user_tree_untouched(&self) {
-        assert_eq!(git(&self.clone, &["rev-parse", "HEAD"]), self.head);
-        assert_eq!(git(&self.clone, &["status", "--porcelain"]), "");
-        assert_eq!(
-            std::fs::read_to_string(self.clone.join("notes.txt")).unwrap(),
-            FEATURE
-        );
+        assert_user_tree_untouched(&self.clone, &self.head);
     }
 }
 
@@ -202,31 +127,11 @@ fn three_discussions_give_two_pushed_commits_two_fixed_replies_and_one_failure_r
         &w.clone,
         &["log", "--format=%H %s", &format!("{}..FETCH_HEAD", w.head)],
     );
-    let commits: Vec<(&str, &str)> = log.lines().map(|l| l.split_once(' ').unwrap()).collect();
-    assert_eq!(commits.len(), 2, "{log}");
     assert_eq!(
         git(&w.clone, &["show", "FETCH_HEAD:notes.txt"]),
         "alpha\nbeta\ngamma\ndelta"
     );
-    // Newest first: the prose fix, then the suggestion.
-    let short = |sha: &str| sha[..7].to_owned();
-    assert!(commits[1].1.contains(&w.threads[0]), "{log}");
-    assert!(commits[0].1.contains(&w.threads[1]), "{log}");
-    assert_eq!(
-        w.replies(&w.threads[0]),
-        [format!("Fixed in {}.", short(commits[1].0))]
-    );
-    assert_eq!(
-        w.replies(&w.threads[1]),
-        [format!("Fixed in {}.", short(commits[0].0))]
-    );
-    let failed = w.replies(&w.threads[2]);
-    assert_eq!(failed.len(), 1, "{failed:?}");
-    assert!(
-        failed[0].starts_with("Not fixed by orchestrator review-fix: ")
-            && failed[0].contains("notes_are_clean"),
-        "{failed:?}"
-    );
+    assert_two_fixed_one_failed(&log, &w.threads, |id| w.replies(id), "");
     assert!(
         w.server.with(|s| s
             .discussions
@@ -251,9 +156,26 @@ fn three_discussions_give_two_pushed_commits_two_fixed_replies_and_one_failure_r
         show(&o)
     );
     assert!(
-        out.contains(&format!("pushed {} to `feature`", short(&tip))),
+        out.contains(&format!("pushed {} to `feature`", &tip[..7])),
         "{}",
         show(&o)
+    );
+
+    // The failed fix was rolled back; `trash list` says whose attempt the
+    // saved notes.txt was.
+    let listed = orchestrator(&w.clone, w.tmp.path())
+        .args(["trash", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0), "{}", show(&listed));
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let reason = listed
+        .lines()
+        .find(|l| l.contains("rollback of an attempt at finding "))
+        .unwrap_or_else(|| panic!("no rollback names its finding:\n{listed}"));
+    assert!(
+        reason.contains(&w.threads[2]) && reason.contains("(Make delta louder.)"),
+        "{listed}"
     );
 
     // A second run: every thread already answered, no agent call, no push.
@@ -349,14 +271,9 @@ fn a_fork_merge_request_without_push_rights_is_refused_before_any_agent_call() {
         }
     });
     let _guard = w.rt.enter();
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+    let o = orchestrator(&w.clone, w.tmp.path())
         .args(["review-fix", "--mr", "8", "-y", "--test-cmd", "sh check.sh"])
-        .current_dir(&w.clone)
-        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-        .env("ORCHESTRATOR_CACHE_DIR", w.tmp.path().join("cache"))
         .env("GITLAB_TOKEN", TOKEN)
-        .env_remove("ORCHESTRATOR_AGENT")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
@@ -438,7 +355,7 @@ fn a_fix_outside_the_merge_requests_diff_goes_into_the_summary_as_a_patch() {
 fn prose_discussions_without_an_llm_are_declined_with_one_reply_each() {
     let w = World::new();
     let _guard = w.rt.enter();
-    let o = Command::new(env!("CARGO_BIN_EXE_orchestrator"))
+    let o = orchestrator(&w.clone, w.tmp.path())
         .args([
             "review-fix",
             "--pr",
@@ -448,12 +365,7 @@ fn prose_discussions_without_an_llm_are_declined_with_one_reply_each() {
             "-y",
         ])
         .args(["--agent", "builtin", "--test-cmd", "sh check.sh"])
-        .current_dir(&w.clone)
-        .env("XDG_CONFIG_HOME", "/nonexistent/orchestrator-tests")
-        .env("ORCHESTRATOR_CACHE_DIR", w.tmp.path().join("cache"))
         .env("GITLAB_TOKEN", TOKEN)
-        .env_remove("ORCHESTRATOR_AGENT")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));

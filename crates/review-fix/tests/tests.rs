@@ -1,8 +1,9 @@
 //! Integration tests of the review-fix flow: with fakes (`flow`, and batch verification against one-by-one in `batch`) and end to
 //! end with real git and `cargo test` on the quickstart crate (`e2e`), and
 //! with the builtin agent on linters' output (`relint`, `ids`,
-//! `unattemptable`); what a
-//! resume after a kill saves to the session's trash (`trash`).
+//! `unattemptable`); what a resume after a kill saves to the session's
+//! trash (`trash`). The real-git tests share their quickstart set-up
+//! (`support`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +21,8 @@ mod ledger;
 mod relint;
 #[path = "suite/sarif_out.rs"]
 mod sarif_out;
+#[path = "suite/support.rs"]
+mod support;
 #[path = "suite/trash.rs"]
 mod trash;
 #[path = "suite/unattemptable.rs"]

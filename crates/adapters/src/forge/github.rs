@@ -201,10 +201,24 @@ impl GithubForge {
         let repo = found.repository.ok_or_else(|| ForgeError::NotFound {
             what: format!("repository {}", self.location.repo),
         })?;
-        let pull = repo.pull_request.ok_or_else(|| ForgeError::NotFound {
-            what: format!("pull request #{number} of {}", self.location.repo),
-        })?;
+        let pull = repo.pull_request.ok_or_else(|| self.no_pull(number))?;
         Ok((repo.viewer_permission, pull))
+    }
+
+    /// The pull request out of a GraphQL answer about request `number`; a
+    /// missing repository or request is [`ForgeError::NotFound`].
+    fn pull_request<T>(&self, found: RepoOf<PullRepo<T>>, number: u64) -> Result<T, ForgeError> {
+        found
+            .repository
+            .and_then(|r| r.pull_request)
+            .ok_or_else(|| self.no_pull(number))
+    }
+
+    /// The error for request `number` missing from this repository.
+    fn no_pull(&self, number: u64) -> ForgeError {
+        ForgeError::NotFound {
+            what: format!("pull request #{number} of {}", self.location.repo),
+        }
     }
 
     /// Every review thread of request `number`, page by page.
@@ -215,12 +229,7 @@ impl GithubForge {
             let mut vars = self.vars(number);
             vars["after"] = after;
             let found: RepoOf<PullRepo<ThreadsOf>> = self.graphql(THREADS_QUERY, vars).await?;
-            let pull = found
-                .repository
-                .and_then(|r| r.pull_request)
-                .ok_or_else(|| ForgeError::NotFound {
-                    what: format!("pull request #{number} of {}", self.location.repo),
-                })?;
+            let pull = self.pull_request(found, number)?;
             let page = pull.review_threads;
             all.extend(page.nodes);
             match page.page_info.end_cursor {
@@ -239,12 +248,7 @@ impl GithubForge {
             let mut vars = self.vars(number);
             vars["after"] = after;
             let found: RepoOf<PullRepo<ChecksOf>> = self.graphql(CHECKS_QUERY, vars).await?;
-            let pull = found
-                .repository
-                .and_then(|r| r.pull_request)
-                .ok_or_else(|| ForgeError::NotFound {
-                    what: format!("pull request #{number} of {}", self.location.repo),
-                })?;
+            let pull = self.pull_request(found, number)?;
             sha = pull.head_ref_oid;
             let Some(commit) = pull.commits.nodes.into_iter().next().map(|n| n.commit) else {
                 break;

@@ -14,7 +14,7 @@ impl GitVcs {
         let head = self.head().await?;
         let dirty = self.status().await?.dirty_paths();
         let dirty = self.digests(&dirty).await?;
-        Ok(Checkpoint { head, dirty })
+        Ok(Checkpoint::new(head, dirty))
     }
 
     /// [`Vcs::changed_since`]: the files changed since `checkpoint`, failing
@@ -58,7 +58,7 @@ impl GitVcs {
         }
         // Their bytes go to the session's trash before any is changed; a
         // restore that fails then names where they are.
-        self.save_before_restore(&files, &head)?;
+        self.save_before_restore(&files, checkpoint)?;
         self.put_back(&head, files).await.map_err(|e| match self.trash.get() {
             Some(trash) => VcsError::Other(format!(
                 "{e} (what it was restoring was saved first: orchestrator trash list {}, in {})",

@@ -147,6 +147,20 @@ impl GitVcs {
         }
         Ok(vcs)
     }
+
+    /// The adapter of the engine worktree whose canonical root is `root`,
+    /// sharing this value's git program, write lock and trash. Every value
+    /// for a worktree the engine made is built here, so a field added to
+    /// [`GitVcs`] is carried into all of them.
+    fn engine_worktree(&self, root: PathBuf) -> GitVcs {
+        GitVcs {
+            root,
+            program: self.program.clone(),
+            write_lock: Arc::clone(&self.write_lock),
+            engine_tree: true,
+            trash: self.trash.clone(),
+        }
+    }
 }
 
 #[async_trait]

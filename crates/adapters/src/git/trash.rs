@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use orchestrator_core::trash::{Trash, TrashEntry};
-use orchestrator_core::{CommitId, Vcs, VcsError};
+use orchestrator_core::{Checkpoint, Vcs, VcsError};
 
 use super::GitVcs;
 
@@ -31,13 +31,15 @@ impl SharedTrash {
 
 impl GitVcs {
     /// Saves `files` (relative to this tree's root) into the trash before
-    /// a restore to `head` puts them back or deletes them; nothing without
-    /// a trash. A file that cannot be saved stops the restore before it
+    /// a restore to `checkpoint` puts them back or deletes them; nothing
+    /// without a trash. Each entry's reason names the checkpoint's own
+    /// reason (whose attempt it was), the worktree and the commit gone
+    /// back to. A file that cannot be saved stops the restore before it
     /// changes anything.
     pub(super) fn save_before_restore(
         &self,
         files: &[String],
-        head: &CommitId,
+        checkpoint: &Checkpoint,
     ) -> Result<(), VcsError> {
         let Some(trash) = self.trash.get() else {
             return Ok(());
@@ -46,9 +48,13 @@ impl GitVcs {
             || self.root.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        let attempt = checkpoint
+            .reason
+            .as_ref()
+            .map_or_else(|| "an attempt".to_owned(), |r| format!("an attempt at {r}"));
         let reason = format!(
-            "rollback of an attempt in worktree {tree} (back to {})",
-            head.short()
+            "rollback of {attempt} in worktree {tree} (back to {})",
+            checkpoint.head.short()
         );
         for file in files {
             trash.put(&self.root, file, &reason).map_err(|e| {
@@ -76,13 +82,7 @@ impl GitVcs {
         let Ok(root) = tokio::fs::canonicalize(&path).await else {
             return Ok(Vec::new());
         };
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
+        let worktree = self.engine_worktree(root);
         let (files, reason) = match worktree.status().await {
             Ok(status) => (status.dirty_paths(), reason.to_owned()),
             Err(e) => (

@@ -35,13 +35,7 @@ impl GitVcs {
                 path.display()
             ))
         })?;
-        Ok(Arc::new(GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        }))
+        Ok(Arc::new(self.engine_worktree(root)))
     }
 
     /// [`Vcs::worktree_move`]: moves a clean worktree on `branch` to
@@ -69,29 +63,10 @@ impl GitVcs {
                 root.display()
             )));
         }
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
-        let status = worktree.status().await?;
-        if !status.is_clean() {
-            return Err(VcsError::Other(format!(
-                "refusing to reset worktree {}: it has uncommitted changes ({})",
-                path.display(),
-                status.dirty_paths().join(", ")
-            )));
-        }
-        let on = worktree.current_branch().await?;
-        if on.as_deref() != Some(branch) {
-            return Err(VcsError::Other(format!(
-                "refusing to reset worktree {}: it is on {}, not on branch `{branch}`",
-                path.display(),
-                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
-            )));
-        }
+        let worktree = self.engine_worktree(root);
+        worktree
+            .refuse_unless_clean_on(branch, "reset", &path)
+            .await?;
         let old = worktree.head().await?;
         {
             let _guard = self.write_lock.lock().await;
@@ -109,6 +84,34 @@ impl GitVcs {
         Ok(Arc::new(worktree))
     }
 
+    /// Refuses to `verb` (reset, remove) this engine worktree, found at
+    /// `path`, unless it is clean and on `branch`: anything else there is
+    /// not what the engine left, so it is not the engine's to change.
+    async fn refuse_unless_clean_on(
+        &self,
+        branch: &str,
+        verb: &str,
+        path: &Path,
+    ) -> Result<(), VcsError> {
+        let status = self.status().await?;
+        if !status.is_clean() {
+            return Err(VcsError::Other(format!(
+                "refusing to {verb} worktree {}: it has uncommitted changes ({})",
+                path.display(),
+                status.dirty_paths().join(", ")
+            )));
+        }
+        let on = self.current_branch().await?;
+        if on.as_deref() != Some(branch) {
+            return Err(VcsError::Other(format!(
+                "refusing to {verb} worktree {}: it is on {}, not on branch `{branch}`",
+                path.display(),
+                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
+            )));
+        }
+        Ok(())
+    }
+
     /// [`Vcs::worktree_remove`]: removes a clean worktree on `branch`, then
     /// the branch.
     pub(super) async fn remove_worktree(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
@@ -123,29 +126,10 @@ impl GitVcs {
         let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
         })?;
-        let worktree = GitVcs {
-            root,
-            program: self.program.clone(),
-            write_lock: Arc::clone(&self.write_lock),
-            engine_tree: true,
-            trash: self.trash.clone(),
-        };
-        let status = worktree.status().await?;
-        if !status.is_clean() {
-            return Err(VcsError::Other(format!(
-                "refusing to remove worktree {}: it has uncommitted changes ({})",
-                path.display(),
-                status.dirty_paths().join(", ")
-            )));
-        }
-        let on = worktree.current_branch().await?;
-        if on.as_deref() != Some(branch) {
-            return Err(VcsError::Other(format!(
-                "refusing to remove worktree {}: it is on {}, not on branch `{branch}`",
-                path.display(),
-                on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
-            )));
-        }
+        let worktree = self.engine_worktree(root);
+        worktree
+            .refuse_unless_clean_on(branch, "remove", &path)
+            .await?;
         let _guard = self.write_lock.lock().await;
         let mut argv = os_args(["remove", "--"]);
         argv.push(worktree.root.clone().into_os_string());

@@ -262,7 +262,7 @@ impl Vcs for FakeVcs {
             let digest = self.digest(&path)?;
             dirty.insert(path, digest);
         }
-        Ok(Checkpoint { head, dirty })
+        Ok(Checkpoint::new(head, dirty))
     }
 
     async fn changed_since(&self, checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError> {

@@ -95,6 +95,18 @@ pub(crate) async fn fix_one(
     run.settle(outcome, state, &checkpoint).await
 }
 
+/// What a rollback of `finding`'s attempts is for, in the trash's words:
+/// its id and its title on one line (`finding clippy::len_zero@src/a.rs:3:4
+/// (length comparison to zero)`).
+fn rollback_reason(finding: &Finding) -> String {
+    let title = finding
+        .title
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("finding {} ({title})", finding.id)
+}
+
 /// One finding's run: what the steps of [`fix_one`] work on.
 struct FindingRun<'a> {
     shared: &'a Shared,
@@ -158,12 +170,13 @@ impl FindingRun<'_> {
         Some(())
     }
 
-    /// Takes the checkpoint the attempts roll back to and records the fix
-    /// as in flight (for recovery after a kill). `None` when no checkpoint
-    /// could be taken (recorded as failed).
+    /// Takes the checkpoint the attempts roll back to, named for the
+    /// finding (so what a rollback saves to the trash says whose it was),
+    /// and records the fix as in flight (for recovery after a kill).
+    /// `None` when no checkpoint could be taken (recorded as failed).
     async fn checkpoint(&self) -> Option<Checkpoint> {
         let checkpoint = match self.tree.vcs.checkpoint().await {
-            Ok(c) => c,
+            Ok(c) => c.with_reason(rollback_reason(self.finding)),
             Err(e) => {
                 let msg = format!("failed to take a checkpoint: {e}");
                 self.progress.error(&self.id, "vcs_error", &msg);

@@ -6,145 +6,18 @@
 //! good, and one (`len_zero` in `src/ring.rs`) would break a test, because
 //! `Ring::is_empty` means "capacity zero", not "no samples".
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use orchestrator_adapters::builtin::SuggestionAgent;
-use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::test_runner::CommandTestRunner;
-use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
-use orchestrator_core::event::NullSink;
-use orchestrator_core::gate::AutoYes;
 use orchestrator_core::test_runner::TestRunner;
-use orchestrator_review_fix::{
-    FixResult, Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, TestRunnerFactory,
-    TreeEnv, VerifyMode, run,
+use orchestrator_core::trash::read_manifest;
+use orchestrator_review_fix::{FixResult, Outcome, RunReport, TreeEnv, VerifyMode, run};
+
+use crate::support::{
+    config, copy_quickstart, git, kill_after_first_commit, run_as_child, services,
 };
-
-/// `examples/quickstart`, linked file by file into this crate so that the
-/// packaged crate's tests have it; its `Cargo.toml` is linked as
-/// `Cargo.toml.in` because cargo leaves folders holding a `Cargo.toml` out of
-/// a package, and its `.gitignore` as `gitignore` because git refuses a
-/// symlinked `.gitignore`.
-fn quickstart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quickstart")
-}
-
-/// Runs `git` in `dir` and returns its stdout (also used by `relint`).
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A git repository holding a copy of the quickstart crate (without its
-/// clippy JSON, which is returned as an input path outside the repository).
-pub(crate) fn copy_quickstart(parent: &Path) -> (PathBuf, PathBuf) {
-    let repo = parent.join("repo");
-    for (from, rel) in [
-        ("Cargo.toml.in", "Cargo.toml"),
-        ("Cargo.lock", "Cargo.lock"),
-        ("gitignore", ".gitignore"),
-        ("README.md", "README.md"),
-        ("src/lib.rs", "src/lib.rs"),
-        ("src/ring.rs", "src/ring.rs"),
-    ] {
-        let to = repo.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart().join(from), &to).unwrap();
-    }
-    let input = parent.join("clippy.json");
-    std::fs::copy(quickstart().join("clippy.json"), &input).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "quickstart"]);
-    (repo, input)
-}
-
-/// Plans with garbage (so the deterministic fallback is used) and fixes
-/// with the builtin suggestion agent.
-#[derive(Debug)]
-struct GarbagePlanner;
-
-#[async_trait::async_trait]
-impl Agent for GarbagePlanner {
-    fn name(&self) -> &str {
-        "garbage-planner+suggestion"
-    }
-    async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        match request.role {
-            Role::Plan => Ok(AgentResponse::text(
-                "Sure! Here is my plan: fix everything.",
-            )),
-            _ => SuggestionAgent::new().run(request).await,
-        }
-    }
-}
-
-/// `cargo test` with one target directory for the main tree and the
-/// session's per-slot directories for worktrees; records the trees.
-#[derive(Debug)]
-struct CargoTests {
-    target: PathBuf,
-    seen: Arc<Mutex<Vec<TreeEnv>>>,
-}
-
-impl TestRunnerFactory for CargoTests {
-    fn runner(&self, env: &TreeEnv) -> Arc<dyn TestRunner> {
-        self.seen.lock().unwrap().push(env.clone());
-        // Worktrees must not share the main tree's target directory: cargo
-        // names a root package's artifacts the same in every checkout and
-        // would run another tree's build.
-        let target = env.cargo_target_dir.as_ref().unwrap_or(&self.target);
-        Arc::new(
-            CommandTestRunner::argv(["cargo", "test", "--quiet", "--offline"])
-                .env("CARGO_TARGET_DIR", target.display().to_string())
-                .env("RUST_BACKTRACE", "0")
-                .time_limit(Duration::from_secs(300)),
-        )
-    }
-}
-
-pub(crate) async fn services(
-    repo: &Path,
-    target: &Path,
-    seen: Arc<Mutex<Vec<TreeEnv>>>,
-) -> Services {
-    Services {
-        agent: Arc::new(GarbagePlanner),
-        vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
-        tests: Arc::new(CargoTests {
-            target: target.to_path_buf(),
-            seen,
-        }),
-        gate: Arc::new(AutoYes),
-        sink: Arc::new(NullSink),
-        provisioner: None,
-    }
-}
-
-pub(crate) fn config(inputs: Vec<PathBuf>) -> ReviewFixConfig {
-    ReviewFixConfig::default()
-        .with_inputs(inputs)
-        .with_planner(PlannerMode::Agent)
-        .with_allow_dirty(true)
-        // These tests pin one-by-one verification; batch verification has
-        // its own tests (`batch.rs`).
-        .with_verify(VerifyMode::Each)
-}
 
 /// (message, tree) of every commit since `base`.
 fn commits_since(repo: &Path, base: &str) -> Vec<(String, String)> {
@@ -316,6 +189,20 @@ async fn builtin_fixes_the_quickstart_with_rollback_and_leaves_dirty_files_alone
             .is_some_and(|d| d.starts_with(&cache))
     }));
 
+    // Each rollback saved the failed attempt's bytes to the trash under
+    // a reason naming the finding it was an attempt at.
+    let trash = read_manifest(&report.session_dir.join("trash")).unwrap();
+    assert!(!trash.entries.is_empty());
+    for entry in &trash.entries {
+        assert!(
+            entry.reason.starts_with(
+                "rollback of an attempt at finding clippy::len_zero@src/ring.rs:42:12 \
+                 (length comparison to zero) in worktree slot-"
+            ),
+            "{entry:?}"
+        );
+    }
+
     // Snapshots of the plan and the summary, run-specific values redacted.
     let plan: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.session_dir.join("fix-plan.json")).unwrap())
@@ -387,16 +274,7 @@ async fn kill_9_mid_batch_verification_then_resume_gives_the_same_commits() {
 /// `each` run. `test` is the calling test's name: the child process runs it.
 async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     // Child role: run the session until the parent kills this process.
-    if let Ok(dir) = std::env::var(CHILD_ENV) {
-        let dir = PathBuf::from(dir);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut cfg = config(vec![dir.join("clippy.json")]);
-        cfg.verify = mode;
-        let _ = run(
-            cfg,
-            services(&dir.join("repo"), &dir.join("target"), seen).await,
-        )
-        .await;
+    if run_as_child(CHILD_ENV, mode).await {
         return;
     }
 
@@ -420,28 +298,7 @@ async fn kill_9_then_resume(mode: VerifyMode, test: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, input) = copy_quickstart(tmp.path());
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--test-threads=1"])
-        .env(CHILD_ENV, tmp.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let landed = git(&repo, &["rev-list", "--count", &format!("{base}..HEAD")]);
-        if landed.trim() != "0" {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the child finished before it was killed"
-        );
-        assert!(Instant::now() < deadline, "no commit within the deadline");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_first_commit(test, CHILD_ENV, tmp.path(), &base);
     let before = commits_since(&repo, &base).len();
     assert!(
         before < expected.len(),

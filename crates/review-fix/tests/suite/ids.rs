@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::e2e::git;
+use crate::support::git;
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::test_runner::CommandTestRunner;

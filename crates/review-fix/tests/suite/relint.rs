@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use crate::e2e::git;
+use crate::support::git;
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::process::ProcessRunner;

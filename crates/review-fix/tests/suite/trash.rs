@@ -4,15 +4,15 @@
 //! Real git, a real `cargo test`, the real process killed.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use orchestrator_core::event::{CollectingSink, Event};
 use orchestrator_core::trash::read_manifest;
-use orchestrator_review_fix::run;
+use orchestrator_review_fix::{VerifyMode, run};
 
-use super::e2e::{config, copy_quickstart, git, services};
+use crate::support::{
+    config, copy_quickstart, git, kill_after_first_commit, run_as_child, services,
+};
 
 const CHILD_ENV: &str = "REVIEW_FIX_TRASH_CHILD_REPO";
 const TEST: &str = "trash::a_resume_saves_what_was_changed_in_a_left_worktree_and_says_so";
@@ -30,38 +30,13 @@ fn worktrees(repo: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn a_resume_saves_what_was_changed_in_a_left_worktree_and_says_so() {
-    if let Ok(dir) = std::env::var(CHILD_ENV) {
-        let dir = PathBuf::from(dir);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let cfg = config(vec![dir.join("clippy.json")]);
-        let _ = run(
-            cfg,
-            services(&dir.join("repo"), &dir.join("target"), seen).await,
-        )
-        .await;
+    if run_as_child(CHILD_ENV, VerifyMode::Each).await {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let (repo, input) = copy_quickstart(tmp.path());
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--test-threads=1"])
-        .env(CHILD_ENV, tmp.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while git(&repo, &["rev-list", "--count", &format!("{base}..HEAD")]).trim() == "0" {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "finished before the kill"
-        );
-        assert!(Instant::now() < deadline, "no commit within the deadline");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_first_commit(TEST, CHILD_ENV, tmp.path(), &base);
 
     // Someone works in a worktree the killed run left.
     let left = worktrees(&repo);

@@ -17,7 +17,7 @@ use orchestrator_review_fix::{
     Isolation, Outcome, PlannerMode, ReviewFixConfig, Services, SharedRunner, run,
 };
 
-use crate::e2e::git;
+use crate::support::git;
 
 /// The builtin agent, counting the requests it is given.
 #[derive(Debug)]
