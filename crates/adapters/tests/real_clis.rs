@@ -26,17 +26,11 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    /// Both folders live outside `/tmp` — in the orchestrator cache folder,
-    /// wherever the checkout is (CI may clone into `/tmp`): codex's
-    /// bubblewrap sandbox mounts a fresh `/tmp`, which would hide its own
-    /// helper (`codex-linux-sandbox`, linked under `CODEX_HOME`).
+    /// Both folders live outside `/tmp`, in `test_support::sandbox_base`:
+    /// codex's bubblewrap sandbox mounts a fresh `/tmp`, which would hide
+    /// its own helper (`codex-linux-sandbox`, linked under `CODEX_HOME`).
     fn new() -> Self {
-        let base = orchestrator_core::state::cache_dir().join("real-cli-tests");
-        assert!(
-            !base.starts_with("/tmp"),
-            "the cache folder {} is under /tmp, where codex's sandbox cannot run; set ORCHESTRATOR_CACHE_DIR elsewhere",
-            base.display()
-        );
+        let base = orchestrator_adapters::test_support::sandbox_base("real-cli-tests");
         std::fs::create_dir_all(&base).unwrap();
         Self {
             home: tempfile::tempdir_in(&base).unwrap(),

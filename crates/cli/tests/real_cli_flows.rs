@@ -164,12 +164,7 @@ struct Sandbox {
 
 impl Sandbox {
     fn new(files: &[(&str, &str)]) -> Sandbox {
-        let base = orchestrator_core::state::cache_dir().join("real-cli-flows");
-        assert!(
-            !base.starts_with("/tmp"),
-            "the cache folder {} is under /tmp, where codex's sandbox cannot run; set ORCHESTRATOR_CACHE_DIR elsewhere",
-            base.display()
-        );
+        let base = orchestrator_adapters::test_support::sandbox_base("real-cli-flows");
         std::fs::create_dir_all(&base).unwrap();
         let dir = tempfile::tempdir_in(&base).unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();

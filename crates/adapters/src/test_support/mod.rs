@@ -57,3 +57,32 @@ pub fn cli(name: &str) -> PathBuf {
     );
     path
 }
+
+/// A folder outside `/tmp` for the real CLIs' sandboxes (`name` under the
+/// user's cache folder: `$XDG_CACHE_HOME`, else `~/.cache`). Codex's
+/// bubblewrap sandbox mounts a fresh `/tmp`, which would hide its own helper
+/// (`codex-linux-sandbox`, linked under `CODEX_HOME`); the engine's test
+/// cache is no place for them either, since it lives in the checkout and CI
+/// may clone into `/tmp`. Tests make temporary folders in it, removed after
+/// each test.
+///
+/// # Panics
+/// When neither variable names a folder, or the folder is under `/tmp`.
+pub fn sandbox_base(name: &str) -> PathBuf {
+    let from = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let cache = from("XDG_CACHE_HOME")
+        .or_else(|| from("HOME").map(|h| h.join(".cache")))
+        .unwrap_or_else(|| panic!("neither XDG_CACHE_HOME nor HOME is set: the real CLIs' sandboxes need a folder outside /tmp"));
+    let base = cache.join("orchestrator-tests").join(name);
+    assert!(
+        !base.starts_with("/tmp"),
+        "{} is under /tmp, where codex's sandbox cannot run; set XDG_CACHE_HOME elsewhere",
+        base.display()
+    );
+    base
+}
