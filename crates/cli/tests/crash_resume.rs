@@ -297,16 +297,16 @@ struct Run {
     started: Instant,
 }
 
-/// A cache folder of the repository's own, under cargo's temporary folder
-/// for tests: no other test's folders in it, so no other test's prune
-/// speaks in this one's output.
+/// A cache folder of the repository's own, in the system's temporary folder
+/// (outside any repository): no other test's folders in it, so no other
+/// test's prune speaks in this one's output.
 fn test_cache(suite: &str, repo: &Path) -> PathBuf {
     let name = |p: Option<&Path>| {
         p.and_then(Path::file_name)
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
+    std::env::temp_dir()
         .join(format!("{suite}-cache"))
         .join(format!("{}-{}", name(repo.parent()), name(Some(repo))))
 }

@@ -855,7 +855,7 @@ fn command(repo: &Path, args: &[String]) -> Command {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let cache = std::env::temp_dir()
         .join("hostile_user-cache")
         .join(format!("{}-{}", name(repo.parent()), name(Some(repo))));
     cmd.args(args)

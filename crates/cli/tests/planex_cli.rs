@@ -84,10 +84,10 @@ impl Repo {
 }
 
 /// The binary with a clean environment, in `cwd`, stdin closed (not a
-/// terminal), with a cache folder of its own for each `cwd` (under cargo's
-/// temporary folder for tests, outside the repository).
+/// terminal), with a cache folder of its own for each `cwd` (in the system's
+/// temporary folder, outside any repository).
 fn command(cwd: &Path, args: &[&str]) -> Command {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let cache = std::env::temp_dir()
         .join("planex_cli-cache")
         .join(cwd.file_name().unwrap_or_default());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
