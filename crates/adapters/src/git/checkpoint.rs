@@ -71,7 +71,11 @@ impl GitVcs {
 
     /// The rest of a restore to `head`: untracked `files` deleted, the
     /// others put back from `head`.
-    async fn put_back(&self, head: &CommitId, files: Vec<String>) -> Result<Vec<String>, VcsError> {
+    pub(super) async fn put_back(
+        &self,
+        head: &CommitId,
+        files: Vec<String>,
+    ) -> Result<Vec<String>, VcsError> {
         let in_head: BTreeSet<String> = parse::nul_list(
             &self
                 .run_paths(

@@ -114,23 +114,22 @@ impl GitVcs {
             .collect()
     }
 
-    /// [`Vcs::cherry_pick`]: applies `commit` on HEAD, aborting on a conflict.
+    /// [`Vcs::cherry_pick`]: applies `commit` on HEAD, aborting on a
+    /// conflict (in an engine worktree; the user's checkout lands it
+    /// without a pick in progress, see `land.rs`).
     pub(super) async fn cherry_pick_commit(
         &self,
         commit: &CommitId,
     ) -> Result<CherryPick, VcsError> {
         let id = self.resolve_commit(commit).await?;
         let _guard = self.write_lock.lock().await;
+        if !self.engine_tree {
+            // Never a pick left in progress in the user's checkout: see
+            // `land.rs`.
+            return self.land_pick(&id).await;
+        }
         // An engine worktree holds nothing of the user's: no check first
         // (four git processes per pick); a refusal is still checked below.
-        let blocked = if self.engine_tree {
-            Vec::new()
-        } else {
-            self.in_the_way(&format!("{id}^"), &id).await?
-        };
-        if !blocked.is_empty() {
-            return Ok(CherryPick::Blocked { paths: blocked });
-        }
         let out = self
             .run("cherry-pick", os_args([id.as_str()]), None)
             .await?;
@@ -149,22 +148,15 @@ impl GitVcs {
             .status
             .success();
         if !in_progress {
-            // git refused before starting (the user changed a path between
-            // the check and the pick): nothing was changed.
+            // git refused before starting (a change in the way): nothing
+            // was changed.
             let blocked = self.in_the_way(&format!("{id}^"), &id).await?;
             if !blocked.is_empty() {
                 return Ok(CherryPick::Blocked { paths: blocked });
             }
             return Err(out.error());
         }
-        let conflicted = parse::nul_list(
-            &self
-                .run_ok(
-                    "diff",
-                    os_args(["--name-only", "-z", "--diff-filter=U", "--no-ext-diff"]),
-                )
-                .await?,
-        )?;
+        let conflicted = self.unmerged_paths().await?;
         self.run_ok("cherry-pick", os_args(["--abort"])).await?;
         if conflicted.is_empty() {
             // Stopped without conflicts (the change is already applied and
@@ -216,7 +208,7 @@ impl GitVcs {
     /// index, and a pick must never be mixed with the user's staged work),
     /// then the ignored files where they add one. Sorted, without
     /// duplicates.
-    async fn in_the_way(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
+    pub(super) async fn in_the_way(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
         let touched = parse::nul_list(
             &self
                 .run_ok(

@@ -30,6 +30,7 @@
 mod checkpoint;
 mod commit;
 mod guard;
+mod land;
 mod parse;
 mod refs;
 mod remote;

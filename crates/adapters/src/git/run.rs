@@ -145,6 +145,9 @@ impl GitVcs {
     /// (`index.lock`, a ref's `.lock`: the user's own git, an editor's) is
     /// run again a few times, after a short wait each: git takes its locks
     /// before it changes anything, so the refused command did nothing.
+    /// (Not so a plain `git cherry-pick`, which merges before its commit
+    /// step takes the lock: it runs only in engine worktrees, where no
+    /// other git works; see `land.rs` for the user's checkout.)
     pub(super) async fn run(
         &self,
         subcommand: &str,

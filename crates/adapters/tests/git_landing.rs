@@ -1,0 +1,239 @@
+//! Landings on the user's checkout (`Vcs::cherry_pick` outside an engine
+//! worktree) with real git: while the user runs git there, and when git
+//! refuses the landing's commit.
+//!
+//! In the first test the user appends a line to `user.txt`, stages it and
+//! commits it, over and over, as fast as git lets them; meanwhile the
+//! adapter lands fix commits made in an engine worktree. A plain
+//! `git cherry-pick` there stops with the pick in progress whenever the
+//! user's `git add` holds `index.lock` at its commit step, and
+//! `cherry-pick --abort` then puts the user's staged file back to HEAD:
+//! their line is gone and their next commit finds nothing to commit.
+//! Checked: every commit the user makes succeeds, every line they wrote is
+//! in the history, no landed commit carries a path of the user's, and
+//! every fix lands.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use orchestrator_adapters::git::GitVcs;
+use orchestrator_core::Vcs;
+use orchestrator_core::vcs::CherryPick;
+
+fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_output(dir, args);
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs git as a user would while another git is at work: again after a
+/// short wait while a lock or a pick in progress refuses it. Any other
+/// failure is the test's failure.
+fn git_retrying(dir: &Path, args: &[&str]) {
+    for _ in 0..400 {
+        let out = git_output(dir, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            err.contains(".lock") || err.contains("during a cherry-pick"),
+            "the user's git {args:?} failed: {err}{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("the user's git {args:?} was refused for too long");
+}
+
+/// Fixes landed while the user works.
+const FIXES: usize = 25;
+
+/// The user's loop: append, stage, commit `user.txt` while `go` holds (at
+/// most 5,000 times), then the lines they wrote.
+fn user(dir: &Path, go: &AtomicBool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in 0..5_000 {
+        if !go.load(Ordering::SeqCst) {
+            break;
+        }
+        let line = format!("user line {i}");
+        let path = dir.join("user.txt");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&line);
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        lines.push(line);
+        git_retrying(dir, &["add", "--", "user.txt"]);
+        git_retrying(
+            dir,
+            &["commit", "-q", "-m", &format!("user {i}"), "--", "user.txt"],
+        );
+    }
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn landings_never_take_or_drop_what_the_user_stages_meanwhile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    std::fs::create_dir(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    git(&dir, &["config", "user.name", "User"]);
+    git(&dir, &["config", "user.email", "user@example.invalid"]);
+    git(&dir, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(dir.join("user.txt"), "start\n").unwrap();
+    std::fs::write(dir.join("fix.txt"), "fixes\n").unwrap();
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "start"]);
+    let vcs = GitVcs::open(&dir).await.unwrap();
+    let base = vcs.head().await.unwrap();
+    let wt = vcs
+        .worktree_add(&tmp.path().join("engine"), "engine", &base)
+        .await
+        .unwrap();
+
+    let go = Arc::new(AtomicBool::new(true));
+    let user_thread = {
+        let (dir, go) = (dir.clone(), Arc::clone(&go));
+        std::thread::spawn(move || user(&dir, &go))
+    };
+    let mut landed = 0;
+    let mut fix = 0;
+    while !user_thread.is_finished() && fix < FIXES {
+        // Each fix a new file of its own: nothing for the user's commits to
+        // conflict with.
+        let name = format!("fix-{fix}.txt");
+        std::fs::write(wt.root().join(&name), format!("fix {fix}\n")).unwrap();
+        let commit = wt.commit(&[name], &format!("fix {fix}")).await.unwrap();
+        fix += 1;
+        loop {
+            match vcs.cherry_pick(&commit).await {
+                Ok(CherryPick::Applied { .. }) => {
+                    landed += 1;
+                    break;
+                }
+                // The user's staged file is in the way for a moment.
+                Ok(CherryPick::Blocked { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                other => {
+                    go.store(false, Ordering::SeqCst);
+                    panic!("landing fix {fix}: {other:?}");
+                }
+            }
+        }
+    }
+    go.store(false, Ordering::SeqCst);
+    let lines = user_thread.join().unwrap();
+
+    assert!(
+        landed >= 10,
+        "only {landed} fixes landed alongside the user"
+    );
+    let committed = git(&dir, &["show", "HEAD:user.txt"]);
+    for line in &lines {
+        assert!(
+            committed.lines().any(|l| l == line),
+            "the user's {line:?} is not in their committed user.txt"
+        );
+    }
+    for subject_and_files in git(&dir, &["log", "--format=@%s", "--name-only", "main"])
+        .split('@')
+        .filter(|c| c.starts_with("fix "))
+    {
+        assert!(
+            !subject_and_files.contains("user.txt"),
+            "a landed fix took the user's file: {subject_and_files}"
+        );
+    }
+    assert!(!dir.join(".git/CHERRY_PICK_HEAD").exists());
+    eprintln!(
+        "{landed} fixes landed while the user made {} commits",
+        lines.len()
+    );
+}
+
+/// A landing whose commit git refuses (here the user's
+/// `prepare-commit-msg` hook fails) changes nothing: HEAD stays, the fix's
+/// paths are back as they were (its new file gone, its changed file at
+/// HEAD's bytes), the user's work elsewhere is as it was, and no pick is
+/// left in progress.
+#[tokio::test]
+async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    std::fs::create_dir(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    git(&dir, &["config", "user.name", "User"]);
+    git(&dir, &["config", "user.email", "user@example.invalid"]);
+    git(&dir, &["config", "commit.gpgsign", "false"]);
+    for (path, text) in [("a.txt", "a\n"), ("mine.txt", "mine\n")] {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "start"]);
+    let vcs = GitVcs::open(&dir).await.unwrap();
+    let base = vcs.head().await.unwrap();
+    let wt = vcs
+        .worktree_add(&tmp.path().join("engine"), "engine", &base)
+        .await
+        .unwrap();
+    std::fs::write(wt.root().join("a.txt"), "a fixed\n").unwrap();
+    std::fs::write(wt.root().join("new.txt"), "new\n").unwrap();
+    let fix = wt
+        .commit(&["a.txt".to_owned(), "new.txt".to_owned()], "fix a")
+        .await
+        .unwrap();
+
+    std::fs::write(dir.join("mine.txt"), "mine, edited\n").unwrap();
+    let hook = dir.join(".git/hooks/prepare-commit-msg");
+    std::fs::write(&hook, "#!/bin/sh\necho 'no commits today' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let status_before = git(&dir, &["status", "--porcelain"]);
+
+    let err = vcs.cherry_pick(&fix).await.unwrap_err();
+    assert!(err.to_string().contains("no commits today"), "{err}");
+    assert_eq!(vcs.head().await.unwrap(), base);
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a\n");
+    assert!(!dir.join("new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("mine.txt")).unwrap(),
+        "mine, edited\n"
+    );
+    assert_eq!(git(&dir, &["status", "--porcelain"]), status_before);
+    assert!(!dir.join(".git/CHERRY_PICK_HEAD").exists());
+
+    // Without the hook the same landing goes through.
+    std::fs::remove_file(&hook).unwrap();
+    assert!(matches!(
+        vcs.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Applied { .. }
+    ));
+    assert_eq!(git(&dir, &["log", "-1", "--format=%s"]).trim(), "fix a");
+    assert_eq!(
+        git(&dir, &["status", "--porcelain"]),
+        " M mine.txt\n",
+        "only the user's edit is left uncommitted"
+    );
+}
