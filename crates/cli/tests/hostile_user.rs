@@ -139,9 +139,10 @@ fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_try(dir, args);
     assert!(
         out.status.success(),
-        "git {args:?} in {}: {}",
+        "git {args:?} in {}: {}{}",
         dir.display(),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8(out.stdout).unwrap()
 }
