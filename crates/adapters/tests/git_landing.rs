@@ -1,6 +1,7 @@
 //! Landings on the user's checkout (`Vcs::cherry_pick` outside an engine
-//! worktree) with real git: while the user runs git there, and when git
-//! refuses the landing's commit.
+//! worktree) with real git: while the user runs git there, what a landing
+//! leaves, and when git refuses the landing's commit (with a git older than
+//! 2.40, which lands by another way: see the adapter's `git/land.rs`).
 //!
 //! In the first test the user appends a line to `user.txt`, stages it and
 //! commits it, over and over, as fast as git lets them; meanwhile the
@@ -15,15 +16,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use orchestrator_adapters::git::GitVcs;
-use orchestrator_core::Vcs;
+use orchestrator_adapters::git::{GitOptions, GitVcs};
 use orchestrator_core::vcs::CherryPick;
+use orchestrator_core::{CommitId, Vcs};
 
 fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new("git")
@@ -69,7 +70,7 @@ fn git_retrying(dir: &Path, args: &[&str]) {
 const FIXES: usize = 25;
 
 /// The user's loop: append, stage, commit `user.txt` while `go` holds (at
-/// most 5,000 times), then the lines they wrote.
+/// most 5,000 times, up to fifty a second), then the lines they wrote.
 fn user(dir: &Path, go: &AtomicBool) -> Vec<String> {
     let mut lines = Vec::new();
     for i in 0..5_000 {
@@ -88,6 +89,8 @@ fn user(dir: &Path, go: &AtomicBool) -> Vec<String> {
             dir,
             &["commit", "-q", "-m", &format!("user {i}"), "--", "user.txt"],
         );
+        // A pause of 10 to 40 ms: still far faster than any person.
+        std::thread::sleep(Duration::from_millis(10 + (i as u64 * 7) % 31));
     }
     lines
 }
@@ -173,38 +176,136 @@ async fn landings_never_take_or_drop_what_the_user_stages_meanwhile() {
     );
 }
 
-/// A landing whose commit git refuses (here the user's
-/// `prepare-commit-msg` hook fails) changes nothing: HEAD stays, the fix's
-/// paths are back as they were (its new file gone, its changed file at
-/// HEAD's bytes), the user's work elsewhere is as it was, and no pick is
-/// left in progress.
-#[tokio::test]
-async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("repo");
+/// A repository with `a.txt` and `mine.txt` committed, opened with git
+/// `program`, and a fix commit made in an engine worktree that changes
+/// `a.txt`, adds `new.txt` and deletes `gone.txt`.
+async fn repo_with_a_fix(tmp: &Path, program: &Path) -> (PathBuf, GitVcs, CommitId, CommitId) {
+    let dir = tmp.join("repo");
     std::fs::create_dir(&dir).unwrap();
     git(&dir, &["init", "-q", "-b", "main"]);
     git(&dir, &["config", "user.name", "User"]);
     git(&dir, &["config", "user.email", "user@example.invalid"]);
     git(&dir, &["config", "commit.gpgsign", "false"]);
-    for (path, text) in [("a.txt", "a\n"), ("mine.txt", "mine\n")] {
+    for (path, text) in [
+        ("a.txt", "a\n"),
+        ("mine.txt", "mine\n"),
+        ("gone.txt", "g\n"),
+    ] {
         std::fs::write(dir.join(path), text).unwrap();
     }
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "start"]);
-    let vcs = GitVcs::open(&dir).await.unwrap();
+    let vcs = GitVcs::open_with(
+        &dir,
+        GitOptions {
+            program: program.to_path_buf(),
+        },
+    )
+    .await
+    .unwrap();
     let base = vcs.head().await.unwrap();
     let wt = vcs
-        .worktree_add(&tmp.path().join("engine"), "engine", &base)
+        .worktree_add(&tmp.join("engine"), "engine", &base)
         .await
         .unwrap();
     std::fs::write(wt.root().join("a.txt"), "a fixed\n").unwrap();
     std::fs::write(wt.root().join("new.txt"), "new\n").unwrap();
+    std::fs::remove_file(wt.root().join("gone.txt")).unwrap();
+    let paths = ["a.txt", "new.txt", "gone.txt"].map(String::from);
     let fix = wt
-        .commit(&["a.txt".to_owned(), "new.txt".to_owned()], "fix a")
+        .commit(&paths, "  fix a \n\nwith a body\n")
         .await
         .unwrap();
+    (dir, vcs, base, fix)
+}
 
+/// A git that answers `merge-tree --merge-base` as git 2.39 does (a usage
+/// error, exit 129) and is the real git otherwise.
+fn git_before_2_40(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let path = dir.join("git-2.39");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --merge-base=*) echo \"error: unknown option \\`$a'\" >&2; exit 129;; esac; done\nexec {} \"$@\"\n",
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// What a landing leaves, with today's git and with one older than 2.40:
+/// the fix's change on the branch (its file added and deleted) with its
+/// message byte for byte and its author and date, and the user's edit
+/// elsewhere left as it was, uncommitted.
+#[tokio::test]
+async fn a_landing_keeps_the_fix_whole_and_the_users_edit_theirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old_git = git_before_2_40(tmp.path());
+    for (name, program) in [("git", PathBuf::from("git")), ("git 2.39", old_git)] {
+        let case = tmp.path().join(format!("case {name}"));
+        std::fs::create_dir(&case).unwrap();
+        let (dir, vcs, base, fix) = repo_with_a_fix(&case, &program).await;
+        std::fs::write(dir.join("mine.txt"), "mine, edited\n").unwrap();
+        let picked = vcs.cherry_pick(&fix).await.unwrap();
+        let CherryPick::Applied { commit } = picked else {
+            panic!("{name}: {picked:?}");
+        };
+        assert_eq!(
+            git(&dir, &["rev-parse", "HEAD^"]).trim(),
+            base.as_str(),
+            "{name}"
+        );
+        assert_eq!(commit, vcs.head().await.unwrap(), "{name}");
+        assert_eq!(
+            git(&dir, &["cat-file", "-p", "HEAD"])
+                .split_once("\n\n")
+                .unwrap()
+                .1,
+            "  fix a \n\nwith a body\n",
+            "{name}"
+        );
+        let author = |c: &str| git(&dir, &["log", "-1", "--format=%an <%ae> %ad", c]);
+        assert_eq!(author("HEAD"), author(fix.as_str()), "{name}");
+        assert_eq!(
+            git(&dir, &["diff", "--name-status", "HEAD^", "HEAD"]),
+            "M\ta.txt\nD\tgone.txt\nA\tnew.txt\n",
+            "{name}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+            "a fixed\n"
+        );
+        assert!(!dir.join("gone.txt").exists());
+        assert_eq!(
+            git(&dir, &["status", "--porcelain"]),
+            " M mine.txt\n",
+            "{name}: only the user's edit is left uncommitted"
+        );
+    }
+}
+
+/// With git older than 2.40, a landing whose commit git refuses (here the
+/// user's `prepare-commit-msg` hook fails) changes nothing: HEAD stays, the
+/// fix's paths are back as they were (its new file gone, its changed and
+/// deleted files at HEAD's bytes), the user's work elsewhere is as it was,
+/// and no pick is left in progress. Today's git builds the commit from
+/// objects and runs no hook: the fix's own commit ran them.
+#[tokio::test]
+async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old_git = git_before_2_40(tmp.path());
+    let (dir, vcs, base, fix) = repo_with_a_fix(tmp.path(), &old_git).await;
     std::fs::write(dir.join("mine.txt"), "mine, edited\n").unwrap();
     let hook = dir.join(".git/hooks/prepare-commit-msg");
     std::fs::write(&hook, "#!/bin/sh\necho 'no commits today' >&2\nexit 1\n").unwrap();
@@ -216,6 +317,10 @@ async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
     assert!(err.to_string().contains("no commits today"), "{err}");
     assert_eq!(vcs.head().await.unwrap(), base);
     assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("gone.txt")).unwrap(),
+        "g\n"
+    );
     assert!(!dir.join("new.txt").exists());
     assert_eq!(
         std::fs::read_to_string(dir.join("mine.txt")).unwrap(),
@@ -230,10 +335,5 @@ async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
         vcs.cherry_pick(&fix).await.unwrap(),
         CherryPick::Applied { .. }
     ));
-    assert_eq!(git(&dir, &["log", "-1", "--format=%s"]).trim(), "fix a");
-    assert_eq!(
-        git(&dir, &["status", "--porcelain"]),
-        " M mine.txt\n",
-        "only the user's edit is left uncommitted"
-    );
+    assert_eq!(git(&dir, &["status", "--porcelain"]), " M mine.txt\n");
 }

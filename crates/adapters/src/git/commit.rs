@@ -174,6 +174,15 @@ impl GitVcs {
         to: &CommitId,
     ) -> Result<FastForward, VcsError> {
         let _guard = self.write_lock.lock().await;
+        self.fast_forward_locked(onto, to).await
+    }
+
+    /// [`GitVcs::fast_forward_to`] for a caller that holds the write lock.
+    pub(super) async fn fast_forward_locked(
+        &self,
+        onto: &CommitId,
+        to: &CommitId,
+    ) -> Result<FastForward, VcsError> {
         if self.head().await? != *onto {
             return Ok(FastForward::NotPossible);
         }

@@ -1,6 +1,6 @@
 //! Landing a commit on the user's checkout ([`Vcs::cherry_pick`] outside
-//! an engine worktree) without ever leaving a cherry-pick in progress
-//! there.
+//! an engine worktree) without a cherry-pick in progress there, and
+//! without a byte of the user's in what lands.
 //!
 //! A plain `git cherry-pick` merges, writes `CHERRY_PICK_HEAD`, then
 //! commits. When the user's own git holds `index.lock` at the commit step
@@ -10,18 +10,26 @@
 //! staged work with it. While a pick is in progress the user's own
 //! `git commit -- <path>` is refused too.
 //!
-//! So the user's checkout gets `cherry-pick --no-commit` (the change
-//! merged into the index and work tree, no sequencer state), then a commit
-//! of exactly the commit's paths with its message and author (`commit
-//! --only -C`), which leaves anything else the user staged staged. When
-//! the pick conflicts or the commit cannot be made, the commit's paths —
-//! clean before the pick, or it would not have started — are put back to
-//! HEAD, their content saved to the session's trash first.
+//! So the landed commit is built from objects alone: `git merge-tree
+//! --write-tree --merge-base=<id>^ HEAD <id>` gives the picked tree (or
+//! the conflicting paths) without reading the index or the work tree,
+//! `git commit-tree` makes the commit on HEAD with the original message
+//! and author, and `git merge --ff-only` ([`GitVcs::fast_forward_locked`],
+//! with its checks for the user's work) moves the branch, the index and the
+//! commit's files to it. Nothing the user writes meanwhile can be in it;
+//! when the user commits first, it is built again on their commit.
+//!
+//! Git older than 2.40 has no `merge-tree --merge-base`: there the change
+//! is merged with `cherry-pick --no-commit` and committed with `commit
+//! --only -C` (no sequencer state either); a landing that does not
+//! complete puts the commit's paths back to HEAD, saved to the trash first.
+//! There, an edit the user makes to one of the commit's files in the
+//! instant between the merge and the commit goes into the commit.
 
 use std::ffi::OsString;
 
-use orchestrator_core::vcs::CherryPick;
-use orchestrator_core::{Vcs, VcsError};
+use orchestrator_core::vcs::{CherryPick, FastForward};
+use orchestrator_core::{CommitId, Vcs, VcsError};
 
 use super::run::os_args;
 use super::{GitVcs, parse};
@@ -36,18 +44,143 @@ fn head_moved(stderr: &[u8]) -> bool {
     text.contains("cannot lock ref 'HEAD'") || text.contains("cannot lock ref 'refs/heads/")
 }
 
+/// How many times a landing is built again because the user committed
+/// while it was being built.
+const HEAD_MOVED_REBUILDS: u32 = 50;
+
+/// What `git merge-tree` made of a pick.
+enum Merged {
+    /// The picked tree, clean.
+    Tree(String),
+    /// The paths that conflict.
+    Conflict(Vec<String>),
+    /// This git has no `merge-tree --merge-base` (older than 2.40).
+    Unsupported,
+}
+
 impl GitVcs {
     /// Lands commit `id` (a full id) on HEAD of the user's checkout; the
     /// caller holds the write lock. Blocked when the user's work is in the
-    /// way (nothing changed), a conflict when it does not apply (nothing
-    /// changed), an error when git refused or the commit failed (nothing
-    /// changed either).
+    /// way, a conflict when it does not apply, an error when git refused:
+    /// in each case nothing was changed.
     pub(super) async fn land_pick(&self, id: &str) -> Result<CherryPick, VcsError> {
         let parent = format!("{id}^");
-        let blocked = self.in_the_way(&parent, id).await?;
-        if !blocked.is_empty() {
-            return Ok(CherryPick::Blocked { paths: blocked });
+        let raw = self.run_ok("cat-file", os_args(["commit", id])).await?;
+        let (author, message) = author_and_message(&raw).ok_or_else(|| {
+            VcsError::Other(format!("commit {id} has no author line git can read"))
+        })?;
+        for _ in 0..HEAD_MOVED_REBUILDS {
+            let (head, head_tree) = self.head_and_tree().await?;
+            let tree = match self.merged_tree(&parent, head.as_str(), id).await? {
+                Merged::Tree(tree) => tree,
+                Merged::Conflict(paths) => return Ok(CherryPick::Conflict { paths }),
+                Merged::Unsupported => return self.land_with_index(id).await,
+            };
+            if tree == head_tree {
+                return Err(VcsError::Other(format!(
+                    "commit {id} changes nothing on HEAD {}: it is applied already",
+                    head.short()
+                )));
+            }
+            let landed = self
+                .commit_tree_as(&author, &message, &tree, head.as_str())
+                .await?;
+            // The checks for the user's work come with the fast-forward.
+            match self.fast_forward_locked(&head, &landed).await? {
+                FastForward::Moved => return Ok(CherryPick::Applied { commit: landed }),
+                FastForward::Blocked { paths } => return Ok(CherryPick::Blocked { paths }),
+                // The user committed meanwhile: built again on their commit.
+                FastForward::NotPossible => {}
+            }
         }
+        Err(VcsError::Other(format!(
+            "commit {id} could not be landed: the branch moved under each of {HEAD_MOVED_REBUILDS} attempts"
+        )))
+    }
+
+    /// HEAD's commit and tree ids, read at once.
+    async fn head_and_tree(&self) -> Result<(CommitId, String), VcsError> {
+        let out = self
+            .run_ok("rev-parse", os_args(["HEAD^{commit}", "HEAD^{tree}"]))
+            .await?;
+        let text = String::from_utf8_lossy(&out);
+        let mut ids = text.lines().map(str::to_owned);
+        match (ids.next(), ids.next()) {
+            (Some(commit), Some(tree)) => Ok((CommitId(commit), tree)),
+            _ => Err(VcsError::Other(format!(
+                "git rev-parse gave no HEAD and tree: {text}"
+            ))),
+        }
+    }
+
+    /// The tree of picking `id` (whose parent is `parent`) onto `head`, from
+    /// objects alone.
+    async fn merged_tree(&self, parent: &str, head: &str, id: &str) -> Result<Merged, VcsError> {
+        let base = format!("--merge-base={parent}");
+        let out = self
+            .run(
+                "merge-tree",
+                os_args([
+                    "--write-tree",
+                    "-z",
+                    "--name-only",
+                    "--no-messages",
+                    &base,
+                    head,
+                    id,
+                ]),
+                None,
+            )
+            .await?;
+        match out.status.code() {
+            Some(0 | 1) => {
+                let mut fields = parse::nul_list(&out.stdout)?.into_iter();
+                let tree = fields.next().unwrap_or_default();
+                if out.status.code() == Some(0) {
+                    return Ok(Merged::Tree(tree));
+                }
+                let mut paths: Vec<String> = fields.filter(|p| !p.is_empty()).collect();
+                paths.sort();
+                paths.dedup();
+                Ok(Merged::Conflict(paths))
+            }
+            // 129: a usage error, the option this git does not know.
+            Some(129) => Ok(Merged::Unsupported),
+            _ => Err(out.error()),
+        }
+    }
+
+    /// A commit of `tree` on `parent` with a landed commit's `message`
+    /// (byte for byte) and `author` (name, email and date); the committer
+    /// is the user's git identity, as a cherry-pick's is.
+    async fn commit_tree_as(
+        &self,
+        author: &Author,
+        message: &[u8],
+        tree: &str,
+        parent: &str,
+    ) -> Result<CommitId, VcsError> {
+        let env = [
+            ("GIT_AUTHOR_NAME", author.name.as_str()),
+            ("GIT_AUTHOR_EMAIL", author.email.as_str()),
+            ("GIT_AUTHOR_DATE", author.date.as_str()),
+        ];
+        let out = self
+            .run_env(
+                "commit-tree",
+                os_args([tree, "-p", parent, "-F", "-"]),
+                Some(message.to_vec()),
+                &env,
+            )
+            .await?
+            .into_ok()?;
+        Ok(CommitId(String::from_utf8_lossy(&out).trim().to_owned()))
+    }
+
+    /// [`GitVcs::land_pick`] for a git without `merge-tree --merge-base`:
+    /// merged into the index and work tree, committed from the work tree.
+    async fn land_with_index(&self, id: &str) -> Result<CherryPick, VcsError> {
+        let parent = format!("{id}^");
         let paths = self.paths_between(&parent, id).await?;
         let out = self
             .run("cherry-pick", os_args(["--no-commit", id]), None)
@@ -115,7 +248,20 @@ impl GitVcs {
     /// added first: a git of the user's that read the index before the
     /// pick wrote it may have written its older copy back since.
     async fn commit_as(&self, id: &str, paths: &[String]) -> Result<(), VcsError> {
-        self.run_paths("add", &["-A"], paths).await?;
+        // A path the commit deletes is gone from both; `add` would not
+        // match it, and `commit --only` finds it in HEAD.
+        let mut present = Vec::new();
+        for path in paths {
+            if tokio::fs::symlink_metadata(self.root.join(path))
+                .await
+                .is_ok()
+            {
+                present.push(path.clone());
+            }
+        }
+        if !present.is_empty() {
+            self.run_paths("add", &["-A"], &present).await?;
+        }
         let mut argv = os_args([
             "--only",
             "--no-verify",
@@ -167,5 +313,53 @@ impl GitVcs {
         }
         let head = self.head().await?;
         self.put_back(&head, paths.to_vec()).await.map(|_| ())
+    }
+}
+
+/// A commit's author, as git's environment variables take it.
+struct Author {
+    name: String,
+    email: String,
+    /// `<seconds since the epoch> <zone>`, git's internal date format.
+    date: String,
+}
+
+/// The author and the raw message (the bytes after the first empty line)
+/// of a raw commit object.
+fn author_and_message(raw: &[u8]) -> Option<(Author, Vec<u8>)> {
+    let split = raw.windows(2).position(|w| w == b"\n\n");
+    let (headers, message) = match split {
+        Some(i) => (&raw[..i], raw[i + 2..].to_vec()),
+        None => (raw, Vec::new()),
+    };
+    let headers = String::from_utf8_lossy(headers);
+    let line = headers.lines().find_map(|l| l.strip_prefix("author "))?;
+    let open = line.rfind(" <")?;
+    let close = line.rfind("> ")?;
+    (open < close).then(|| {
+        (
+            Author {
+                name: line[..open].to_owned(),
+                email: line[open + 2..close].to_owned(),
+                date: line[close + 2..].to_owned(),
+            },
+            message,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::author_and_message;
+
+    #[test]
+    fn the_author_and_the_message_come_out_as_stored() {
+        let raw = b"tree 1\nparent 2\nauthor A. N. Other <a@x.invalid> 1700000000 +0130\ncommitter C <c@x> 1 +0000\n\n  subject \n\nbody\n";
+        let (author, message) = author_and_message(raw).unwrap();
+        assert_eq!(author.name, "A. N. Other");
+        assert_eq!(author.email, "a@x.invalid");
+        assert_eq!(author.date, "1700000000 +0130");
+        assert_eq!(message, b"  subject \n\nbody\n");
+        assert!(author_and_message(b"tree 1\n\nno author").is_none());
     }
 }

@@ -154,10 +154,22 @@ impl GitVcs {
         args: Vec<OsString>,
         stdin: Option<Vec<u8>>,
     ) -> Result<GitOutput, VcsError> {
+        self.run_env(subcommand, args, stdin, &[]).await
+    }
+
+    /// [`GitVcs::run`] with `env` set for git besides the fixed environment
+    /// (a landing's commit takes its author from the commit it lands).
+    pub(super) async fn run_env(
+        &self,
+        subcommand: &str,
+        args: Vec<OsString>,
+        stdin: Option<Vec<u8>>,
+        env: &[(&str, &str)],
+    ) -> Result<GitOutput, VcsError> {
         guard::check_args(subcommand, &args)?;
         let mut waited = 0;
         loop {
-            let out = self.run_once(subcommand, &args, stdin.clone()).await?;
+            let out = self.run_once(subcommand, &args, stdin.clone(), env).await?;
             if out.status.success() || waited >= LOCK_RETRIES || !held_lock(&out.stderr) {
                 return Ok(out);
             }
@@ -172,6 +184,7 @@ impl GitVcs {
         subcommand: &str,
         args: &[OsString],
         stdin: Option<Vec<u8>>,
+        env: &[(&str, &str)],
     ) -> Result<GitOutput, VcsError> {
         let command_text = display_command(subcommand, args);
         let started = Instant::now();
@@ -188,6 +201,7 @@ impl GitVcs {
             }
         }
         cmd.envs(FIXED_ENV.iter().copied())
+            .envs(env.iter().copied())
             .stdin(if stdin.is_some() {
                 Stdio::piped()
             } else {
