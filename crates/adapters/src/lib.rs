@@ -90,7 +90,8 @@
 //! With the feature `test-support`, the `test_support` module finds the
 //! pinned real agent CLIs and serves a scripted model on 127.0.0.1 in each
 //! CLI's wire protocol, so tests here, in the CLI and in embedders drive the
-//! real programs with only the model's answers scripted.
+//! real programs with only the model's answers scripted; its `git` helper is
+//! the one every crate's real-git tests run git through.
 //!
 //! ## Platforms
 //! Linux and macOS. The process runner relies on Unix process groups and

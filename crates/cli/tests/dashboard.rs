@@ -15,11 +15,16 @@
 //! folder.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod quickstart_support;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use orchestrator_adapters::test_support::git;
+use quickstart_support::{Dated, quickstart_repo};
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
@@ -28,21 +33,6 @@ fn bin() -> Command {
         .env_remove("RUST_LOG")
         .env_remove("ORCHESTRATOR_AGENT");
     cmd
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn init_repo(repo: &Path) {
@@ -477,31 +467,15 @@ fn a_ci_autofix_patch_declined_from_the_dashboard_is_dropped_and_escalated() {
 /// A copy of the quickstart crate with two findings: one good fix, and one
 /// (`len_zero` in `src/ring.rs`) whose fix breaks the `ring_labels` test.
 fn review_fix_repo(tmp: &Path) -> (PathBuf, PathBuf) {
-    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart");
-    let repo = tmp.join("repo");
-    init_repo(&repo);
-    for rel in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".gitignore",
-        "README.md",
-        "src/lib.rs",
-        "src/ring.rs",
-    ] {
-        let to = repo.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart.join(rel), &to).unwrap();
-    }
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "quickstart"]);
-    let all = std::fs::read_to_string(quickstart.join("clippy.json")).unwrap();
+    let repo = quickstart_repo(tmp, Dated::Now);
+    let findings = tmp.join("clippy.json");
+    let all = std::fs::read_to_string(&findings).unwrap();
     let two: Vec<&str> = all
         .lines()
         .filter(|l| l.contains("src/ring.rs") || l.contains("needless_return"))
         .take(2)
         .collect();
     assert_eq!(two.len(), 2);
-    let findings = tmp.join("clippy.json");
     std::fs::write(&findings, two.join("\n") + "\n").unwrap();
     (repo, findings)
 }

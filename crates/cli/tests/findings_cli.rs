@@ -8,9 +8,13 @@
 //! reader, and carries the fix commits' diffs as SARIF fixes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod quickstart_support;
+
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use orchestrator_adapters::test_support::git;
+use quickstart_support::{Dated, quickstart_repo};
 use serde_json::Value;
 
 const BREAKING: &str = "clippy::len_zero@src/ring.rs:42:12";
@@ -22,21 +26,6 @@ const SCHEMA: &str = concat!(
     "/../review-fix/tests/data/sarif/sarif-schema-2.1.0.json"
 );
 
-fn quickstart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
 struct Fixture {
     tmp: tempfile::TempDir,
     repo: PathBuf,
@@ -44,28 +33,7 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    for rel in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".gitignore",
-        "src/lib.rs",
-        "src/ring.rs",
-    ] {
-        let to = repo.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart().join(rel), &to).unwrap();
-    }
-    std::fs::copy(
-        quickstart().join("clippy.json"),
-        tmp.path().join("clippy.json"),
-    )
-    .unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "quickstart"]);
+    let repo = quickstart_repo(tmp.path(), Dated::Now);
     Fixture { tmp, repo }
 }
 

@@ -15,65 +15,33 @@
 // Helpers outside #[test] functions unwrap too: this file is all test code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod quickstart_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use orchestrator_adapters::test_support::git;
 use orchestrator_adapters::test_support::ray::RayHead;
+use quickstart_support::{Dated, init_and_commit, quickstart_repo};
+use tempfile::TempDir;
 
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn quickstart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
+/// The binary's Ray head, held by this test alone while the guard lives.
+fn head_alone() -> (MutexGuard<'static, ()>, &'static RayHead) {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    (one, RayHead::shared())
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A git copy of the quickstart crate at `dir/repo` (its clippy JSON at
-/// `dir/clippy.json`), committed with fixed dates so that two copies have
-/// the same base commit.
-fn quickstart_repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("repo");
-    for rel in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".gitignore",
-        "README.md",
-        "src/lib.rs",
-        "src/ring.rs",
-    ] {
-        let to = repo.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart().join(rel), &to).unwrap();
-    }
-    std::fs::copy(quickstart().join("clippy.json"), dir.join("clippy.json")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    let ok = Command::new("git")
-        .args(["commit", "-q", "-m", "quickstart"])
-        .current_dir(&repo)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    repo
+/// A local and a remote temporary folder with the same repository in each,
+/// made by `make` (the folder in, the repository out): the local run's and
+/// the Ray run's, as `(local, remote, local_repo, remote_repo)`.
+fn two_copies(make: impl Fn(&Path) -> PathBuf) -> (TempDir, TempDir, PathBuf, PathBuf) {
+    let local = tempfile::tempdir().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let (local_repo, remote_repo) = (make(local.path()), make(remote.path()));
+    (local, remote, local_repo, remote_repo)
 }
 
 /// `review-fix --fix clippy.json -y` in `dir`'s repository, with `extra`
@@ -140,14 +108,9 @@ fn test_runs(summary: &str) -> usize {
 
 #[test]
 fn review_fix_on_ray_lands_the_commits_a_local_run_lands_every_test_run_a_ray_job() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let head = RayHead::shared();
-    let local = tempfile::tempdir().unwrap();
-    let remote = tempfile::tempdir().unwrap();
-    let local_repo = quickstart_repo(local.path());
-    let remote_repo = quickstart_repo(remote.path());
+    let (_one, head) = head_alone();
+    let (local, remote, local_repo, remote_repo) =
+        two_copies(|dir| quickstart_repo(dir, Dated::Fixed));
     assert_eq!(
         git(&local_repo, &["rev-parse", "HEAD"]),
         git(&remote_repo, &["rev-parse", "HEAD"]),
@@ -216,20 +179,7 @@ fn plain_repo(dir: &Path) -> PathBuf {
     std::fs::write(repo.join("README"), "a project\n").unwrap();
     std::fs::write(repo.join("docs/old.txt"), "to be removed\n").unwrap();
     std::fs::write(repo.join(".gitignore"), "build/\n").unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    let ok = Command::new("git")
-        .args(["commit", "-q", "-m", "start"])
-        .current_dir(&repo)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    init_and_commit(&repo, "start", Dated::Fixed);
     repo
 }
 
@@ -310,14 +260,8 @@ fn planex_run(dir: &Path, extra: &[&str], config: &str) -> Output {
 
 #[test]
 fn planex_shell_directives_on_ray_land_the_commits_a_local_run_lands() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let head = RayHead::shared();
-    let local = tempfile::tempdir().unwrap();
-    let remote = tempfile::tempdir().unwrap();
-    let local_repo = plain_repo(local.path());
-    let remote_repo = plain_repo(remote.path());
+    let (_one, head) = head_alone();
+    let (local, remote, local_repo, remote_repo) = two_copies(plain_repo);
 
     let here = planex_run(local.path(), &[], "version = 1\n");
     let here_err = String::from_utf8_lossy(&here.stderr).into_owned();

@@ -14,6 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use orchestrator_adapters::test_support::git;
+
 const ORCHESTRATOR: &str = env!("CARGO_BIN_EXE_orchestrator");
 
 /// `$ORCH_FIXERS`, else `target/fixers`; missing tools fail the test with
@@ -43,21 +45,6 @@ fn ruff() -> PathBuf {
 
 fn eslint() -> PathBuf {
     fixers().join("js/node_modules/.bin/eslint")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn write(path: &Path, text: &str) {

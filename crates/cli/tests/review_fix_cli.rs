@@ -10,10 +10,14 @@
 //! runs in the main tree; worktrees get their own from the library).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod quickstart_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use orchestrator_adapters::test_support::git;
+use quickstart_support::{Dated, quickstart, quickstart_repo};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -32,25 +36,6 @@ const GOOD_FIXES: [&str; 6] = [
 
 const BREAKING: &str = "clippy::len_zero@src/ring.rs:42:12";
 
-fn quickstart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// A temporary git copy of the quickstart crate, its clippy JSON beside it
 /// (outside the repository), and a Cargo target directory for the test.
 struct Fixture {
@@ -63,26 +48,8 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    for rel in [
-        "Cargo.toml",
-        "Cargo.lock",
-        ".gitignore",
-        "README.md",
-        "src/lib.rs",
-        "src/ring.rs",
-    ] {
-        let to = repo.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(quickstart().join(rel), &to).unwrap();
-    }
+    let repo = quickstart_repo(tmp.path(), Dated::Now);
     let clippy = tmp.path().join("clippy.json");
-    std::fs::copy(quickstart().join("clippy.json"), &clippy).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "quickstart"]);
     let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let target = tmp.path().join("target");
     Fixture {

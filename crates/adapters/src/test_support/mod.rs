@@ -16,6 +16,8 @@
 //!   [`github::gh_binaries`] finds the two gh versions the tests run.
 //! - [`gitlab::GitlabServer`] is a scripted GitLab REST API v4 with a git
 //!   remote (the real `git http-backend`), for the GitLab forge client.
+//! - [`git`] runs the real git in a test's repository and panics with its
+//!   stderr when it fails, for the tests of every crate that set one up.
 //!
 //! Data flow in a test: the test scripts [`model_server::Turn`]s, starts the
 //! server, points the CLI at [`model_server::ModelServer::url`] through the
@@ -27,7 +29,8 @@ pub mod gitlab;
 pub mod model_server;
 pub mod ray;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The command that installs the pinned CLIs where [`cli`] looks for them,
 /// run from the workspace root.
@@ -85,4 +88,26 @@ pub fn sandbox_base(name: &str) -> PathBuf {
         base.display()
     );
     base
+}
+
+/// Runs the real `git` with `args` in `dir` (without the system's git
+/// configuration) and returns its stdout.
+///
+/// # Panics
+/// When git cannot be started or exits non-zero, naming the arguments, the
+/// folder and git's stderr.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("starting git {args:?} in {}: {e}", dir.display()));
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::SystemTime;
 
+pub use orchestrator_adapters::test_support::git;
+
 /// The folders the engine owns inside a repository (excluded from git).
 pub const ENGINE_FOLDERS: [&str; 3] = [".review", ".workflow", ".moai"];
 
@@ -43,22 +45,6 @@ pub fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/data/bad-input")
         .join(name)
-}
-
-/// Runs `git` in `dir` and returns its stdout.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A temporary directory holding `repo/` (a git repository on `main` with

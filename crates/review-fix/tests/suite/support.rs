@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use orchestrator_adapters::builtin::SuggestionAgent;
 use orchestrator_adapters::git::GitVcs;
 use orchestrator_adapters::test_runner::CommandTestRunner;
+pub(crate) use orchestrator_adapters::test_support::git;
 use orchestrator_core::agent::{Agent, AgentError, AgentRequest, AgentResponse, Role};
 use orchestrator_core::event::NullSink;
 use orchestrator_core::gate::AutoYes;
@@ -27,22 +28,6 @@ use orchestrator_review_fix::{
 /// symlinked `.gitignore`.
 fn quickstart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quickstart")
-}
-
-/// Runs `git` in `dir` and returns its stdout.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// A git repository holding a copy of the quickstart crate (without its

@@ -31,7 +31,6 @@ mod reviews;
 mod scenario;
 
 pub use review_state::{Review, Reviews, Thread, ThreadComment, VIEWER};
-pub(crate) use scenario::git;
 pub use scenario::{
     CheckRun, CheckStatus, CommitStatus, Conclusion, HOST, Pull, PushHook, Pushed, Repo, Rerun,
     Scenario, StatusState, remote_url, timestamp,

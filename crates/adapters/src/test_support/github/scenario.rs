@@ -9,8 +9,10 @@
 //! head repository's branch each time, as GitHub does, so a push moves it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
+
+use crate::test_support::git;
 
 /// The state of a check run: GraphQL `CheckRun.status`
 /// (`CheckStatusState`) and, once completed, `CheckRun.conclusion`
@@ -461,20 +463,4 @@ pub fn timestamp(minutes: u32) -> String {
     let total = 10 * 60 + minutes;
     let (day, rest) = (1 + total / (24 * 60), total % (24 * 60));
     format!("2024-05-{day:02}T{:02}:{:02}:00Z", rest / 60, rest % 60)
-}
-
-/// Runs git in `dir` for the fixture; panics naming the command on failure.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("git {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::test_support::github::git;
+use crate::test_support::git;
 
 /// A project: a bare repository at `<root>/<path>.git`.
 #[derive(Debug, Clone, PartialEq, Eq)]
