@@ -105,11 +105,16 @@ fn count(var: &str, least: usize) -> usize {
         .max(least)
 }
 
-/// What git says while another git is mid-command in the same repository:
-/// a lock file, or (for the few milliseconds a landing's cherry-pick takes)
-/// the pick in progress that refuses a partial commit.
+/// What git says while another git is mid-command in the same repository,
+/// having changed nothing: a lock file; the branch moved by a landing
+/// between the user's commit reading HEAD and updating it (git's
+/// compare-and-swap refuses the commit, which a user makes again); or (for
+/// the few milliseconds a planex or engine-worktree cherry-pick takes) the
+/// pick in progress that refuses a partial commit.
 fn busy(stderr: &str) -> bool {
-    stderr.contains(".lock") || stderr.contains("during a cherry-pick")
+    stderr.contains(".lock")
+        || stderr.contains("cannot lock ref 'HEAD'")
+        || stderr.contains("during a cherry-pick")
 }
 
 /// Runs git in `dir`, retrying while another git is mid-command (the engine
