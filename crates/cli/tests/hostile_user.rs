@@ -108,18 +108,16 @@ fn count(var: &str, least: usize) -> usize {
 /// What git says while another git is mid-command in the same repository,
 /// having changed nothing: a lock file; the branch moved by a landing
 /// between the user's commit reading HEAD and updating it (git's
-/// compare-and-swap refuses the commit, which a user makes again); or (for
-/// the few milliseconds a planex or engine-worktree cherry-pick takes) the
-/// pick in progress that refuses a partial commit.
+/// compare-and-swap refuses the commit, which a user makes again). A pick
+/// in progress is not among them: landings never leave one in the user's
+/// checkout.
 fn busy(stderr: &str) -> bool {
-    stderr.contains(".lock")
-        || stderr.contains("cannot lock ref 'HEAD'")
-        || stderr.contains("during a cherry-pick")
+    stderr.contains(".lock") || stderr.contains("cannot lock ref 'HEAD'")
 }
 
 /// Runs git in `dir`, retrying while another git is mid-command (the engine
 /// may be landing a fix: a user would try again too). A state that never
-/// clears — a pick left behind — still fails, after about four seconds.
+/// clears — a lock left behind — still fails, after about four seconds.
 fn git_try(dir: &Path, args: &[&str]) -> std::process::Output {
     for attempt in 0..40 {
         let out = Command::new("git")
@@ -135,7 +133,7 @@ fn git_try(dir: &Path, args: &[&str]) -> std::process::Output {
         std::thread::sleep(Duration::from_millis(10 + attempt * 5));
     }
     panic!(
-        "git {args:?} in {}: another git's lock or cherry-pick never went away",
+        "git {args:?} in {}: another git's lock never went away, or the branch kept moving",
         dir.display()
     );
 }

@@ -218,22 +218,7 @@ impl GitVcs {
     /// then the ignored files where they add one. Sorted, without
     /// duplicates.
     pub(super) async fn in_the_way(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
-        let touched = parse::nul_list(
-            &self
-                .run_ok(
-                    "diff",
-                    os_args([
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        parent,
-                        id,
-                        "--",
-                    ]),
-                )
-                .await?,
-        )?;
+        let touched = self.paths_between(parent, id).await?;
         let mut blocked: Vec<String> = if touched.is_empty() {
             Vec::new()
         } else {

@@ -210,8 +210,12 @@ impl GitVcs {
         }
     }
 
-    /// The paths commit `id` changes against `parent`.
-    async fn paths_between(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
+    /// The paths commit `id` changes against `parent` (any two commits).
+    pub(super) async fn paths_between(
+        &self,
+        parent: &str,
+        id: &str,
+    ) -> Result<Vec<String>, VcsError> {
         parse::nul_list(
             &self
                 .run_ok(
