@@ -202,7 +202,9 @@ impl GitVcs {
         if out.status.success() {
             return Ok(FastForward::Moved);
         }
-        // A fast-forward that git refuses changes nothing.
+        // Refused before it began, it changed nothing; failed at the branch
+        // update (the user committed meanwhile), it left the files it wrote.
+        self.undo_partial_fast_forward(to).await?;
         let blocked = self.in_the_way(onto.as_str(), to.as_str()).await?;
         if blocked.is_empty() {
             Ok(FastForward::NotPossible)

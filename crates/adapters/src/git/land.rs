@@ -98,6 +98,54 @@ impl GitVcs {
         )))
     }
 
+    /// After a `merge --ff-only` to `to` that failed: git checks out the
+    /// new files before it moves the branch, so when the user's commit
+    /// moved HEAD between the two, `to`'s version of the paths it changes
+    /// is left in the index and the work tree. Each path where both still
+    /// hold exactly `to`'s version (and HEAD another) is put back to HEAD;
+    /// a path that holds anything else is the user's and stays.
+    pub(super) async fn undo_partial_fast_forward(&self, to: &CommitId) -> Result<(), VcsError> {
+        let head = self.head().await?;
+        if head == *to {
+            return Ok(());
+        }
+        let paths = self.paths_between(head.as_str(), to.as_str()).await?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let worktree_differs: std::collections::BTreeSet<String> = parse::nul_list(
+            &self
+                .run_paths(
+                    "diff",
+                    &["--name-only", "-z", "--no-renames", to.as_str()],
+                    &paths,
+                )
+                .await?,
+        )?
+        .into_iter()
+        .collect();
+        let index_differs: std::collections::BTreeSet<String> = parse::nul_list(
+            &self
+                .run_paths(
+                    "diff",
+                    &["--cached", "--name-only", "-z", "--no-renames", to.as_str()],
+                    &paths,
+                )
+                .await?,
+        )?
+        .into_iter()
+        .collect();
+        let left: Vec<String> = paths
+            .into_iter()
+            .filter(|p| !worktree_differs.contains(p) && !index_differs.contains(p))
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(paths = ?left, "a fast-forward failed after writing files; putting them back");
+        self.put_back(&head, left).await.map(|_| ())
+    }
+
     /// HEAD's commit and tree ids, read at once.
     async fn head_and_tree(&self) -> Result<(CommitId, String), VcsError> {
         let out = self
