@@ -102,8 +102,9 @@ impl GitVcs {
     /// new files before it moves the branch, so when the user's commit
     /// moved HEAD between the two, `to`'s version of the paths it changes
     /// is left in the index and the work tree. Each path where both still
-    /// hold exactly `to`'s version (and HEAD another) is put back to HEAD;
-    /// a path that holds anything else is the user's and stays.
+    /// hold exactly `to`'s version (and HEAD another) is put back to HEAD,
+    /// file by file ([`GitVcs::put_back_if_unchanged`]); a path that holds
+    /// anything else is the user's and stays.
     pub(super) async fn undo_partial_fast_forward(&self, to: &CommitId) -> Result<(), VcsError> {
         let head = self.head().await?;
         if head == *to {
@@ -143,7 +144,69 @@ impl GitVcs {
             return Ok(());
         }
         tracing::warn!(paths = ?left, "a fast-forward failed after writing files; putting them back");
-        self.put_back(&head, left).await.map(|_| ())
+        for path in &left {
+            self.put_back_if_unchanged(&head, to, path).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts `path` back to `head`'s version when its file still holds
+    /// exactly `to`'s bytes, checked and replaced in this process (a
+    /// rename; a removal when `head` has no such file) so that a line the
+    /// user writes an instant before is seen and kept; then its index
+    /// entry goes back to `head`'s.
+    async fn put_back_if_unchanged(
+        &self,
+        head: &CommitId,
+        to: &CommitId,
+        path: &str,
+    ) -> Result<(), VcsError> {
+        let full = self.root.join(path);
+        let written = self.blob_at(to, path).await?;
+        let before = self.blob_at(head, path).await?;
+        let now = tokio::fs::read(&full).await.ok();
+        if now != written {
+            return Ok(());
+        }
+        let io =
+            |e: std::io::Error| VcsError::Other(format!("cannot put back {}: {e}", full.display()));
+        match before {
+            Some(bytes) => {
+                let temp = full.with_file_name(format!(
+                    ".{}.orchestrator-put-back",
+                    full.file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default()
+                ));
+                tokio::fs::write(&temp, &bytes).await.map_err(io)?;
+                if let Ok(meta) = tokio::fs::metadata(&full).await {
+                    tokio::fs::set_permissions(&temp, meta.permissions())
+                        .await
+                        .map_err(io)?;
+                }
+                tokio::fs::rename(&temp, &full).await.map_err(io)?;
+            }
+            None => tokio::fs::remove_file(&full).await.map_err(io)?,
+        }
+        self.run_paths(
+            "restore",
+            &["--source=HEAD", "--staged"],
+            &[path.to_owned()],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The bytes of `path` in `commit`, `None` when it has no such file.
+    async fn blob_at(&self, commit: &CommitId, path: &str) -> Result<Option<Vec<u8>>, VcsError> {
+        let out = self
+            .run(
+                "cat-file",
+                os_args(["blob", &format!("{}:{path}", commit.as_str())]),
+                None,
+            )
+            .await?;
+        Ok(out.status.success().then_some(out.stdout))
     }
 
     /// HEAD's commit and tree ids, read at once.
