@@ -11,9 +11,8 @@ use super::{GitVcs, parse};
 impl GitVcs {
     /// [`Vcs::checkpoint`]: HEAD and the digests of the dirty files.
     pub(super) async fn take_checkpoint(&self) -> Result<Checkpoint, VcsError> {
-        let head = self.head().await?;
-        let dirty = self.status().await?.dirty_paths();
-        let dirty = self.digests(&dirty).await?;
+        let (status, head) = self.status_and_head().await?;
+        let dirty = self.digests(&status.dirty_paths()).await?;
         Ok(Checkpoint::new(head, dirty))
     }
 
@@ -128,9 +127,9 @@ impl GitVcs {
         &self,
         checkpoint: &Checkpoint,
     ) -> Result<(Vec<String>, Vec<String>), VcsError> {
-        let status = self.status().await?;
+        let (status, head) = self.status_and_head().await?;
         let mut candidates: BTreeSet<String> = status.dirty_paths().into_iter().collect();
-        if self.head().await? != checkpoint.head {
+        if head != checkpoint.head {
             let base = self.resolve_commit(&checkpoint.head).await?;
             let out = self
                 .run_ok(

@@ -60,6 +60,82 @@ pub(crate) fn porcelain_status(bytes: &[u8]) -> Result<Status, VcsError> {
     Ok(status)
 }
 
+/// Parses `git status --porcelain=v2 -z --branch`: the HEAD commit (from
+/// the `# branch.oid` header; `None` on an unborn branch) and the same
+/// [`Status`] as [`porcelain_status`] gives for v1. Entries: `1 <XY> <sub>
+/// <mH> <mI> <mW> <hH> <hI> <path>` (changed), `2 … <score> <path>\0<orig>`
+/// (renamed or copied, naming both paths), `u <XY> <sub> <m1> <m2> <m3> <mW>
+/// <h1> <h2> <h3> <path>` (unmerged), `? <path>` (untracked) and `! <path>`
+/// (ignored, skipped); paths are the rest of the entry, never quoted.
+pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<(Option<String>, Status), VcsError> {
+    let bad = |entry: &[u8]| {
+        VcsError::Other(format!(
+            "unexpected `git status --porcelain=v2` entry {:?}",
+            String::from_utf8_lossy(entry)
+        ))
+    };
+    // The path of an entry whose first `fields` space-separated fields come
+    // before it.
+    let path_after = |entry: &[u8], fields: usize| -> Result<String, VcsError> {
+        let mut rest = entry;
+        for _ in 0..fields {
+            let space = rest
+                .iter()
+                .position(|&b| b == b' ')
+                .ok_or_else(|| bad(entry))?;
+            rest = &rest[space + 1..];
+        }
+        if rest.is_empty() {
+            return Err(bad(entry));
+        }
+        utf8_path(rest)
+    };
+    let mut head = None;
+    let mut status = Status::default();
+    let mut entries = bytes.split(|&b| b == 0).filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        match entry.first() {
+            Some(b'#') => {
+                if let Some(oid) = entry.strip_prefix(b"# branch.oid ") {
+                    let oid = String::from_utf8_lossy(oid).into_owned();
+                    head = (oid != "(initial)").then_some(oid);
+                }
+            }
+            Some(b'1') => status.modified.push(path_after(entry, 8)?),
+            Some(b'2') => {
+                status.modified.push(path_after(entry, 9)?);
+                let orig = entries.next().ok_or_else(|| bad(entry))?;
+                status.modified.push(utf8_path(orig)?);
+            }
+            Some(b'u') => status.modified.push(path_after(entry, 10)?),
+            Some(b'?') => status.untracked.push(path_after(entry, 1)?),
+            Some(b'!') => {}
+            _ => return Err(bad(entry)),
+        }
+    }
+    status.modified.sort();
+    status.modified.dedup();
+    status.untracked.sort();
+    status.untracked.dedup();
+    Ok((head, status))
+}
+
+/// The commit `git commit` made, from its summary line `[<branch> <id>]
+/// <subject>` (`[detached HEAD <id>]`, `[<branch> (root-commit) <id>]`)
+/// with ids printed in full (`core.abbrev=40`): the first word of the
+/// first line that is a full hex id followed by `]`. `None` when there is
+/// none (a SHA-256 repository's ids are longer than 40); the caller then
+/// reads HEAD.
+pub(crate) fn committed_id(stdout: &[u8]) -> Option<String> {
+    let first = stdout.split(|&b| b == b'\n').next()?;
+    let first = std::str::from_utf8(first).ok()?;
+    first.split(' ').find_map(|word| {
+        let id = word.strip_suffix(']')?;
+        (id.len() == 40 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then(|| id.to_owned())
+    })
+}
+
 /// The refs git refused in `git push --porcelain` output, as the remote's
 /// summary text (`[rejected] (fetch first)`, `[remote rejected] (hook
 /// declined)`). Lines are `<flag>\t<from>:<to>\t<summary>`; flag `!` means
@@ -182,6 +258,67 @@ mod tests {
     }
 
     #[test]
+    fn v2_status_reads_head_and_every_kind_of_entry() {
+        let out = b"# branch.oid 0123abcd\0# branch.head main\0\
+1 .M N... 100644 100644 100644 aaa aaa src/a b.rs\0\
+1 M. N... 100644 100644 100644 aaa bbb staged.rs\0\
+1 .D N... 100644 100644 000000 aaa aaa gone.rs\0\
+2 R. N... 100644 100644 100644 aaa aaa R100 new.rs\0old.rs\0\
+u UU N... 100644 100644 100644 100644 aaa bbb ccc both.rs\0\
+? new\nline.txt\0? d\xC3\xA9j\xC3\xA0.txt\0! ignored.o\0";
+        let (head, status) = porcelain_v2_status(out).unwrap();
+        assert_eq!(head.as_deref(), Some("0123abcd"));
+        assert_eq!(
+            status,
+            Status {
+                modified: vec![
+                    "both.rs".into(),
+                    "gone.rs".into(),
+                    "new.rs".into(),
+                    "old.rs".into(),
+                    "src/a b.rs".into(),
+                    "staged.rs".into()
+                ],
+                untracked: vec!["déjà.txt".into(), "new\nline.txt".into()],
+            }
+        );
+        let (head, status) = porcelain_v2_status(b"# branch.oid (initial)\0").unwrap();
+        assert_eq!(head, None);
+        assert!(status.is_clean());
+    }
+
+    #[test]
+    fn v2_status_rejects_garbage_and_short_entries() {
+        assert!(porcelain_v2_status(b"xx\0").is_err());
+        assert!(porcelain_v2_status(b"1 .M N... 100644\0").is_err());
+        assert!(porcelain_v2_status(b"2 R. N... 100644 100644 100644 a a R100 new.rs\0").is_err());
+        assert!(matches!(
+            porcelain_v2_status(b"? \xff\xfe\0"),
+            Err(VcsError::BadPath { .. })
+        ));
+    }
+
+    #[test]
+    fn committed_id_reads_the_summary_line() {
+        let id = "ca487f52220d3d89aa7e6c743c5abf311d9c1665";
+        for line in [
+            format!("[main {id}] fix [x] ok\n 1 file changed\n"),
+            format!("[detached HEAD {id}] y\n"),
+            format!("[review-fix/slot-0 (root-commit) {id}] y\n"),
+        ] {
+            assert_eq!(committed_id(line.as_bytes()).as_deref(), Some(id), "{line}");
+        }
+        // Short ids, a subject that looks like one on a later line, no
+        // summary: not read.
+        assert_eq!(committed_id(b"[main ca487f5] y\n"), None);
+        assert_eq!(
+            committed_id(format!("[main ca487f5] y\n{id}]\n").as_bytes()),
+            None
+        );
+        assert_eq!(committed_id(b""), None);
+    }
+
+    #[test]
     fn push_rejections_read_the_flag_column() {
         let out = b"To /tmp/remote.git\n!\trefs/heads/main:refs/heads/main\t[rejected] (fetch first)\n \trefs/heads/x:refs/heads/x\tabc..def\nDone\n";
         assert_eq!(
@@ -240,6 +377,27 @@ mod tests {
             let status = porcelain_status(&out).unwrap();
             prop_assert_eq!(status.modified, modified.into_iter().collect::<Vec<_>>());
             prop_assert_eq!(status.untracked, untracked.into_iter().collect::<Vec<_>>());
+        }
+
+        /// The v2 parser gives the same sets as the v1 parser for the same
+        /// entries, whatever the paths (spaces and newlines included).
+        #[test]
+        fn v2_status_agrees_with_v1(
+            modified in proptest::collection::btree_set(path_strategy(), 0..6),
+            untracked in proptest::collection::btree_set(path_strategy(), 0..6),
+        ) {
+            let (mut v1, mut v2) = (Vec::new(), b"# branch.oid abc\0".to_vec());
+            for p in &modified {
+                v1.extend_from_slice(format!(" M {p}\0").as_bytes());
+                v2.extend_from_slice(format!("1 .M N... 100644 100644 100644 a a {p}\0").as_bytes());
+            }
+            for p in &untracked {
+                v1.extend_from_slice(format!("?? {p}\0").as_bytes());
+                v2.extend_from_slice(format!("? {p}\0").as_bytes());
+            }
+            let (head, status) = porcelain_v2_status(&v2).unwrap();
+            prop_assert_eq!(head.as_deref(), Some("abc"));
+            prop_assert_eq!(status, porcelain_status(&v1).unwrap());
         }
 
         /// Batch output of any contents parses back to the same contents.

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use orchestrator_core::VcsError;
 use orchestrator_core::vcs::Status;
+use orchestrator_core::{CommitId, VcsError};
 use tokio::io::AsyncWriteExt;
 
 use super::run::os_args;
@@ -48,6 +48,35 @@ impl GitVcs {
             Some(paths) => self.run_paths("status", &args, paths).await?,
         };
         parse::porcelain_status(&out)
+    }
+
+    /// Status and the HEAD commit, read by one `git status` (porcelain v2
+    /// with its branch header): one process where [`Vcs::status`] and
+    /// [`Vcs::head`] take two, and both from the same moment.
+    ///
+    /// [`Vcs::status`]: orchestrator_core::Vcs::status
+    /// [`Vcs::head`]: orchestrator_core::Vcs::head
+    pub(super) async fn status_and_head(&self) -> Result<(Status, CommitId), VcsError> {
+        let out = self
+            .run_ok(
+                "status",
+                os_args([
+                    "--porcelain=v2",
+                    "--branch",
+                    "-z",
+                    "--untracked-files=all",
+                    "--no-renames",
+                ]),
+            )
+            .await?;
+        let (head, status) = parse::porcelain_v2_status(&out)?;
+        let head = head.ok_or_else(|| {
+            VcsError::Other(format!(
+                "HEAD of {} names no commit yet (a branch with no commits)",
+                self.root.display()
+            ))
+        })?;
+        Ok((status, CommitId(head)))
     }
 
     /// Content digests of the given working-tree paths: the git blob id of a
