@@ -16,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod forward;
 mod path;
 
 pub use path::check_relative_path;
@@ -387,6 +388,26 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// [`CherryPick::Blocked`] and changes nothing.
     async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError>;
 
+    /// Applies `commits` in order onto the current branch, as
+    /// [`Vcs::cherry_pick`] would one by one, and stops at the first that
+    /// does not apply ([`CherryPick::Conflict`], [`CherryPick::Blocked`] or
+    /// an error), leaving the tree at the last one applied. Returns the new
+    /// commits of those applied, in order: a prefix of `commits`' length.
+    /// The caller learns why the next one stopped by picking it alone.
+    ///
+    /// Default: [`Vcs::cherry_pick`] in a loop. An adapter may apply a
+    /// series at once where nothing of the user's can be in the way.
+    async fn cherry_pick_series(&self, commits: &[CommitId]) -> Result<Vec<CommitId>, VcsError> {
+        let mut applied = Vec::with_capacity(commits.len());
+        for commit in commits {
+            match self.cherry_pick(commit).await {
+                Ok(CherryPick::Applied { commit }) => applied.push(commit),
+                Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => break,
+            }
+        }
+        Ok(applied)
+    }
+
     /// Moves the current branch from `onto` (its tip, as the caller last
     /// saw it) to `to`, a descendant, as a fast-forward: the commits between
     /// land as they are, with their ids. Never touches uncommitted work: a
@@ -479,118 +500,6 @@ fn unsupported(operation: &str) -> VcsError {
         "{operation} is not supported by this version control"
     ))
 }
-
-macro_rules! forward_vcs {
-    ($ty:ty) => {
-        #[async_trait]
-        impl<V: Vcs + ?Sized> Vcs for $ty {
-            fn root(&self) -> &Path {
-                (**self).root()
-            }
-            async fn status(&self) -> Result<Status, VcsError> {
-                (**self).status().await
-            }
-            async fn head(&self) -> Result<CommitId, VcsError> {
-                (**self).head().await
-            }
-            async fn current_branch(&self) -> Result<Option<String>, VcsError> {
-                (**self).current_branch().await
-            }
-            async fn checkpoint(&self) -> Result<Checkpoint, VcsError> {
-                (**self).checkpoint().await
-            }
-            async fn changed_since(&self, c: &Checkpoint) -> Result<Vec<String>, VcsError> {
-                (**self).changed_since(c).await
-            }
-            async fn restore(&self, c: &Checkpoint) -> Result<Vec<String>, VcsError> {
-                (**self).restore(c).await
-            }
-            async fn commit(&self, paths: &[String], message: &str) -> Result<CommitId, VcsError> {
-                (**self).commit(paths, message).await
-            }
-            async fn log_since(&self, base: &CommitId) -> Result<Vec<CommitInfo>, VcsError> {
-                (**self).log_since(base).await
-            }
-            async fn diff(&self, from: &CommitId, to: &CommitId) -> Result<String, VcsError> {
-                (**self).diff(from, to).await
-            }
-            async fn worktree_add(
-                &self,
-                path: &Path,
-                branch: &str,
-                base: &CommitId,
-            ) -> Result<Arc<dyn Vcs>, VcsError> {
-                (**self).worktree_add(path, branch, base).await
-            }
-            async fn worktree_remove(&self, path: &Path, branch: &str) -> Result<(), VcsError> {
-                (**self).worktree_remove(path, branch).await
-            }
-            async fn worktree_move(
-                &self,
-                path: &Path,
-                branch: &str,
-                base: &CommitId,
-            ) -> Result<Arc<dyn Vcs>, VcsError> {
-                (**self).worktree_move(path, branch, base).await
-            }
-            async fn cherry_pick(&self, commit: &CommitId) -> Result<CherryPick, VcsError> {
-                (**self).cherry_pick(commit).await
-            }
-            fn set_trash(&self, trash: Option<Arc<crate::trash::Trash>>) -> bool {
-                (**self).set_trash(trash)
-            }
-            fn trash(&self) -> Option<Arc<crate::trash::Trash>> {
-                (**self).trash()
-            }
-            async fn salvage_worktree(
-                &self,
-                path: &Path,
-                reason: &str,
-            ) -> Result<Vec<crate::trash::TrashEntry>, VcsError> {
-                (**self).salvage_worktree(path, reason).await
-            }
-            async fn fast_forward(
-                &self,
-                onto: &CommitId,
-                to: &CommitId,
-            ) -> Result<FastForward, VcsError> {
-                (**self).fast_forward(onto, to).await
-            }
-            async fn push(&self, remote: &str, branch: &str) -> Result<PushOutcome, VcsError> {
-                (**self).push(remote, branch).await
-            }
-            async fn push_commit(
-                &self,
-                remote: &str,
-                commit: &CommitId,
-                branch: &str,
-            ) -> Result<PushOutcome, VcsError> {
-                (**self).push_commit(remote, commit, branch).await
-            }
-            async fn fetch_ref(&self, remote: &str, refname: &str) -> Result<CommitId, VcsError> {
-                (**self).fetch_ref(remote, refname).await
-            }
-            async fn remote_url(&self, name: &str) -> Result<String, VcsError> {
-                (**self).remote_url(name).await
-            }
-            async fn upstream(&self) -> Result<Option<String>, VcsError> {
-                (**self).upstream().await
-            }
-            async fn diff_from(&self, base: &str) -> Result<String, VcsError> {
-                (**self).diff_from(base).await
-            }
-            async fn is_ancestor(&self, c: &CommitId, of: &CommitId) -> Result<bool, VcsError> {
-                (**self).is_ancestor(c, of).await
-            }
-            async fn exclude(&self, pattern: &str) -> Result<(), VcsError> {
-                (**self).exclude(pattern).await
-            }
-        }
-    };
-}
-
-forward_vcs!(Arc<V>);
-forward_vcs!(Box<V>);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use orchestrator_core::vcs::{
 };
 use orchestrator_core::{CommitId, Vcs, VcsError};
 
-use super::run::os_args;
+use super::run::{PATH_CHUNK, os_args};
 use super::{GitVcs, parse};
 
 impl GitVcs {
@@ -45,6 +45,11 @@ impl GitVcs {
             return Err(VcsError::NothingToCommit { paths: Vec::new() });
         }
         let _guard = self.write_lock.lock().await;
+        if self.engine_tree
+            && let Some(commit) = self.commit_named_paths(&normalized, message).await?
+        {
+            return Ok(commit);
+        }
         let dirty = self.status_of(Some(&normalized)).await?.dirty_paths();
         if dirty.is_empty() {
             return Err(VcsError::NothingToCommit {
@@ -56,10 +61,58 @@ impl GitVcs {
         // leaves anything else that was staged staged, not committed.
         let mut argv = os_args(["--only", "--cleanup=verbatim", "--no-edit", "-F", "-", "--"]);
         argv.extend(dirty.iter().map(OsString::from));
-        self.run("commit", argv, Some(message.as_bytes().to_vec()))
+        let out = self
+            .run("commit", argv, Some(message.as_bytes().to_vec()))
             .await?
             .into_ok()?;
-        self.head().await
+        self.made_commit(&out).await
+    }
+
+    /// [`GitVcs::commit_paths`] in an engine worktree, whose caller names
+    /// the files its fix changed: a `commit --only` of exactly `paths` with
+    /// no status first, which takes tracked files' work-tree content
+    /// (deletions included) as it is; when it is refused (a new file git
+    /// does not know yet), an `add` of the paths and the commit again.
+    /// One process (three for a new file) where the careful way takes three
+    /// or four. `None` when git refused (nothing changed, a path it cannot
+    /// add), having committed nothing: the careful way then finds the
+    /// changed paths and says why.
+    async fn commit_named_paths(
+        &self,
+        paths: &[String],
+        message: &str,
+    ) -> Result<Option<CommitId>, VcsError> {
+        if paths.len() > PATH_CHUNK {
+            return Ok(None);
+        }
+        let named = || paths.iter().map(OsString::from);
+        let commit = || {
+            let mut argv = os_args(["--only", "--cleanup=verbatim", "--no-edit", "-F", "-", "--"]);
+            argv.extend(named());
+            self.run("commit", argv, Some(message.as_bytes().to_vec()))
+        };
+        let mut out = commit().await?;
+        if !out.status.success() {
+            let mut add = os_args(["-A", "--"]);
+            add.extend(named());
+            if !self.run("add", add, None).await?.status.success() {
+                return Ok(None);
+            }
+            out = commit().await?;
+            if !out.status.success() {
+                return Ok(None);
+            }
+        }
+        self.made_commit(&out.stdout).await.map(Some)
+    }
+
+    /// The commit a successful `git commit` made: read from its summary
+    /// line, or from HEAD when the line does not name it in full.
+    pub(super) async fn made_commit(&self, stdout: &[u8]) -> Result<CommitId, VcsError> {
+        match parse::committed_id(stdout) {
+            Some(id) => Ok(CommitId(id)),
+            None => self.head().await,
+        }
     }
 
     /// [`Vcs::diff`]: the unified diff between two commits.
@@ -121,7 +174,12 @@ impl GitVcs {
         &self,
         commit: &CommitId,
     ) -> Result<CherryPick, VcsError> {
-        let id = self.resolve_commit(commit).await?;
+        // A full id in an engine worktree needs no resolving: a wrong one
+        // makes the pick itself fail, before anything changes.
+        let id = match (self.engine_tree, full_object_id(commit.as_str())) {
+            (true, true) => commit.as_str().to_owned(),
+            _ => self.resolve_commit(commit).await?,
+        };
         let _guard = self.write_lock.lock().await;
         if !self.engine_tree {
             // Never a pick left in progress in the user's checkout: see
@@ -164,6 +222,85 @@ impl GitVcs {
             return Err(out.error());
         }
         Ok(CherryPick::Conflict { paths: conflicted })
+    }
+
+    /// [`Vcs::cherry_pick_series`]: in an engine worktree, a series of full
+    /// ids is applied by one `git cherry-pick` and the new commits read back
+    /// with one `rev-list` (three processes for the series instead of two
+    /// or three per commit). When the series stops part-way it is aborted
+    /// (back where it started) and picked again one by one, which stops at
+    /// the same commit with the usual answer. Elsewhere (the user's
+    /// checkout lands each commit on its own, see `land.rs`), one by one.
+    pub(super) async fn cherry_pick_commits(
+        &self,
+        commits: &[CommitId],
+    ) -> Result<Vec<CommitId>, VcsError> {
+        let at_once = self.engine_tree
+            && commits.len() > 1
+            && commits.iter().all(|c| full_object_id(c.as_str()));
+        if at_once && let Some(applied) = self.pick_series_at_once(commits).await? {
+            return Ok(applied);
+        }
+        let mut applied = Vec::with_capacity(commits.len());
+        for commit in commits {
+            match self.cherry_pick_commit(commit).await {
+                Ok(CherryPick::Applied { commit }) => applied.push(commit),
+                Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => break,
+            }
+        }
+        Ok(applied)
+    }
+
+    /// One `git cherry-pick` of the whole series: the new commits, or
+    /// `None` when it stopped (aborted; nothing of it is left).
+    async fn pick_series_at_once(
+        &self,
+        commits: &[CommitId],
+    ) -> Result<Option<Vec<CommitId>>, VcsError> {
+        let _guard = self.write_lock.lock().await;
+        let start = self.head().await?;
+        let out = self
+            .run(
+                "cherry-pick",
+                commits.iter().map(|c| c.as_str().into()).collect(),
+                None,
+            )
+            .await?;
+        if !out.status.success() {
+            // Back to `start`, the series' picks so far included. git may
+            // have stopped with a pick in progress or before a pick started
+            // (the sequence still open); `--abort` undoes either, and fails
+            // harmlessly when nothing was started.
+            self.run("cherry-pick", os_args(["--abort"]), None).await?;
+            let head = self.head().await?;
+            if head != start {
+                return Err(VcsError::Other(format!(
+                    "a cherry-pick series stopped and was not undone: HEAD is {}, not {}",
+                    head.short(),
+                    start.short()
+                )));
+            }
+            return Ok(None);
+        }
+        let ids = self
+            .run_ok(
+                "rev-list",
+                os_args(["--reverse", &format!("{start}..HEAD")]),
+            )
+            .await?;
+        let applied: Vec<CommitId> = String::from_utf8_lossy(&ids)
+            .split_whitespace()
+            .map(|id| CommitId(id.to_owned()))
+            .collect();
+        if applied.len() != commits.len() {
+            return Err(VcsError::Other(format!(
+                "cherry-picked {} commits, but {} are on top of {}",
+                commits.len(),
+                applied.len(),
+                start.short()
+            )));
+        }
+        Ok(Some(applied))
     }
 
     /// [`Vcs::fast_forward`]: `git merge --ff-only` from `onto` to `to`,
@@ -317,6 +454,12 @@ fn normalize(path: &str) -> String {
         }
     }
     parts.join("/")
+}
+
+/// Whether `text` is a full object id (40 or 64 lowercase hex digits), which
+/// git reads as that object and never as an option or a ref.
+fn full_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]

@@ -249,6 +249,10 @@ impl Vcs for GitVcs {
         self.cherry_pick_commit(commit).await
     }
 
+    async fn cherry_pick_series(&self, commits: &[CommitId]) -> Result<Vec<CommitId>, VcsError> {
+        self.cherry_pick_commits(commits).await
+    }
+
     fn set_trash(&self, trash: Option<Arc<Trash>>) -> bool {
         self.trash.set(trash);
         true

@@ -29,6 +29,9 @@ const FIXED_CONFIG: &[&str] = &[
     "advice.detachedHead=false",
     "gc.auto=0",
     "maintenance.auto=false",
+    // Full ids wherever git prints one, so that `commit`'s summary line
+    // names the commit it made (`parse::committed_id`).
+    "core.abbrev=40",
 ];
 
 /// Environment set for every invocation.
@@ -107,7 +110,7 @@ fn record(subcommand: &str, time: Duration) {
 }
 
 /// How many paths one command line carries at most (argv size limits).
-const PATH_CHUNK: usize = 512;
+pub(super) const PATH_CHUNK: usize = 512;
 
 /// The outcome of one git invocation.
 pub(super) struct GitOutput {

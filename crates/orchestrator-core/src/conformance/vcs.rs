@@ -9,7 +9,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::must;
+
+mod series;
 use crate::vcs::{CherryPick, CommitId, Vcs, VcsError};
+pub use series::cherry_pick_series_stops_at_the_first_that_does_not_apply;
 
 /// Builds repositories of the implementation under test.
 #[async_trait]
@@ -59,6 +62,7 @@ pub async fn run_suite(h: &dyn VcsHarness) {
     diff_shows_what_a_commit_changed(h).await;
     worktree_commit_and_cherry_pick(h).await;
     cherry_pick_conflict_changes_nothing(h).await;
+    cherry_pick_series_stops_at_the_first_that_does_not_apply(h).await;
     worktree_remove_finishes_an_interrupted_removal(h).await;
     worktree_move_moves_a_clean_worktree(h).await;
     cherry_pick_never_touches_uncommitted_work(h).await;
