@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use orchestrator_core::event::Event;
-use orchestrator_core::vcs::{CherryPick, CommitId};
+use orchestrator_core::vcs::CommitId;
 use orchestrator_core::verify::verify_pass_whole;
 
 use crate::exec::{
@@ -212,16 +212,16 @@ async fn single_run_tip(runs: &[WorktreeRun]) -> Option<CommitId> {
 /// so far).
 async fn untested_tip(shared: &Shared, queue: &[QueuedFix], base: &CommitId) -> Option<CommitId> {
     let lease = shared.pool.acquire(base).await.ok()?;
-    let mut stacked = true;
-    for commit in queue.iter().filter_map(|q| q.commit.as_ref()) {
-        if !matches!(
-            lease.vcs.cherry_pick(&CommitId(commit.clone())).await,
-            Ok(CherryPick::Applied { .. })
-        ) {
-            stacked = false;
-            break;
-        }
-    }
+    let commits: Vec<CommitId> = queue
+        .iter()
+        .filter_map(|q| q.commit.as_ref())
+        .map(|c| CommitId(c.clone()))
+        .collect();
+    let stacked = lease
+        .vcs
+        .cherry_pick_series(&commits)
+        .await
+        .is_ok_and(|applied| applied.len() == commits.len());
     let tip = if stacked {
         lease.vcs.head().await.ok()
     } else {

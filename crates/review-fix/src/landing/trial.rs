@@ -152,8 +152,18 @@ pub(super) async fn ensure_built(
     let Some(t) = trial.as_mut() else {
         return Err(BuildError::NoTree("no trial tree".to_owned()));
     };
+    // Where a series of picks stopped: that fix is picked alone, to learn
+    // why, rather than in a series again.
+    let mut stopped = None;
     while t.built.len() < want {
         let position = from + t.built.len();
+        if stopped != Some(position) {
+            let applied = pick_series(t, &state.queue, position, from + want).await;
+            if applied > 0 {
+                stopped = Some(position + applied);
+                continue;
+            }
+        }
         let Some(item) = state.queue.get(position).cloned() else {
             break;
         };
@@ -175,6 +185,32 @@ pub(super) async fn ensure_built(
         remake(shared, t, state, position, &item, progress).await?;
     }
     Ok(())
+}
+
+/// Picks the queued commits from `position` up to `to` (or the first fix
+/// with no commit) onto the trial tree as one series; how many applied. A
+/// series of one is left to the caller's single pick.
+async fn pick_series(t: &mut TrialTree, queue: &[QueuedFix], position: usize, to: usize) -> usize {
+    let run: Vec<(String, CommitId)> = queue
+        .get(position..to.min(queue.len()))
+        .unwrap_or_default()
+        .iter()
+        .map_while(|item| {
+            let commit = item.commit.as_ref()?;
+            Some((item.finding_id.clone(), CommitId(commit.clone())))
+        })
+        .collect();
+    if run.len() < 2 {
+        return 0;
+    }
+    let ids: Vec<CommitId> = run.iter().map(|(_, c)| c.clone()).collect();
+    let Ok(applied) = t.vcs.cherry_pick_series(&ids).await else {
+        return 0;
+    };
+    let n = applied.len();
+    t.built
+        .extend(run.into_iter().map(|(finding, _)| finding).zip(applied));
+    n
 }
 
 /// Makes the fix at queue `position` again with the agent on the trial
