@@ -393,17 +393,21 @@ impl Agent for VerifyingAgent {
     }
 
     async fn run(&self, request: AgentRequest) -> Result<AgentResponse, AgentError> {
-        self.found
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .attempts += 1;
+        let attempt = {
+            let mut found = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+            found.attempts += 1;
+            found.attempts
+        };
         let vcs = &self.verification.vcs;
-        // Each attempt starts from the task's checkpoint.
-        if !vcs
-            .changed_since(&self.checkpoint)
-            .await
-            .map_err(failed)?
-            .is_empty()
+        // Each attempt starts from the task's checkpoint. The first starts
+        // right after it was taken (nothing ran in the task's worktree
+        // since), so only a later one can find anything to roll back.
+        if attempt > 1
+            && !vcs
+                .changed_since(&self.checkpoint)
+                .await
+                .map_err(failed)?
+                .is_empty()
         {
             self.rollback().await?;
         }
