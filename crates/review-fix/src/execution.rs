@@ -145,6 +145,7 @@ impl Execution<'_> {
             ledger: ledger::Ledger::open(&paths.dir)?,
             halted: Mutex::new(None),
             baseline: Mutex::new(orchestrator_core::test_runner::Baseline::default()),
+            base_pending: tokio::sync::Mutex::new(None),
         })
     }
 

@@ -44,7 +44,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use orchestrator_core::agent::Agent as _;
 use orchestrator_core::event::{Event, JobStatus};
 use orchestrator_core::state::{read_json_if_exists, write_json_atomic};
 use orchestrator_core::vcs::{CherryPick, CommitId, FastForward, Vcs};
@@ -78,17 +77,13 @@ use segment::*;
 /// differential has failed a test.
 pub(crate) const MACHINE_APPLICABLE_PRIOR: (f64, f64) = (1.0, 99.0);
 
-/// The agent whose every fix applies a linter's machine-applicable
-/// suggestion.
-const SUGGESTION_AGENT: &str = "builtin-suggestion";
-
 /// The verifier configuration of a new segment: the session's mode and
 /// re-runs, with the failure-rate prior (the agent's: see
 /// [`MACHINE_APPLICABLE_PRIOR`]) moved by the decisions so far.
 pub(crate) fn segment_config(shared: &Shared) -> VerifyConfig {
     let (failures, passes) = shared.decided();
     let mut config = VerifyConfig::new(shared.config.verify);
-    if shared.agent.name() == SUGGESTION_AGENT {
+    if shared.applies_exact_suggestions() {
         (config.prior_failures, config.prior_passes) = MACHINE_APPLICABLE_PRIOR;
     }
     if config.mode == VerifyMode::Each {

@@ -3,12 +3,14 @@
 //! with the builtin agent on linters' output (`relint`, `ids`,
 //! `unattemptable`); what a resume after a kill saves to the session's
 //! trash (`trash`). The real-git tests share their quickstart set-up
-//! (`support`).
+//! (`support`). The base tested only when a run fails: `deferred_base`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "suite/batch.rs"]
 mod batch;
+#[path = "suite/deferred_base.rs"]
+mod deferred_base;
 #[path = "suite/e2e.rs"]
 mod e2e;
 #[path = "suite/flow.rs"]

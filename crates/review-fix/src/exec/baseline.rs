@@ -17,6 +17,17 @@
 //! at HEAD (the user's uncommitted files are not the base). Its result is
 //! kept in the session's `baseline.json`, so a resume does not run it
 //! again.
+//!
+//! Put off until needed: when every fix applies a linter's exact
+//! suggestion (the builtin agent, whose fixes cost nothing to make again),
+//! the base is tested only when a run of the fixes fails. A run that passes
+//! passes against any base, so the judgement is the same; a pass whose
+//! fixes pass saves the base's run (a third of the test runs of a small
+//! crate's `--relint`). The first failing run measures the base (in a
+//! worktree of its own) before it is judged; a base that cannot be judged
+//! then halts the run for a human, its fixes unlanded, where an eager run
+//! would have refused before the first fix. `--require-green-base` and a
+//! known baseline keep the eager run.
 
 use super::*;
 
@@ -76,8 +87,54 @@ pub(crate) async fn establish(shared: &Shared) -> Result<(), BaseRefusal> {
         // A re-lint pass starts where the previous one ended, which no
         // fix left worse than that pass's base.
         Some(known) => known.clone(),
+        None if deferrable(shared) => {
+            // Counted for one-by-one testing, which would run it first.
+            shared.with_stats(|s| s.each_runs += 1);
+            *shared.base_pending.lock().await = Some(head);
+            return Ok(());
+        }
         None => measure(shared, &head).await?,
     };
+    adopt(shared, &head, baseline)
+}
+
+/// Whether the base's run can wait for a failing run (module docs).
+fn deferrable(shared: &Shared) -> bool {
+    shared.applies_exact_suggestions()
+        && !shared.config.require_green_base
+        && crate::effective_mode(&shared.config) != crate::VerifyMode::Each
+}
+
+/// The base's result for a failing run's judgement: measured now when it
+/// was put off ([`establish`]), once for the run. `Err` when the base
+/// cannot be judged: the run is halted for a human (with why), and the
+/// failing run is not blamed on its fixes.
+pub(crate) async fn base_for_judging(shared: &Shared) -> Result<(), String> {
+    let mut pending = shared.base_pending.lock().await;
+    let Some(head) = pending.take() else {
+        return Ok(());
+    };
+    let adopted = match measure_counted(shared, &head, false).await {
+        Ok(baseline) => adopt(shared, &head, baseline),
+        Err(refusal) => Err(refusal),
+    };
+    adopted.map_err(|refusal| {
+        let why = match refusal {
+            BaseRefusal::Red(tests) => format!("the tests fail at the base: {}", tests.join(", ")),
+            BaseRefusal::Unjudgeable(message) | BaseRefusal::Io(message) => message,
+        };
+        let reason = format!(
+            "a run of the fixes failed and the base cannot be judged against ({why}); no fix is landed on that run"
+        );
+        shared.halt_for_human(reason.clone());
+        reason
+    })
+}
+
+/// Takes `baseline` as the run's: says how a red base is judged, refuses
+/// one under `--require-green-base`, keeps it in `baseline.json`.
+fn adopt(shared: &Shared, head: &CommitId, baseline: Baseline) -> Result<(), BaseRefusal> {
+    let path = shared.paths.dir.join(BASELINE_FILE);
     if let Some(how) = &baseline.unnamed_failure {
         if shared.config.require_green_base {
             return Err(BaseRefusal::Red(vec![format!("the test command {how}")]));
@@ -114,10 +171,22 @@ pub(crate) async fn establish(shared: &Shared) -> Result<(), BaseRefusal> {
 /// flaky test that fails here is then a base failure, blamed on no fix,
 /// which is what a re-run passing would have given too.
 async fn measure(shared: &Shared, head: &CommitId) -> Result<Baseline, BaseRefusal> {
+    measure_counted(shared, head, true).await
+}
+
+/// [`measure`], counted for one-by-one testing when `each` (a put-off run
+/// was counted when it was put off).
+async fn measure_counted(
+    shared: &Shared,
+    head: &CommitId,
+    each: bool,
+) -> Result<Baseline, BaseRefusal> {
     let report = run_at_base(shared, head)
         .await
         .map_err(BaseRefusal::Unjudgeable)?;
-    shared.with_stats(|s| s.each_runs += 1);
+    if each {
+        shared.with_stats(|s| s.each_runs += 1);
+    }
     Baseline::of(&report).map_err(|e| BaseRefusal::Unjudgeable(e.to_string()))
 }
 

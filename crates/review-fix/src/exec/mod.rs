@@ -108,9 +108,22 @@ pub(crate) struct Shared {
     /// The tests failing at the base, which no fix is blamed for (see
     /// [`establish`]).
     pub baseline: Mutex<Baseline>,
+    /// The base whose test run was put off until a run fails (see
+    /// [`establish`]); taken by the first failing run, which measures it.
+    pub base_pending: tokio::sync::Mutex<Option<CommitId>>,
 }
 
+/// The agent whose every fix applies a linter's machine-applicable
+/// suggestion.
+const SUGGESTION_AGENT: &str = "builtin-suggestion";
+
 impl Shared {
+    /// Whether every fix of the run applies a linter's exact suggestion
+    /// (the builtin agent): cheap to make again, and rarely wrong.
+    pub(crate) fn applies_exact_suggestions(&self) -> bool {
+        self.agent.name() == SUGGESTION_AGENT
+    }
+
     /// The commits a group's worktree made since `base`, oldest first, each
     /// with the finding its message names (`None` for a commit that names
     /// none). A log that cannot be read is warned about and gives none.

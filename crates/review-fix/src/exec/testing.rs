@@ -25,15 +25,24 @@ pub(crate) async fn run_tests(
 ) -> Result<TestReport, String> {
     let runner: Arc<dyn TestRunner> = shared.tests.runner(env);
     shared.test_runs.fetch_add(1, Ordering::SeqCst);
-    let report = runner
+    let mut report = runner
         .run(TestRequest {
             workdir: env.root.clone(),
             pattern,
             time_limit: shared.config.test_time_limit,
         })
         .await
-        .map(|report| lock(&shared.baseline).judge(report))
         .map_err(|e| format!("the tests could not run: {e}"));
+    if let Ok(r) = &report
+        && !r.is_pass()
+    {
+        // A failure is judged against the base, measured now if it was
+        // put off; a base that cannot be judged blames no fix.
+        if let Err(why) = base_for_judging(shared).await {
+            report = Err(why);
+        }
+    }
+    let report = report.map(|report| lock(&shared.baseline).judge(report));
     shared.sink.emit(&Event::TestsRan {
         id,
         passed: report.as_ref().is_ok_and(TestReport::is_pass),

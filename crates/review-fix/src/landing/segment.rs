@@ -305,7 +305,14 @@ impl StageRun<'_> {
             .map(|q| q.finding_id.as_str())
             .collect::<Vec<_>>()
             .join("+");
-        let outcome = match run_tests(self.shared, &t.env, Some(label), None).await {
+        let result = run_tests(self.shared, &t.env, Some(label), None).await;
+        if result.is_err() && self.shared.halted().is_some() {
+            // The run was halted (the base, tested only now, cannot be
+            // judged against): no fix is blamed, the queue waits in the
+            // verification state for `--resume`.
+            return ControlFlow::Break(SegmentEnd::Halted);
+        }
+        let outcome = match result {
             Ok(r) if r.is_pass() => RunOutcome::Pass,
             Ok(r) => {
                 self.short_failures.insert(spec.run.0, short_failure(&r));
