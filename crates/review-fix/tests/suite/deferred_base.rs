@@ -3,7 +3,6 @@
 //! `relint` and a shell "test suite" that logs which tree it ran on.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use crate::support::git;
@@ -16,29 +15,10 @@ use orchestrator_review_fix::{
     Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, SharedRunner, run,
 };
 
-/// The linter script: every line of `a.txt` starting with `((` loses one
-/// layer of parentheses.
-const LINTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/paren_lint.sh");
-
-/// A repository whose `a.txt` has two findings, and their file.
+/// A repository whose `a.txt` has two findings (the paren linter of
+/// `relint`), and their file.
 fn fixture(parent: &Path) -> (PathBuf, PathBuf) {
-    let repo = parent.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::write(repo.join("a.txt"), "((x))\n((y))\n").unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["config", "user.email", "test@example.invalid"]);
-    git(&repo, &["config", "user.name", "Test"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "start"]);
-    let out = Command::new("sh")
-        .arg(LINTER)
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let input = parent.join("findings.rdjsonl");
-    std::fs::write(&input, &out.stdout).unwrap();
-    (repo, input)
+    crate::relint::fixture(parent, "((x))\n((y))\n")
 }
 
 /// A test command that appends the tree's `a.txt` (one line) to `log`,

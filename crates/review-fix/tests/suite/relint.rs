@@ -30,7 +30,7 @@ const LINTER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/paren_lint
 
 /// A repository with `a.txt`, and the first pass's findings (the linter's
 /// output on it) as a file outside the repository.
-fn fixture(parent: &Path, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn fixture(parent: &Path, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let repo = parent.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::write(repo.join("a.txt"), text).unwrap();
