@@ -128,6 +128,10 @@ impl GitVcs {
         checkpoint: &Checkpoint,
     ) -> Result<(Vec<String>, Vec<String>), VcsError> {
         let (status, head) = self.status_and_head().await?;
+        *self
+            .untracked_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = status.untracked.clone();
         let mut candidates: BTreeSet<String> = status.dirty_paths().into_iter().collect();
         if head != checkpoint.head {
             let base = self.resolve_commit(&checkpoint.head).await?;

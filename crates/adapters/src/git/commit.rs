@@ -71,9 +71,10 @@ impl GitVcs {
     /// [`GitVcs::commit_paths`] in an engine worktree, whose caller names
     /// the files its fix changed: a `commit --only` of exactly `paths` with
     /// no status first, which takes tracked files' work-tree content
-    /// (deletions included) as it is; when it is refused (a new file git
-    /// does not know yet), an `add` of the paths and the commit again.
-    /// One process (three for a new file) where the careful way takes three
+    /// (deletions included) as it is; an `add` of the paths first when one
+    /// of them was untracked at the last write-set read, or when the commit
+    /// is refused (a new file git does not know yet), and the commit again.
+    /// One process (two for a new file) where the careful way takes three
     /// or four. `None` when git refused (nothing changed, a path it cannot
     /// add), having committed nothing: the careful way then finds the
     /// changed paths and says why.
@@ -91,18 +92,32 @@ impl GitVcs {
             argv.extend(named());
             self.run("commit", argv, Some(message.as_bytes().to_vec()))
         };
-        let mut out = commit().await?;
-        if !out.status.success() {
-            let mut add = os_args(["-A", "--"]);
-            add.extend(named());
-            if !self.run("add", add, None).await?.status.success() {
+        let add = || {
+            let mut argv = os_args(["-A", "--"]);
+            argv.extend(named());
+            self.run("add", argv, None)
+        };
+        let new_file = {
+            let seen = self
+                .untracked_seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            paths.iter().any(|p| seen.contains(p))
+        };
+        let mut out = if new_file {
+            None
+        } else {
+            Some(commit().await?).filter(|out| out.status.success())
+        };
+        if out.is_none() {
+            if !add().await?.status.success() {
                 return Ok(None);
             }
-            out = commit().await?;
-            if !out.status.success() {
-                return Ok(None);
-            }
+            out = Some(commit().await?).filter(|out| out.status.success());
         }
+        let Some(out) = out else {
+            return Ok(None);
+        };
         self.made_commit(&out.stdout).await.map(Some)
     }
 
@@ -458,7 +473,7 @@ fn normalize(path: &str) -> String {
 
 /// Whether `text` is a full object id (40 or 64 lowercase hex digits), which
 /// git reads as that object and never as an option or a ref.
-fn full_object_id(text: &str) -> bool {
+pub(super) fn full_object_id(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 

@@ -84,6 +84,10 @@ pub struct GitVcs {
     /// The session's trash, shared with the worktrees made from this
     /// value ([`Vcs::set_trash`]).
     trash: trash::SharedTrash,
+    /// The untracked files the last write-set read of this tree listed: a
+    /// hint for a commit of an engine worktree, which adds such files
+    /// before it commits instead of after a refusal.
+    untracked_seen: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl GitVcs {
@@ -109,6 +113,7 @@ impl GitVcs {
             write_lock: Arc::new(Mutex::new(())),
             engine_tree: false,
             trash: trash::SharedTrash::default(),
+            untracked_seen: Arc::default(),
         };
         let version = vcs
             .run("version", Vec::new(), None)
@@ -160,6 +165,7 @@ impl GitVcs {
             write_lock: Arc::clone(&self.write_lock),
             engine_tree: true,
             trash: self.trash.clone(),
+            untracked_seen: Arc::default(),
         }
     }
 }

@@ -60,14 +60,24 @@ pub(crate) fn porcelain_status(bytes: &[u8]) -> Result<Status, VcsError> {
     Ok(status)
 }
 
-/// Parses `git status --porcelain=v2 -z --branch`: the HEAD commit (from
-/// the `# branch.oid` header; `None` on an unborn branch) and the same
-/// [`Status`] as [`porcelain_status`] gives for v1. Entries: `1 <XY> <sub>
+/// What `git status --porcelain=v2 --branch` says: the files, and where
+/// HEAD is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BranchStatus {
+    /// The HEAD commit (`# branch.oid`; `None` on an unborn branch).
+    pub(crate) head: Option<String>,
+    /// The branch HEAD is on (`# branch.head`; `None` when detached).
+    pub(crate) branch: Option<String>,
+    /// The same as [`porcelain_status`] gives for v1.
+    pub(crate) status: Status,
+}
+
+/// Parses `git status --porcelain=v2 -z --branch` into a [`BranchStatus`]. Entries: `1 <XY> <sub>
 /// <mH> <mI> <mW> <hH> <hI> <path>` (changed), `2 … <score> <path>\0<orig>`
 /// (renamed or copied, naming both paths), `u <XY> <sub> <m1> <m2> <m3> <mW>
 /// <h1> <h2> <h3> <path>` (unmerged), `? <path>` (untracked) and `! <path>`
 /// (ignored, skipped); paths are the rest of the entry, never quoted.
-pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<(Option<String>, Status), VcsError> {
+pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<BranchStatus, VcsError> {
     let bad = |entry: &[u8]| {
         VcsError::Other(format!(
             "unexpected `git status --porcelain=v2` entry {:?}",
@@ -91,6 +101,7 @@ pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<(Option<String>, Statu
         utf8_path(rest)
     };
     let mut head = None;
+    let mut branch = None;
     let mut status = Status::default();
     let mut entries = bytes.split(|&b| b == 0).filter(|e| !e.is_empty());
     while let Some(entry) = entries.next() {
@@ -99,6 +110,9 @@ pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<(Option<String>, Statu
                 if let Some(oid) = entry.strip_prefix(b"# branch.oid ") {
                     let oid = String::from_utf8_lossy(oid).into_owned();
                     head = (oid != "(initial)").then_some(oid);
+                } else if let Some(name) = entry.strip_prefix(b"# branch.head ") {
+                    let name = utf8_path(name)?;
+                    branch = (name != "(detached)").then_some(name);
                 }
             }
             Some(b'1') => status.modified.push(path_after(entry, 8)?),
@@ -117,7 +131,11 @@ pub(crate) fn porcelain_v2_status(bytes: &[u8]) -> Result<(Option<String>, Statu
     status.modified.dedup();
     status.untracked.sort();
     status.untracked.dedup();
-    Ok((head, status))
+    Ok(BranchStatus {
+        head,
+        branch,
+        status,
+    })
 }
 
 /// The commit `git commit` made, from its summary line `[<branch> <id>]
@@ -266,10 +284,11 @@ mod tests {
 2 R. N... 100644 100644 100644 aaa aaa R100 new.rs\0old.rs\0\
 u UU N... 100644 100644 100644 100644 aaa bbb ccc both.rs\0\
 ? new\nline.txt\0? d\xC3\xA9j\xC3\xA0.txt\0! ignored.o\0";
-        let (head, status) = porcelain_v2_status(out).unwrap();
-        assert_eq!(head.as_deref(), Some("0123abcd"));
+        let parsed = porcelain_v2_status(out).unwrap();
+        assert_eq!(parsed.head.as_deref(), Some("0123abcd"));
+        assert_eq!(parsed.branch.as_deref(), Some("main"));
         assert_eq!(
-            status,
+            parsed.status,
             Status {
                 modified: vec![
                     "both.rs".into(),
@@ -282,9 +301,10 @@ u UU N... 100644 100644 100644 100644 aaa bbb ccc both.rs\0\
                 untracked: vec!["déjà.txt".into(), "new\nline.txt".into()],
             }
         );
-        let (head, status) = porcelain_v2_status(b"# branch.oid (initial)\0").unwrap();
-        assert_eq!(head, None);
-        assert!(status.is_clean());
+        let unborn =
+            porcelain_v2_status(b"# branch.oid (initial)\0# branch.head (detached)\0").unwrap();
+        assert_eq!((unborn.head, unborn.branch), (None, None));
+        assert!(unborn.status.is_clean());
     }
 
     #[test]
@@ -395,9 +415,9 @@ u UU N... 100644 100644 100644 100644 aaa bbb ccc both.rs\0\
                 v1.extend_from_slice(format!("?? {p}\0").as_bytes());
                 v2.extend_from_slice(format!("? {p}\0").as_bytes());
             }
-            let (head, status) = porcelain_v2_status(&v2).unwrap();
-            prop_assert_eq!(head.as_deref(), Some("abc"));
-            prop_assert_eq!(status, porcelain_status(&v1).unwrap());
+            let parsed = porcelain_v2_status(&v2).unwrap();
+            prop_assert_eq!(parsed.head.as_deref(), Some("abc"));
+            prop_assert_eq!(parsed.status, porcelain_status(&v1).unwrap());
         }
 
         /// Batch output of any contents parses back to the same contents.

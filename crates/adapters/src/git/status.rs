@@ -57,6 +57,19 @@ impl GitVcs {
     /// [`Vcs::status`]: orchestrator_core::Vcs::status
     /// [`Vcs::head`]: orchestrator_core::Vcs::head
     pub(super) async fn status_and_head(&self) -> Result<(Status, CommitId), VcsError> {
+        let parse::BranchStatus { head, status, .. } = self.branch_status().await?;
+        let head = head.ok_or_else(|| {
+            VcsError::Other(format!(
+                "HEAD of {} names no commit yet (a branch with no commits)",
+                self.root.display()
+            ))
+        })?;
+        Ok((status, CommitId(head)))
+    }
+
+    /// `git status --porcelain=v2 --branch`: the files, the HEAD commit
+    /// and the branch, from one process.
+    pub(super) async fn branch_status(&self) -> Result<parse::BranchStatus, VcsError> {
         let out = self
             .run_ok(
                 "status",
@@ -69,14 +82,7 @@ impl GitVcs {
                 ]),
             )
             .await?;
-        let (head, status) = parse::porcelain_v2_status(&out)?;
-        let head = head.ok_or_else(|| {
-            VcsError::Other(format!(
-                "HEAD of {} names no commit yet (a branch with no commits)",
-                self.root.display()
-            ))
-        })?;
-        Ok((status, CommitId(head)))
+        parse::porcelain_v2_status(&out)
     }
 
     /// Content digests of the given working-tree paths: the git blob id of a

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use orchestrator_core::{CommitId, Vcs, VcsError};
 
-use super::GitVcs;
 use super::run::os_args;
+use super::{GitVcs, parse};
 
 impl GitVcs {
     /// [`Vcs::worktree_add`]: a new worktree at `path` on a new branch
@@ -20,7 +20,13 @@ impl GitVcs {
         base: &CommitId,
     ) -> Result<Arc<dyn Vcs>, VcsError> {
         self.check_branch(branch).await?;
-        let base = self.resolve_commit(base).await?;
+        // A full id needs no resolving: a wrong one makes the checkout
+        // below fail before anything changes.
+        let base = if super::commit::full_object_id(base.as_str()) {
+            base.as_str().to_owned()
+        } else {
+            self.resolve_commit(base).await?
+        };
         let path = self.worktree_path(path);
         {
             let _guard = self.write_lock.lock().await;
@@ -64,10 +70,15 @@ impl GitVcs {
             )));
         }
         let worktree = self.engine_worktree(root);
-        worktree
+        let old = worktree
             .refuse_unless_clean_on(branch, "reset", &path)
-            .await?;
-        let old = worktree.head().await?;
+            .await?
+            .ok_or_else(|| {
+                VcsError::Other(format!(
+                    "refusing to reset worktree {}: its branch `{branch}` has no commit",
+                    path.display()
+                ))
+            })?;
         {
             let _guard = self.write_lock.lock().await;
             worktree
@@ -87,13 +98,19 @@ impl GitVcs {
     /// Refuses to `verb` (reset, remove) this engine worktree, found at
     /// `path`, unless it is clean and on `branch`: anything else there is
     /// not what the engine left, so it is not the engine's to change.
+    /// Returns its HEAD commit (`None` on a branch with no commit). One
+    /// `git status` reads all three.
     async fn refuse_unless_clean_on(
         &self,
         branch: &str,
         verb: &str,
         path: &Path,
-    ) -> Result<(), VcsError> {
-        let status = self.status().await?;
+    ) -> Result<Option<CommitId>, VcsError> {
+        let parse::BranchStatus {
+            head,
+            branch: on,
+            status,
+        } = self.branch_status().await?;
         if !status.is_clean() {
             return Err(VcsError::Other(format!(
                 "refusing to {verb} worktree {}: it has uncommitted changes ({})",
@@ -101,7 +118,6 @@ impl GitVcs {
                 status.dirty_paths().join(", ")
             )));
         }
-        let on = self.current_branch().await?;
         if on.as_deref() != Some(branch) {
             return Err(VcsError::Other(format!(
                 "refusing to {verb} worktree {}: it is on {}, not on branch `{branch}`",
@@ -109,7 +125,7 @@ impl GitVcs {
                 on.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"))
             )));
         }
-        Ok(())
+        Ok(head.map(CommitId))
     }
 
     /// [`Vcs::worktree_remove`]: removes a clean worktree on `branch`, then
