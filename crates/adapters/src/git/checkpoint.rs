@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 
 use orchestrator_core::{Checkpoint, CommitId, Vcs, VcsError};
 
-use super::run::os_args;
 use super::{GitVcs, parse};
 
 impl GitVcs {
@@ -135,20 +134,7 @@ impl GitVcs {
         let mut candidates: BTreeSet<String> = status.dirty_paths().into_iter().collect();
         if head != checkpoint.head {
             let base = self.resolve_commit(&checkpoint.head).await?;
-            let out = self
-                .run_ok(
-                    "diff",
-                    os_args([
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        &base,
-                        "--",
-                    ]),
-                )
-                .await?;
-            candidates.extend(parse::nul_list(&out)?);
+            candidates.extend(self.diff_names(&[&base]).await?);
         }
         let changed = candidates
             .into_iter()

@@ -378,42 +378,11 @@ impl GitVcs {
         } else {
             self.status_of(Some(&touched)).await?.dirty_paths()
         };
-        let staged = parse::nul_list(
-            &self
-                .run_ok(
-                    "diff",
-                    os_args([
-                        "--cached",
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        "--",
-                    ]),
-                )
-                .await?,
-        )?;
-        blocked.extend(staged);
+        blocked.extend(self.diff_names(&["--cached"]).await?);
         // A file the commit adds where the user has an ignored one: git
         // would overwrite it without a word (ignored files are
         // "expendable" to it); they are not to us.
-        let added = parse::nul_list(
-            &self
-                .run_ok(
-                    "diff",
-                    os_args([
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        "--diff-filter=A",
-                        parent,
-                        id,
-                        "--",
-                    ]),
-                )
-                .await?,
-        )?;
+        let added = self.diff_names(&["--diff-filter=A", parent, id]).await?;
         for path in added {
             if tokio::fs::symlink_metadata(self.root.join(&path))
                 .await

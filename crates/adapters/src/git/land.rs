@@ -327,22 +327,17 @@ impl GitVcs {
         parent: &str,
         id: &str,
     ) -> Result<Vec<String>, VcsError> {
-        parse::nul_list(
-            &self
-                .run_ok(
-                    "diff",
-                    os_args([
-                        "--name-only",
-                        "-z",
-                        "--no-renames",
-                        "--no-ext-diff",
-                        parent,
-                        id,
-                        "--",
-                    ]),
-                )
-                .await?,
-        )
+        self.diff_names(&[parent, id]).await
+    }
+
+    /// The names `git diff --name-only -z --no-renames --no-ext-diff
+    /// <what> --` lists: `what` is the commits, or the options (`--cached`,
+    /// `--diff-filter=A`) and then the commits, to compare.
+    pub(super) async fn diff_names(&self, what: &[&str]) -> Result<Vec<String>, VcsError> {
+        let mut argv = os_args(["--name-only", "-z", "--no-renames", "--no-ext-diff"]);
+        argv.extend(os_args(what.iter().copied()));
+        argv.push("--".into());
+        parse::nul_list(&self.run_ok("diff", argv).await?)
     }
 
     /// The paths with unmerged entries in the index.
