@@ -398,14 +398,7 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// Default: [`Vcs::cherry_pick`] in a loop. An adapter may apply a
     /// series at once where nothing of the user's can be in the way.
     async fn cherry_pick_series(&self, commits: &[CommitId]) -> Result<Vec<CommitId>, VcsError> {
-        let mut applied = Vec::with_capacity(commits.len());
-        for commit in commits {
-            match self.cherry_pick(commit).await {
-                Ok(CherryPick::Applied { commit }) => applied.push(commit),
-                Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => break,
-            }
-        }
-        Ok(applied)
+        Ok(cherry_pick_one_by_one(self, commits).await)
     }
 
     /// Moves the current branch from `onto` (its tip, as the caller last
@@ -492,6 +485,22 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// ignored locally (`.git/info/exclude` for git), so it never counts as
     /// dirty and is never committed.
     async fn exclude(&self, pattern: &str) -> Result<(), VcsError>;
+}
+
+/// [`Vcs::cherry_pick_series`] one commit at a time: [`Vcs::cherry_pick`]
+/// until the first that does not apply; the new commits of those applied.
+pub async fn cherry_pick_one_by_one<V: Vcs + ?Sized>(
+    vcs: &V,
+    commits: &[CommitId],
+) -> Vec<CommitId> {
+    let mut applied = Vec::with_capacity(commits.len());
+    for commit in commits {
+        match vcs.cherry_pick(commit).await {
+            Ok(CherryPick::Applied { commit }) => applied.push(commit),
+            Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => break,
+        }
+    }
+    applied
 }
 
 /// The error of an optional [`Vcs`] method an implementation left out.

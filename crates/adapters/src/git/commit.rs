@@ -256,14 +256,7 @@ impl GitVcs {
         if at_once && let Some(applied) = self.pick_series_at_once(commits).await? {
             return Ok(applied);
         }
-        let mut applied = Vec::with_capacity(commits.len());
-        for commit in commits {
-            match self.cherry_pick_commit(commit).await {
-                Ok(CherryPick::Applied { commit }) => applied.push(commit),
-                Ok(CherryPick::Conflict { .. } | CherryPick::Blocked { .. }) | Err(_) => break,
-            }
-        }
-        Ok(applied)
+        Ok(orchestrator_core::vcs::cherry_pick_one_by_one(self, commits).await)
     }
 
     /// One `git cherry-pick` of the whole series: the new commits, or
