@@ -3,17 +3,9 @@
 //! `relint` and a shell "test suite" that logs which tree it ran on.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::support::git;
-use orchestrator_adapters::builtin::SuggestionAgent;
-use orchestrator_adapters::git::GitVcs;
-use orchestrator_adapters::test_runner::CommandTestRunner;
-use orchestrator_core::event::NullSink;
-use orchestrator_core::gate::AutoYes;
-use orchestrator_review_fix::{
-    Outcome, PlannerMode, ReviewFixConfig, RunReport, Services, SharedRunner, run,
-};
+use orchestrator_review_fix::{Outcome, PlannerMode, ReviewFixConfig, RunReport, run};
 
 /// A repository whose `a.txt` has two findings (the paren linter of
 /// `relint`), and their file.
@@ -39,19 +31,13 @@ fn suite(log: &Path, outcome: &str) -> String {
 }
 
 async fn fix(repo: &Path, input: PathBuf, test: &str) -> RunReport {
-    let services = Services {
-        agent: Arc::new(SuggestionAgent::new()),
-        vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
-        tests: Arc::new(SharedRunner(Arc::new(CommandTestRunner::shell(test)))),
-        gate: Arc::new(AutoYes),
-        sink: Arc::new(NullSink),
-        provisioner: None,
-    };
     let config = ReviewFixConfig::default()
         .with_inputs(vec![input])
         .with_planner(PlannerMode::Deterministic)
         .with_max_iterations(1);
-    run(config, services).await.unwrap()
+    run(config, crate::relint::services(repo, test).await)
+        .await
+        .unwrap()
 }
 
 /// The trees the tests ran on, one per run.

@@ -50,7 +50,7 @@ pub(crate) fn fixture(parent: &Path, text: &str) -> (std::path::PathBuf, std::pa
     (repo, input)
 }
 
-async fn services(repo: &Path, test: &str) -> Services {
+pub(crate) async fn services(repo: &Path, test: &str) -> Services {
     Services {
         agent: Arc::new(SuggestionAgent::new()),
         vcs: Arc::new(GitVcs::open(repo).await.unwrap()),
