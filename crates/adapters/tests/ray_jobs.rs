@@ -15,6 +15,9 @@ use orchestrator_adapters::test_support::ray::RayHead;
 use orchestrator_core::command::{CommandError, CommandRunner, CommandSpec};
 use orchestrator_core::test_runner::{TestOutcome, TestRequest, TestRunner};
 
+#[path = "ray_jobs/entry_stop.rs"]
+mod entry_stop;
+
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn runner(head: &RayHead) -> RayRunner {
@@ -148,7 +151,7 @@ async fn the_time_limit_stops_the_job() {
         started.elapsed()
     );
     assert!(
-        head.processes_running("sleep 987001").is_empty(),
+        gone_soon(head, "sleep 987001"),
         "the command's processes are gone"
     );
 }
@@ -166,7 +169,8 @@ async fn cancelling_stops_every_job_of_the_run() {
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while head.processes_running("sleep 987002").len() < 2 {
+    // The commands themselves, not only the shells about to start them.
+    while head.commands_running(&["sleep", "987002"]).len() < 2 {
         assert!(Instant::now() < deadline, "both jobs never ran");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -186,7 +190,20 @@ async fn cancelling_stops_every_job_of_the_run() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    assert!(head.processes_running("sleep 987002").is_empty());
+    assert!(gone_soon(head, "sleep 987002"), "the commands are gone");
+}
+
+/// Whether no process of the head mentions `needle` within five seconds: a
+/// killed process leaves `/proc` a moment after its group leader is reaped.
+fn gone_soon(head: &RayHead, needle: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !head.processes_running(needle).is_empty() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,6 +25,16 @@
 //!    tail of each stream in base64. On SIGTERM (a stop) the block is
 //!    printed too, with what was written so far.
 //!
+//! A stop takes down the whole job, not only what Ray saw. Ray signals the
+//! processes that existed when the stop came, and a shell runs its trap
+//! only once its foreground child ends: a command forked an instant later,
+//! or one that ignores TERM and keeps forking, outlived the job. So every
+//! setup line and the command run in the background behind `wait`, which a
+//! trap interrupts, and the trap signals the job's process group (Ray
+//! starts the entrypoint in a session of its own): TERM, then KILL for
+//! what is left. Backgrounded, the command inherits an ignored SIGINT (POSIX
+//! for jobs without job control); a stop by SIGINT reaches it as TERM.
+//!
 //! With [`Entry::changes_back`] (commands whose file changes are the
 //! point, such as planex's shell directives) the copy is first recorded in
 //! a git repository kept beside it (`git --git-dir` outside the tree, so
@@ -79,6 +89,26 @@ pub struct Entry<'a> {
 /// `git` against the job's baseline repository, kept outside the tree.
 const BASE_GIT: &str = "git --git-dir=\"$W/g\" --work-tree=\"$W/t\" -c core.autocrlf=false";
 
+/// Sets `L=1` when the entrypoint leads its own process group, as Ray
+/// starts it (`start_new_session`): every process the job starts is then in
+/// that group, and a stop can reach the ones Ray's snapshot missed.
+const LEADER_CHECK: &str =
+    "L=0; [ \"$(cut -d' ' -f5 /proc/$$/stat 2>/dev/null)\" = \"$$\" ] && L=1; ";
+
+/// The stop: Ray signals only the processes it saw when the stop came, and
+/// the shell would run its trap only once a foreground child ended. So
+/// children run in the background behind `wait` (which a trap interrupts),
+/// and the trap takes the job's whole process group down: TERM first, KILL
+/// for whatever is left two seconds later (Ray's own grace is three) or
+/// once the result block is out. Outside a group of its own, only the
+/// running child is signalled.
+const STOP: &str = "stop() { trap '' TERM INT; \
+     if [ $L = 1 ]; then kill -s TERM 0; ( sleep 2; kill -s KILL 0 ) & \
+     elif [ -n \"$P\" ]; then kill -s TERM \"$P\"; fi 2>/dev/null; \
+     if [ -n \"$P\" ]; then wait \"$P\"; fi; \
+     if [ -n \"$W\" ] && [ -f \"$W/e\" ]; then emit \"$1\"; elif [ -n \"$W\" ]; then rm -rf \"$W\"; fi; \
+     if [ $L = 1 ]; then kill -s KILL 0; fi; exit \"$1\"; }; ";
+
 /// Quotes `s` as one word for a POSIX shell.
 pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -89,12 +119,8 @@ impl Entry<'_> {
     pub fn script(&self) -> String {
         let id = self.id;
         let limit = self.output_limit.max(1);
-        let mut s = String::from("set -u; umask 022; W=$(mktemp -d) || exit 125; ");
-        s.push_str("mkdir \"$W/t\" && cp -a . \"$W/t/\" || exit 125; : >\"$W/o\"; : >\"$W/e\"; ");
-        // The package's files all carry its fixed timestamp, older than any
-        // build in the node cache: build tools that judge freshness by
-        // mtime (cargo) would take the last job's build for this tree's.
-        s.push_str("find \"$W/t\" -exec touch -c {} + 2>/dev/null; ");
+        let mut s = String::from("set -u; umask 022; W=; P=; ");
+        s.push_str(LEADER_CHECK);
         s.push_str(&format!(
             "emit() {{ printf '\\n@@ORCH-RESULT %s rc=%d out=%d err=%d@@\\n' {q} \"$1\" \"$(wc -c <\"$W/o\")\" \"$(wc -c <\"$W/e\")\"; \
              tail -c {limit} \"$W/o\" | base64; printf '@@ORCH-STDERR %s@@\\n' {q}; \
@@ -102,7 +128,14 @@ impl Entry<'_> {
             q = quote(id),
             changes = if self.changes_back { self.changes_block() } else { String::new() },
         ));
-        s.push_str("trap 'emit 143; exit 143' TERM; trap 'emit 130; exit 130' INT; ");
+        s.push_str(STOP);
+        s.push_str("trap 'stop 143' TERM; trap 'stop 130' INT; ");
+        s.push_str("W=$(mktemp -d) || exit 125; ");
+        s.push_str("mkdir \"$W/t\" && cp -a . \"$W/t/\" || exit 125; : >\"$W/o\"; : >\"$W/e\"; ");
+        // The package's files all carry its fixed timestamp, older than any
+        // build in the node cache: build tools that judge freshness by
+        // mtime (cargo) would take the last job's build for this tree's.
+        s.push_str("find \"$W/t\" -exec touch -c {} + 2>/dev/null; ");
         if let Some(cache) = &self.cache_dir {
             s.push_str(&self.cache_exports(cache));
         }
@@ -131,7 +164,7 @@ impl Entry<'_> {
         ));
         let words: Vec<String> = self.argv.iter().map(|w| quote(w)).collect();
         s.push_str(&format!(
-            "( exec {} ) <\"$W/i\" >\"$W/o\" 2>\"$W/e\"; rc=$?; emit $rc; exit $rc",
+            "( exec {} ) <\"$W/i\" >\"$W/o\" 2>\"$W/e\" & P=$!; wait \"$P\"; rc=$?; P=; emit $rc; exit $rc",
             words.join(" ")
         ));
         s
@@ -183,7 +216,7 @@ impl Entry<'_> {
         let mut s = String::new();
         for (index, line) in self.setup.iter().enumerate() {
             s.push_str(&format!(
-                "cd \"$W/t\" || exit 125; ( sh -c {line} ) </dev/null >>\"$W/s\" 2>&1; rc=$?; if [ $rc -ne 0 ]; then \
+                "cd \"$W/t\" || exit 125; ( sh -c {line} ) </dev/null >>\"$W/s\" 2>&1 & P=$!; wait \"$P\"; rc=$?; P=; if [ $rc -ne 0 ]; then \
                  printf '\\n@@ORCH-SETUP %s n={index} rc=%d@@\\n' {q} $rc; tail -c {limit} \"$W/s\" | base64; \
                  printf '@@ORCH-SETUP-END %s@@\\n' {q}; cd /; rm -rf \"$W\"; exit 125; fi; ",
                 line = quote(line),

@@ -148,8 +148,19 @@ rm -rf "$T""#,
     }
 
     /// PIDs of the processes of this head whose command line contains
-    /// `needle` (a job's command, for checking it was killed).
+    /// `needle` (a job's command, for checking it was killed). The job's
+    /// entrypoint shell counts too: its script holds the command's words.
     pub fn processes_running(&self, needle: &str) -> Vec<u32> {
+        self.processes(|argv| argv.join(" ").contains(needle))
+    }
+
+    /// PIDs of the processes of this head whose argv is exactly `argv`: the
+    /// command itself, not the shell that is about to start it.
+    pub fn commands_running(&self, argv: &[&str]) -> Vec<u32> {
+        self.processes(|found| found == argv)
+    }
+
+    fn processes(&self, matches: impl Fn(&[&str]) -> bool) -> Vec<u32> {
         let mut found = Vec::new();
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return found;
@@ -167,8 +178,9 @@ rm -rf "$T""#,
             let env = std::fs::read(path.join("environ")).unwrap_or_default();
             let cmd = std::fs::read(path.join("cmdline")).unwrap_or_default();
             let has_marker = env.split(|b| *b == 0).any(|v| v == marker.as_bytes());
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if has_marker && cmd.contains(needle) {
+            let cmd = String::from_utf8_lossy(&cmd);
+            let argv: Vec<&str> = cmd.strip_suffix('\0').unwrap_or(&cmd).split('\0').collect();
+            if has_marker && !cmd.is_empty() && matches(&argv) {
                 found.push(pid);
             }
         }
