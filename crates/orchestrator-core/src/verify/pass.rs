@@ -24,7 +24,8 @@
 //! the whole pass never needs more runs on average, at any `p` in `[0, 1]`;
 //! at `p ≥ (3 − √5)/2`, where testing one by one is optimal, both are `N`.
 //! When every fix passes, the queue is tested once: the policy's first
-//! batch is the whole queue (up to [`MAX_BATCH`](super::MAX_BATCH)) at rates up to
+//! batch is the whole queue (up to 64 fixes, and up to about a hundred at
+//! the lowest rate; [`MAX_BATCH`](super::MAX_BATCH) at most) at rates up to
 //! [`whole_pass_rate`].
 //!
 //! ## The rule
@@ -43,8 +44,8 @@
 use super::policy;
 
 /// The largest failure rate (a point of the policy's rate grid) at which
-/// the verification policy tests all of `n` fixes (at most [`MAX_BATCH`](super::MAX_BATCH))
-/// in its first run: about 0.01 for 64 fixes, 0.02 for 35, 0.1 for 3.
+/// the verification policy tests all of `n` fixes (a longer pass counts as
+/// 64) in its first run: about 0.01 for 64 fixes, 0.02 for 35, 0.1 for 3.
 /// `0.0` when it does at none of the grid's rates.
 pub fn whole_pass_rate(n: usize) -> f64 {
     policy::whole_batch_rate(n)

@@ -32,7 +32,7 @@
 //!   failing run at least halves the bound, which is what the documented
 //!   worst-case run count rests on.
 //!
-//! The tables cost about 260k cheap steps per grid point, are computed
+//! The tables cost about 190k cheap steps per grid point, are computed
 //! lazily on first use and shared by every verifier in the process (they
 //! are a pure function of the grid point).
 
@@ -91,10 +91,15 @@ pub(crate) fn expected_runs(n: usize, p: f64) -> f64 {
     solve(p.clamp(0.0, 1.0), n).1[n]
 }
 
+/// The queue length the pass rule judges longer passes by: its threshold
+/// for 64 fixes (the lowest grid rate, 1 %) holds for every longer pass,
+/// as it did when 64 was the largest batch.
+const PASS_RULE_SPAN: usize = 64;
+
 /// The largest grid rate at which the stored policy tests `n` fixes
-/// (at most [`MAX_BATCH`]) all at once; `0.0` when it does at none.
+/// (at most [`PASS_RULE_SPAN`]) all at once; `0.0` when it does at none.
 pub(crate) fn whole_batch_rate(n: usize) -> f64 {
-    let n = n.clamp(1, MAX_BATCH);
+    let n = n.clamp(1, PASS_RULE_SPAN);
     (0..RATE_GRID.len())
         .rev()
         .find(|&i| usize::from(tables(i).unbounded[n]) == n)
@@ -193,6 +198,10 @@ mod tests {
         // Near the end of a short sequence the whole rest is tested at once.
         assert_eq!(batch_size(16, None, 0.05, MAX_BATCH), 16);
         assert_eq!(batch_size(3, None, 0.1, MAX_BATCH), 3);
+        // At 1 %, 80 fixes pass together 45 % of the time, and testing them
+        // whole first is still optimal: one run, not 64 and then 16.
+        assert_eq!(batch_size(80, None, 0.01, MAX_BATCH), 80);
+        assert_eq!(batch_size(80, None, 0.01, 64), 64);
     }
 
     #[test]

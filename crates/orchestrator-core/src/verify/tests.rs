@@ -473,14 +473,14 @@ fn bad_configurations_are_refused_with_the_field() {
                 max_batch: 0,
                 ..VerifyConfig::default()
             },
-            "`max_batch` is 0, expected 1 to 64",
+            "`max_batch` is 0, expected 1 to 128",
         ),
         (
             VerifyConfig {
-                max_batch: 65,
+                max_batch: 129,
                 ..VerifyConfig::default()
             },
-            "`max_batch` is 65, expected 1 to 64",
+            "`max_batch` is 129, expected 1 to 128",
         ),
         (
             VerifyConfig {
