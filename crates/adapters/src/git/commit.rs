@@ -189,11 +189,13 @@ impl GitVcs {
         &self,
         commit: &CommitId,
     ) -> Result<CherryPick, VcsError> {
-        // A full id in an engine worktree needs no resolving: a wrong one
-        // makes the pick itself fail, before anything changes.
-        let id = match (self.engine_tree, full_object_id(commit.as_str())) {
-            (true, true) => commit.as_str().to_owned(),
-            _ => self.resolve_commit(commit).await?,
+        // A full id needs no resolving: a wrong one makes the pick itself
+        // fail (the user's checkout: its first read of the commit), before
+        // anything changes.
+        let id = if full_object_id(commit.as_str()) {
+            commit.as_str().to_owned()
+        } else {
+            self.resolve_commit(commit).await?
         };
         let _guard = self.write_lock.lock().await;
         if !self.engine_tree {
@@ -365,7 +367,9 @@ impl GitVcs {
     /// then the ignored files where they add one. Sorted, without
     /// duplicates.
     pub(super) async fn in_the_way(&self, parent: &str, id: &str) -> Result<Vec<String>, VcsError> {
-        let touched = self.paths_between(parent, id).await?;
+        // What the commits change, and which of those they add, at once.
+        let changes = self.changes_between(parent, id).await?;
+        let touched: Vec<String> = changes.iter().map(|(_, p)| p.clone()).collect();
         let mut blocked: Vec<String> = if touched.is_empty() {
             Vec::new()
         } else {
@@ -375,7 +379,9 @@ impl GitVcs {
         // A file the commit adds where the user has an ignored one: git
         // would overwrite it without a word (ignored files are
         // "expendable" to it); they are not to us.
-        let added = self.diff_names(&["--diff-filter=A", parent, id]).await?;
+        let added = changes
+            .into_iter()
+            .filter_map(|(letter, path)| (letter == b'A').then_some(path));
         for path in added {
             if tokio::fs::symlink_metadata(self.root.join(&path))
                 .await

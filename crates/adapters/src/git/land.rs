@@ -65,7 +65,13 @@ impl GitVcs {
     /// in each case nothing was changed.
     pub(super) async fn land_pick(&self, id: &str) -> Result<CherryPick, VcsError> {
         let parent = format!("{id}^");
-        let raw = self.run_ok("cat-file", os_args(["commit", id])).await?;
+        let read = self.run("cat-file", os_args(["commit", id]), None).await?;
+        if !read.status.success() {
+            // Not a commit: said as for an id that needed resolving.
+            self.resolve_commit(&CommitId(id.to_owned())).await?;
+            return Err(read.error());
+        }
+        let raw = read.stdout;
         let (author, message) = author_and_message(&raw).ok_or_else(|| {
             VcsError::Other(format!("commit {id} has no author line git can read"))
         })?;
@@ -328,6 +334,25 @@ impl GitVcs {
         id: &str,
     ) -> Result<Vec<String>, VcsError> {
         self.diff_names(&[parent, id]).await
+    }
+
+    /// Each path the commits from `parent` to `id` change, with its
+    /// `--name-status` letter (`A` added, `M`, `D`, `T`).
+    pub(super) async fn changes_between(
+        &self,
+        parent: &str,
+        id: &str,
+    ) -> Result<Vec<(u8, String)>, VcsError> {
+        let argv = os_args([
+            "--name-status",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            parent,
+            id,
+            "--",
+        ]);
+        parse::name_status(&self.run_ok("diff", argv).await?)
     }
 
     /// The names `git diff --name-only -z --no-renames --no-ext-diff

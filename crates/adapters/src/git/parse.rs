@@ -24,6 +24,23 @@ pub(crate) fn nul_list(bytes: &[u8]) -> Result<Vec<String>, VcsError> {
         .collect()
 }
 
+/// Parses `git diff --name-status -z --no-renames` output (`M\0a\0A\0b\0`)
+/// into each path with its status letter.
+pub(crate) fn name_status(bytes: &[u8]) -> Result<Vec<(u8, String)>, VcsError> {
+    let mut out = Vec::new();
+    let mut fields = bytes.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(status) = fields.next() {
+        let (Some(&letter), Some(path)) = (status.first(), fields.next()) else {
+            return Err(VcsError::Other(format!(
+                "unexpected `git diff --name-status` entry {:?}",
+                String::from_utf8_lossy(status)
+            )));
+        };
+        out.push((letter, utf8_path(path)?));
+    }
+    Ok(out)
+}
+
 /// Parses `git status --porcelain=v1 -z` output. `??` entries are untracked,
 /// every other entry (staged, unstaged, deleted, unmerged) is modified;
 /// a rename or copy entry (only without `--no-renames`) names both paths.
@@ -236,6 +253,24 @@ pub(crate) fn commit_object(content: &[u8]) -> Result<(String, String), VcsError
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn name_status_pairs_each_path_with_its_letter() {
+        let parsed = super::name_status(b"M\0src/a b.rs\0A\0new\nline\0D\0gone\0").unwrap();
+        assert_eq!(
+            parsed,
+            vec![
+                (b'M', "src/a b.rs".to_owned()),
+                (b'A', "new\nline".to_owned()),
+                (b'D', "gone".to_owned()),
+            ]
+        );
+        assert!(super::name_status(b"").unwrap().is_empty());
+        assert!(
+            super::name_status(b"M\0").is_err(),
+            "a letter without a path"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 
