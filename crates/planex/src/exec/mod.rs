@@ -99,6 +99,8 @@ pub(crate) struct VerifyEnv {
     /// provisioned once): every verified task runs in one.
     pub pool: Arc<orchestrator_core::worktree::WorktreePool>,
     /// Held while the repository's own tree or refs change (worktrees
-    /// added or removed, landings).
-    pub lock: Arc<tokio::sync::Mutex<()>>,
+    /// added or removed, landings). It guards the branch tip the run last
+    /// saw there (read when a task starts, or landed): a task whose tree
+    /// started from it lands by fast-forward.
+    pub lock: Arc<tokio::sync::Mutex<Option<orchestrator_core::vcs::CommitId>>>,
 }

@@ -9,12 +9,13 @@
 //! pauses), and anything else is rolled back in the worktree.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use orchestrator_core::agent::Agent;
 use orchestrator_core::event::{Event, EventSink};
 use orchestrator_core::retry::{MilestoneOutcome, MilestoneState};
-use orchestrator_core::vcs::{CherryPick, Vcs};
+use orchestrator_core::vcs::{CherryPick, CommitId, FastForward, Vcs};
 use orchestrator_core::worktree::{Lease, PoolError};
 
 use super::VerifyEnv;
@@ -86,8 +87,10 @@ pub(super) async fn verified_start(
     // the worktree is made or moved there outside the landing lock (a new
     // slot's setup may take a while).
     let tip = {
-        let _landing = env.lock.lock().await;
-        main.head().await
+        let mut last = env.lock.lock().await;
+        let tip = main.head().await;
+        *last = tip.as_ref().ok().cloned();
+        tip
     }
     .map_err(|e| format!("the history cannot be read: {e}"))?;
     let lease = env.pool.acquire(&tip).await.map_err(|e| match e {
@@ -115,7 +118,7 @@ pub(super) async fn verified_start(
     let checkpoint = match lease.vcs.checkpoint().await {
         Ok(c) => c,
         Err(e) => {
-            give_back(env, Some(lease)).await;
+            give_back(env, Some(lease), false).await;
             return Err(format!("the task's tree cannot be checkpointed: {e}"));
         }
     };
@@ -131,8 +134,11 @@ pub(super) async fn verified_start(
             verification: Arc::new(verification),
             sink: Arc::clone(sink),
             row: row.clone(),
+            base: tip,
             checkpoint,
             found: Mutex::new(Verified::default()),
+            final_change: Mutex::new(None),
+            left_clean: AtomicBool::new(false),
             lease: Mutex::new(Some(lease)),
             env: task_env,
         }),
@@ -140,15 +146,17 @@ pub(super) async fn verified_start(
     ))
 }
 
-/// Gives a task's worktree back to the run's pool: clean (committed and
-/// landed, or rolled back), it waits for the next task; otherwise it is
-/// removed, whatever it holds (it is the engine's).
-async fn give_back(env: &VerifyEnv, lease: Option<Lease>) {
+/// Gives a task's worktree back to the run's pool: clean (committed, or
+/// rolled back), it waits for the next task; otherwise it is removed,
+/// whatever it holds (it is the engine's). `known_clean`: its whole change
+/// was committed, so it is not read again (the next task's move still
+/// refuses a tree that is not clean).
+async fn give_back(env: &VerifyEnv, lease: Option<Lease>, known_clean: bool) {
     let Some(lease) = lease else {
         return;
     };
     let pool = &env.pool;
-    let clean = lease.vcs.status().await.is_ok_and(|s| s.is_clean());
+    let clean = known_clean || lease.vcs.status().await.is_ok_and(|s| s.is_clean());
     if clean {
         pool.release(lease);
     } else {
@@ -182,7 +190,7 @@ async fn land_kept(env: &VerifyEnv, row: &TaskRow, sink: &Arc<dyn EventSink>) ->
         .ok()
         .flatten()?;
     let commit = record.landing?;
-    match land(env, &orchestrator_core::vcs::CommitId(commit.clone())).await {
+    match land(env, &CommitId(commit.clone()), None).await {
         Ok(landed) => {
             said_landed(sink.as_ref(), &row.id, &landed, row);
             forget(&path, sink);
@@ -258,7 +266,7 @@ pub(super) async fn verified_end(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take();
-    give_back(env, lease).await;
+    give_back(env, lease, agent.left_clean.load(Ordering::Relaxed)).await;
     let record = in_flight_path(&env.dir, &row.id);
     let kept = orchestrator_core::state::read_json_if_exists::<InFlight>(&record)
         .ok()
@@ -270,15 +278,39 @@ pub(super) async fn verified_end(
     output
 }
 
-/// Lands `commit`, made in the task's worktree, on the current branch:
-/// the new commit's id, or why not.
+/// Lands `commit`, made in the task's worktree on `base` (when known), on
+/// the current branch: the new commit's id, or why not. While the branch
+/// is still at `base` (nothing landed and the user committed nothing since
+/// the task started) it moves there by fast-forward, the commit landing as
+/// it is; otherwise it is picked onto the tip.
 async fn land(
     env: &VerifyEnv,
-    commit: &orchestrator_core::vcs::CommitId,
+    commit: &CommitId,
+    base: Option<&CommitId>,
 ) -> Result<String, LandError> {
-    let _landing = env.lock.lock().await;
-    match env.verification.vcs.cherry_pick(commit).await {
-        Ok(CherryPick::Applied { commit }) => Ok(commit.as_str().to_owned()),
+    let mut last = env.lock.lock().await;
+    let vcs = &env.verification.vcs;
+    if let Some(base) = base
+        && last.as_ref() == Some(base)
+    {
+        // The fast-forward reads HEAD itself: `last` is only the hint
+        // that saves picking when it is likely to work.
+        match vcs.fast_forward(base, commit).await {
+            Ok(FastForward::Moved) => {
+                *last = Some(commit.clone());
+                return Ok(commit.as_str().to_owned());
+            }
+            Ok(FastForward::Blocked { paths }) => return Err(LandError::Blocked(paths)),
+            Ok(FastForward::NotPossible) | Err(_) => {}
+        }
+    }
+    *last = None;
+    match vcs.cherry_pick(commit).await {
+        Ok(CherryPick::Applied { commit }) => {
+            let landed = commit.as_str().to_owned();
+            *last = Some(commit);
+            Ok(landed)
+        }
         Ok(CherryPick::Blocked { paths }) => Err(LandError::Blocked(paths)),
         Ok(CherryPick::Conflict { paths }) => Err(LandError::Failed(format!(
             "the task's change does not land on the current branch: it conflicts in {} with what landed since it started",
@@ -349,12 +381,23 @@ async fn settle_passed(
 ) -> TaskOutput {
     let id = &row.id;
     let mut result = completed_task(id, last);
-    let changed = match agent
-        .verification
-        .vcs
-        .changed_since(&agent.checkpoint)
-        .await
-    {
+    // Measured by the passing attempt, unless its check ran after that.
+    let measured = agent
+        .final_change
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let changed = match measured {
+        Some(changed) => Ok(changed),
+        None => {
+            agent
+                .verification
+                .vcs
+                .changed_since(&agent.checkpoint)
+                .await
+        }
+    };
+    let changed = match changed {
         Ok(c) => c,
         Err(e) => {
             let note = rollback(agent).await;
@@ -365,7 +408,9 @@ async fn settle_passed(
             ));
         }
     };
-    if !changed.is_empty() {
+    if changed.is_empty() {
+        agent.left_clean.store(true, Ordering::Relaxed);
+    } else {
         match commit_and_land(agent, env, row, &changed).await {
             Ok(commit) => verified.commit = Some(commit),
             Err(output) => return output,
@@ -393,7 +438,10 @@ async fn commit_and_land(
     let id = &row.id;
     let vcs: &dyn Vcs = agent.verification.vcs.as_ref();
     let commit = match vcs.commit(changed, &commit_message(row)).await {
-        Ok(commit) => commit,
+        Ok(commit) => {
+            agent.left_clean.store(true, Ordering::Relaxed);
+            commit
+        }
         Err(e) => {
             let note = rollback(agent).await;
             return Err(TaskOutput::Done(failed_task(
@@ -403,7 +451,7 @@ async fn commit_and_land(
             )));
         }
     };
-    match land(env, &commit).await {
+    match land(env, &commit, Some(&agent.base)).await {
         Ok(commit) => {
             said_landed(agent.sink.as_ref(), id, &commit, row);
             Ok(commit)
