@@ -272,7 +272,17 @@ async fn good_fixes_commit_and_a_breaking_fix_is_rolled_back_and_reported() {
     // Worktrees are gone, and so is the repository's folder for them
     // outside it.
     let outside = orchestrator_core::state::worktree_root(fx.root());
-    assert!(!outside.exists(), "{} is left", outside.display());
+    assert!(
+        !outside.exists(),
+        "{} is left, holding {:?}; warnings: {:?}",
+        outside.display(),
+        walkdir_names(&outside),
+        fx.sink
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::Warning { .. }))
+            .collect::<Vec<_>>()
+    );
     assert!(!session.join("worktrees").exists());
     // Events: commits and test runs are reported.
     let events = fx.sink.events();
@@ -1242,4 +1252,26 @@ async fn a_run_limit_stops_resumably_and_resume_lands_the_same_commits() {
         );
     }
     assert!(!report.session_dir.join("active-fix-session.json").exists());
+}
+
+/// Every path under `dir`, relative to it: what a leftover folder holds.
+fn walkdir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            out.push(
+                path.strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
+            );
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
 }

@@ -106,13 +106,39 @@ impl Drop for CacheLease {
     fn drop(&mut self) {
         for (dir, file) in self.held.drain(..) {
             drop(file);
-            if let Some(lock) = try_lock_exclusive(&dir)
+            if !holds_only_our_files(&dir) {
+                continue;
+            }
+            if let Some(lock) = lock_exclusive_soon(&dir)
                 && holds_only_our_files(&dir)
             {
                 let _ = remove_locked(&dir, lock);
             }
         }
     }
+}
+
+/// How many times a released lease tries for a folder's exclusive lock,
+/// [`RELEASE_PAUSE`] apart: a pruner of another run probing the folder
+/// ([`folder_in_use`]) holds it for an instant, and the folder would be
+/// left behind for that instant's bad luck; another run holding it keeps
+/// it for good, and the folder is rightly left.
+const RELEASE_ATTEMPTS: u32 = 20;
+/// The pause between those attempts.
+const RELEASE_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// [`try_lock_exclusive`], tried again while something holds the lock, up
+/// to [`RELEASE_ATTEMPTS`] times.
+fn lock_exclusive_soon(dir: &Path) -> Option<File> {
+    for attempt in 1..=RELEASE_ATTEMPTS {
+        if let Some(lock) = try_lock_exclusive(dir) {
+            return Some(lock);
+        }
+        if attempt < RELEASE_ATTEMPTS {
+            std::thread::sleep(RELEASE_PAUSE);
+        }
+    }
+    None
 }
 
 /// Whether `dir` holds nothing but the marker, the lock and the size file
@@ -254,5 +280,28 @@ mod tests {
         assert!(read_marker(&targets).is_some());
         assert!(!folder_in_use(&targets));
         assert!(!folders[1].exists());
+    }
+
+    /// Another run's pruner probing the folder at the instant a lease is
+    /// released (holding its lock for that instant) does not leave the
+    /// empty folder behind.
+    #[test]
+    fn a_release_during_a_pruners_probe_still_removes_the_empty_folders() {
+        let cache = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let lease = CacheLease::claim_in(cache.path(), repo.path()).unwrap();
+        let folders: Vec<PathBuf> = lease.folders().map(Path::to_path_buf).collect();
+        // The probe: a hold on the first folder's lock when the lease goes.
+        let probe = open_lock(&folders[0].join(LOCK_FILE)).unwrap();
+        probe.lock_shared().unwrap();
+        let dropper = std::thread::spawn(move || drop(lease));
+        std::thread::sleep(RELEASE_PAUSE / 5);
+        drop(probe);
+        dropper.join().unwrap();
+        assert!(
+            folders.iter().all(|d| !d.exists()),
+            "left: {:?}",
+            folders.iter().filter(|d| d.exists()).collect::<Vec<_>>()
+        );
     }
 }
