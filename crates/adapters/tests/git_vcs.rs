@@ -152,11 +152,11 @@ async fn git_invocations_are_counted_per_subcommand() {
     let before = orchestrator_adapters::git::spent();
     repo.vcs.status().await.unwrap();
     repo.vcs.status().await.unwrap();
-    repo.vcs.head().await.unwrap();
+    repo.vcs.current_branch().await.unwrap();
     let after = orchestrator_adapters::git::spent();
     let grew = |k: &str| after.get(k).map_or(0, |s| s.runs) - before.get(k).map_or(0, |s| s.runs);
     assert!(grew("status") >= 2, "{before:?} → {after:?}");
-    assert!(grew("rev-parse") >= 1, "{before:?} → {after:?}");
+    assert!(grew("symbolic-ref") >= 1, "{before:?} → {after:?}");
     assert!(
         after["status"].time
             > before

@@ -30,6 +30,7 @@
 mod checkpoint;
 mod commit;
 mod guard;
+mod head_files;
 mod land;
 mod parse;
 mod refs;
@@ -181,6 +182,9 @@ impl Vcs for GitVcs {
     }
 
     async fn head(&self) -> Result<CommitId, VcsError> {
+        if let Some(head) = head_files::head_from_files(&self.root) {
+            return Ok(head);
+        }
         let out = self
             .run_ok("rev-parse", os_args(["--verify", "HEAD^{commit}"]))
             .await?;
