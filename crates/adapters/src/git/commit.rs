@@ -330,10 +330,14 @@ impl GitVcs {
         onto: &CommitId,
         to: &CommitId,
     ) -> Result<FastForward, VcsError> {
-        if self.head().await? != *onto {
+        // HEAD and the user's work on the range's paths, from one status.
+        let changes = self.changes_between(onto.as_str(), to.as_str()).await?;
+        let touched: Vec<String> = changes.iter().map(|(_, p)| p.clone()).collect();
+        let (head, dirty) = self.head_and_dirty(&touched).await?;
+        if head.as_ref() != Some(onto) {
             return Ok(FastForward::NotPossible);
         }
-        let blocked = self.in_the_way(onto.as_str(), to.as_str()).await?;
+        let blocked = self.blocked_by(changes, dirty).await?;
         if !blocked.is_empty() {
             return Ok(FastForward::Blocked { paths: blocked });
         }
@@ -370,11 +374,42 @@ impl GitVcs {
         // What the commits change, and which of those they add, at once.
         let changes = self.changes_between(parent, id).await?;
         let touched: Vec<String> = changes.iter().map(|(_, p)| p.clone()).collect();
-        let mut blocked: Vec<String> = if touched.is_empty() {
+        let dirty = if touched.is_empty() {
             Vec::new()
         } else {
             self.status_of(Some(&touched)).await?.dirty_paths()
         };
+        self.blocked_by(changes, dirty).await
+    }
+
+    /// HEAD (`None` on a branch with no commit yet) and which of `paths`
+    /// hold the user's work (modified, staged or untracked): one `git
+    /// status` reads both when the paths fit in one command line.
+    async fn head_and_dirty(
+        &self,
+        paths: &[String],
+    ) -> Result<(Option<CommitId>, Vec<String>), VcsError> {
+        if paths.is_empty() || paths.len() > PATH_CHUNK {
+            let head = self.head().await.ok();
+            let dirty = if paths.is_empty() {
+                Vec::new()
+            } else {
+                self.status_of(Some(paths)).await?.dirty_paths()
+            };
+            return Ok((head, dirty));
+        }
+        let read = self.branch_status_of(Some(paths)).await?;
+        Ok((read.head.map(CommitId), read.status.dirty_paths()))
+    }
+
+    /// [`GitVcs::in_the_way`] once the range's `changes` and the `dirty`
+    /// paths among them are known.
+    async fn blocked_by(
+        &self,
+        changes: Vec<(u8, String)>,
+        dirty: Vec<String>,
+    ) -> Result<Vec<String>, VcsError> {
+        let mut blocked = dirty;
         blocked.extend(self.diff_names(&["--cached"]).await?);
         // A file the commit adds where the user has an ignored one: git
         // would overwrite it without a word (ignored files are

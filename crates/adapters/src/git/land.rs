@@ -65,18 +65,15 @@ impl GitVcs {
     /// in each case nothing was changed.
     pub(super) async fn land_pick(&self, id: &str) -> Result<CherryPick, VcsError> {
         let parent = format!("{id}^");
-        let read = self.run("cat-file", os_args(["commit", id]), None).await?;
-        if !read.status.success() {
-            // Not a commit: said as for an id that needed resolving.
-            self.resolve_commit(&CommitId(id.to_owned())).await?;
-            return Err(read.error());
-        }
-        let raw = read.stdout;
+        let (raw, mut read_head) = self.commit_and_head(id).await?;
         let (author, message) = author_and_message(&raw).ok_or_else(|| {
             VcsError::Other(format!("commit {id} has no author line git can read"))
         })?;
         for _ in 0..HEAD_MOVED_REBUILDS {
-            let (head, head_tree) = self.head_and_tree().await?;
+            let (head, head_tree) = match read_head.take() {
+                Some(read) => read,
+                None => self.head_and_tree().await?,
+            };
             let tree = match self.merged_tree(&parent, head.as_str(), id).await? {
                 Merged::Tree(tree) => tree,
                 Merged::Conflict(paths) => return Ok(CherryPick::Conflict { paths }),
@@ -213,6 +210,40 @@ impl GitVcs {
             )
             .await?;
         Ok(out.status.success().then_some(out.stdout))
+    }
+
+    /// Commit `id`'s raw object, and HEAD's commit and tree ids, read by
+    /// one `git cat-file --batch`.
+    async fn commit_and_head(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<u8>, Option<(CommitId, String)>), VcsError> {
+        let out = self
+            .run(
+                "cat-file",
+                os_args(["--batch"]),
+                Some(format!("{id}\nHEAD\n").into_bytes()),
+            )
+            .await?
+            .into_ok()?;
+        let mut found = parse::cat_file_batch_found(&out)?.into_iter();
+        let commit = match found.next() {
+            Some(Ok(object)) if object.kind == "commit" => object.content,
+            _ => {
+                // Not a commit: said as for an id that needed resolving.
+                self.resolve_commit(&CommitId(id.to_owned())).await?;
+                return Err(VcsError::Other(format!("{id} is not a commit")));
+            }
+        };
+        // HEAD read here or, when that fails, again by the caller's loop.
+        let head = match found.next() {
+            Some(Ok(object)) if object.kind == "commit" => {
+                let (tree, _) = parse::commit_object(&object.content)?;
+                Some((CommitId(object.id), tree))
+            }
+            _ => None,
+        };
+        Ok((commit, head))
     }
 
     /// HEAD's commit and tree ids, read at once.

@@ -203,7 +203,24 @@ pub(crate) struct BatchObject {
 
 /// Parses `git cat-file --batch` output: for each object a header line
 /// `<id> <type> <size>`, the content, and a newline.
-pub(crate) fn cat_file_batch(mut bytes: &[u8]) -> Result<Vec<BatchObject>, VcsError> {
+pub(crate) fn cat_file_batch(bytes: &[u8]) -> Result<Vec<BatchObject>, VcsError> {
+    cat_file_batch_found(bytes)?
+        .into_iter()
+        .map(|found| {
+            found.map_err(|name| {
+                VcsError::Other(format!(
+                    "unexpected `git cat-file --batch` output: {name} is missing"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// [`cat_file_batch`] where an object may be missing (`<name> missing`):
+/// each object, or the name asked for.
+pub(crate) fn cat_file_batch_found(
+    mut bytes: &[u8],
+) -> Result<Vec<Result<BatchObject, String>>, VcsError> {
     let bad =
         |what: &str| VcsError::Other(format!("unexpected `git cat-file --batch` output: {what}"));
     let mut objects = Vec::new();
@@ -213,6 +230,11 @@ pub(crate) fn cat_file_batch(mut bytes: &[u8]) -> Result<Vec<BatchObject>, VcsEr
             .position(|&b| b == b'\n')
             .ok_or_else(|| bad("a header without a newline"))?;
         let header = String::from_utf8_lossy(&bytes[..eol]).into_owned();
+        if let Some(name) = header.strip_suffix(" missing") {
+            objects.push(Err(name.to_owned()));
+            bytes = &bytes[eol + 1..];
+            continue;
+        }
         let mut parts = header.split(' ');
         let (Some(id), Some(kind), Some(size), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -227,11 +249,11 @@ pub(crate) fn cat_file_batch(mut bytes: &[u8]) -> Result<Vec<BatchObject>, VcsEr
         if bytes.len() < end + 1 || bytes[end] != b'\n' {
             return Err(bad(&format!("object {id} is truncated")));
         }
-        objects.push(BatchObject {
+        objects.push(Ok(BatchObject {
             id: id.to_owned(),
             kind: kind.to_owned(),
             content: bytes[start..end].to_vec(),
-        });
+        }));
         bytes = &bytes[end + 1..];
     }
     Ok(objects)
@@ -393,6 +415,15 @@ u UU N... 100644 100644 100644 100644 aaa bbb ccc both.rs\0\
         assert_eq!(objects[0].content, b"x\n\ny\n");
         assert_eq!(objects[1].kind, "blob");
         assert!(cat_file_batch(b"aaa commit 50\nshort\n").is_err());
+        assert!(cat_file_batch(b"HEAD missing\n").is_err());
+    }
+
+    #[test]
+    fn cat_file_batch_found_names_a_missing_object_and_goes_on() {
+        let found = cat_file_batch_found(b"deadbeef missing\naaa commit 2\nx\n\n").unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].as_ref().unwrap_err(), "deadbeef");
+        assert_eq!(found[1].as_ref().unwrap().content, b"x\n");
     }
 
     #[test]
