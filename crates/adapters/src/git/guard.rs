@@ -20,9 +20,10 @@
 //!
 //! Two subcommands move an engine worktree to a new base
 //! (`Vcs::worktree_move`) and take exactly one shape each, nothing else:
-//! `git checkout --detach --quiet <commit id>` (never a path, a branch or
-//! a forced checkout) and `git update-ref refs/heads/<branch> <new id>
-//! <old id>` (a compare-and-swap of one branch; never a delete).
+//! `git read-tree -m -u <old id> <new id>` (a two-way merge of the index
+//! and the files, which refuses rather than overwrite a change or an
+//! untracked file; never `--reset`) and `git update-ref refs/heads/<branch>
+//! <new id> <old id>` (a compare-and-swap of one branch; never a delete).
 
 use std::ffi::OsString;
 
@@ -35,7 +36,6 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "cat-file",
     "check-ref-format",
     "cherry-pick",
-    "checkout",
     "commit",
     "commit-tree",
     "diff",
@@ -47,6 +47,7 @@ const ALLOWED_SUBCOMMANDS: &[&str] = &[
     "merge-base",
     "merge-tree",
     "push",
+    "read-tree",
     "remote",
     "restore",
     "rev-list",
@@ -88,7 +89,7 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
         ));
     }
     match subcommand {
-        "checkout" => return check_detach(args),
+        "read-tree" => return check_two_way_merge(args),
         "merge" => return check_fast_forward(args),
         "update-ref" => return check_update_ref(args),
         "remote" => return check_remote_get_url(args),
@@ -145,20 +146,22 @@ pub(crate) fn check_args(subcommand: &str, args: &[OsString]) -> Result<(), VcsE
     Ok(())
 }
 
-/// `checkout`: only `--detach --quiet <commit id>`.
-fn check_detach(args: &[OsString]) -> Result<(), VcsError> {
+/// `read-tree`: only `-m -u <old id> <new id>`.
+fn check_two_way_merge(args: &[OsString]) -> Result<(), VcsError> {
     let text: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     match text.as_slice() {
-        [detach, quiet, id] if detach == "--detach" && quiet == "--quiet" && is_object_id(id) => {
+        [merge, update, old, new]
+            if merge == "-m" && update == "-u" && is_object_id(old) && is_object_id(new) =>
+        {
             Ok(())
         }
         _ => Err(refused(
-            "checkout",
+            "read-tree",
             &text.join(" "),
-            "only `checkout --detach --quiet <commit id>` of an engine worktree is allowed",
+            "only `read-tree -m -u <old id> <new id>` of an engine worktree is allowed",
         )),
     }
 }
@@ -319,18 +322,21 @@ mod tests {
     }
 
     #[test]
-    fn checkout_and_update_ref_take_one_shape_each() {
+    fn read_tree_and_update_ref_take_one_shape_each() {
         let id = "0123456789abcdef0123456789abcdef01234567";
-        assert!(check("checkout", &["--detach", "--quiet", id]).is_ok());
+        assert!(check("read-tree", &["-m", "-u", id, id]).is_ok());
         for args in [
-            &["--", "src"][..],
-            &["main"],
-            &["-f", id],
-            &["--detach", "--quiet", "main"],
-            &["--detach", "--quiet", id, "--", "."],
-            &["--force", "--detach", id],
+            &["--reset", "-u", id][..],
+            &["-m", "-u", "main", id],
+            &["-m", "-u", id],
+            &["-u", id, id],
+            &["-m", "-u", id, id, "--", "."],
+            &["--prefix=x/", id],
             &[id],
         ] {
+            assert!(check("read-tree", args).is_err(), "read-tree {args:?}");
+        }
+        for args in [&["--detach", "--quiet", id][..], &["main"], &["--", "src"]] {
             assert!(check("checkout", args).is_err(), "checkout {args:?}");
         }
         assert!(check("update-ref", &["refs/heads/wt", id, id]).is_ok());

@@ -45,9 +45,10 @@ impl GitVcs {
     }
 
     /// [`Vcs::worktree_move`]: moves a clean worktree on `branch` to
-    /// `base` — `checkout --detach` there (a two-way checkout: tracked
-    /// files that differ are updated, ignored files stay), the branch set
-    /// to `base` by compare-and-swap, and HEAD attached to it again.
+    /// `base` — the index and files by a two-way merge from its commit
+    /// (`read-tree -m -u`: tracked files that differ are updated, ignored
+    /// files stay, and git refuses rather than overwrite one), then the
+    /// branch, which HEAD stays on, by compare-and-swap.
     pub(super) async fn move_worktree(
         &self,
         path: &Path,
@@ -94,14 +95,11 @@ impl GitVcs {
         {
             let _guard = self.write_lock.lock().await;
             worktree
-                .run_ok("checkout", os_args(["--detach", "--quiet", &base]))
+                .run_ok("read-tree", os_args(["-m", "-u", old.as_str(), &base]))
                 .await?;
             let reference = format!("refs/heads/{branch}");
             worktree
                 .run_ok("update-ref", os_args([&reference, &base, old.as_str()]))
-                .await?;
-            worktree
-                .run_ok("symbolic-ref", os_args(["HEAD", &reference]))
                 .await?;
         }
         Ok(Arc::new(worktree))
