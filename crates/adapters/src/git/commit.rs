@@ -189,14 +189,9 @@ impl GitVcs {
         &self,
         commit: &CommitId,
     ) -> Result<CherryPick, VcsError> {
-        // A full id needs no resolving: a wrong one makes the pick itself
-        // fail (the user's checkout: its first read of the commit), before
-        // anything changes.
-        let id = if full_object_id(commit.as_str()) {
-            commit.as_str().to_owned()
-        } else {
-            self.resolve_commit(commit).await?
-        };
+        // A wrong full id makes the pick fail (the user's checkout: its
+        // first read of the commit) before anything changes.
+        let id = self.commit_arg(commit).await?;
         let _guard = self.write_lock.lock().await;
         if !self.engine_tree {
             // Never a pick left in progress in the user's checkout: see

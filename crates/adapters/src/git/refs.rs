@@ -26,15 +26,21 @@ impl GitVcs {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// The id to hand git for `commit`: a full id as it is (a wrong one
+    /// makes the command that takes it fail before anything changes),
+    /// anything else resolved first ([`GitVcs::resolve_commit`]).
+    pub(super) async fn commit_arg(&self, commit: &CommitId) -> Result<String, VcsError> {
+        if super::commit::full_object_id(commit.as_str()) {
+            Ok(commit.as_str().to_owned())
+        } else {
+            self.resolve_commit(commit).await
+        }
+    }
+
     /// Checks that `name` is a valid branch name that cannot be read as an
     /// option.
     pub(super) async fn check_branch(&self, name: &str) -> Result<(), VcsError> {
-        let bad = |reason: &str| {
-            VcsError::Other(format!("`{name}` is not a valid branch name: {reason}"))
-        };
-        if name.is_empty() || name.starts_with('-') {
-            return Err(bad("it is empty or starts with `-`"));
-        }
+        refuse_option_like_branch(name)?;
         let out = self
             .run(
                 "check-ref-format",
@@ -43,7 +49,9 @@ impl GitVcs {
             )
             .await?;
         if !out.status.success() {
-            return Err(bad("git check-ref-format refuses it"));
+            return Err(VcsError::Other(format!(
+                "`{name}` is not a valid branch name: git check-ref-format refuses it"
+            )));
         }
         Ok(())
     }
@@ -69,4 +77,15 @@ impl GitVcs {
             _ => Err(out.error()),
         }
     }
+}
+
+/// Refuses a branch name that is empty or could be read as an option: the
+/// check before any other, which needs no git.
+pub(super) fn refuse_option_like_branch(name: &str) -> Result<(), VcsError> {
+    if name.is_empty() || name.starts_with('-') {
+        return Err(VcsError::Other(format!(
+            "`{name}` is not a valid branch name: it is empty or starts with `-`"
+        )));
+    }
+    Ok(())
 }

@@ -20,13 +20,7 @@ impl GitVcs {
         base: &CommitId,
     ) -> Result<Arc<dyn Vcs>, VcsError> {
         self.check_branch(branch).await?;
-        // A full id needs no resolving: a wrong one makes the checkout
-        // below fail before anything changes.
-        let base = if super::commit::full_object_id(base.as_str()) {
-            base.as_str().to_owned()
-        } else {
-            self.resolve_commit(base).await?
-        };
+        let base = self.commit_arg(base).await?;
         let path = self.worktree_path(path);
         {
             let _guard = self.write_lock.lock().await;
@@ -55,20 +49,11 @@ impl GitVcs {
         branch: &str,
         base: &CommitId,
     ) -> Result<Arc<dyn Vcs>, VcsError> {
-        // The branch is checked by the status below, which finds the
-        // worktree on it (git's own branch, so a valid name) or refuses;
-        // a full id needs no resolving, since a wrong one makes the
-        // checkout fail before anything changes.
-        if branch.is_empty() || branch.starts_with('-') {
-            return Err(VcsError::Other(format!(
-                "`{branch}` is not a valid branch name: it is empty or starts with `-`"
-            )));
-        }
-        let base = if super::commit::full_object_id(base.as_str()) {
-            base.as_str().to_owned()
-        } else {
-            self.resolve_commit(base).await?
-        };
+        // Beyond this, the branch is checked by the status below, which
+        // finds the worktree on it (git's own branch, so a valid name) or
+        // refuses.
+        super::refs::refuse_option_like_branch(branch)?;
+        let base = self.commit_arg(base).await?;
         let path = self.worktree_path(path);
         let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
