@@ -300,9 +300,6 @@ pub(crate) struct VerifyingAgent {
     pub(crate) checkpoint: Checkpoint,
     /// What the last passing attempt found.
     pub(crate) found: Mutex<Verified>,
-    /// The files the last passing attempt changed, when nothing ran in the
-    /// tree after they were measured (no check): the change to commit.
-    pub(crate) final_change: Mutex<Option<Vec<String>>>,
     /// Set once the task's whole measured change is committed (or it had
     /// none): its worktree then holds nothing and goes back to the pool
     /// without a status read.
@@ -407,10 +404,6 @@ impl Agent for VerifyingAgent {
             found.attempts += 1;
             found.attempts
         };
-        *self
-            .final_change
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
         let vcs = &self.verification.vcs;
         // Each attempt starts from the task's checkpoint. The first starts
         // right after it was taken (nothing ran in the task's worktree
@@ -536,10 +529,6 @@ impl VerifyingAgent {
                 map.insert("tests_passed".into(), Value::Bool(true));
             }
         }
-        *self
-            .final_change
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = check.is_none().then(|| measured.clone());
         let mut claimed_sorted = claimed.clone();
         claimed_sorted.sort();
         let mut found = self.found.lock().unwrap_or_else(PoisonError::into_inner);

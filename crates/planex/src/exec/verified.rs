@@ -137,7 +137,6 @@ pub(super) async fn verified_start(
             base: tip,
             checkpoint,
             found: Mutex::new(Verified::default()),
-            final_change: Mutex::new(None),
             left_clean: AtomicBool::new(false),
             lease: Mutex::new(Some(lease)),
             env: task_env,
@@ -380,13 +379,13 @@ async fn settle_passed(
     mut verified: Verified,
 ) -> TaskOutput {
     let id = &row.id;
+    // The passing attempt's report carries its measured change (see
+    // `VerifyingAgent::accept`); it still holds unless a check ran after.
+    let measured = last
+        .as_ref()
+        .filter(|_| verified.check.is_none())
+        .map(|(_, files)| files.clone());
     let mut result = completed_task(id, last);
-    // Measured by the passing attempt, unless its check ran after that.
-    let measured = agent
-        .final_change
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
     let changed = match measured {
         Some(changed) => Ok(changed),
         None => {
