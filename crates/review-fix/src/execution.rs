@@ -68,6 +68,9 @@ impl Execution<'_> {
         }
         let progress = self.load_progress(&shared).await?;
         stages::run_stages(Arc::clone(&shared), &progress).await;
+        for group in progress.values() {
+            group.flush();
+        }
         shared.pool.close().await;
         emit_phase(sink, "execution", false);
         let active = lock(&shared.active).clone();

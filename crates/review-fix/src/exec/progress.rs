@@ -1,38 +1,110 @@
-//! The groups' progress files (`fix-progress-N.json`), rewritten at every
-//! step, and how a finding or a group ends in them.
+//! The groups' progress files (`fix-progress-N.json`), and how a finding
+//! or a group ends in them.
+//!
+//! A file is rewritten atomically when a milestone changes (a finding's
+//! result, the group's status, a new error): what a resume or a watcher
+//! must not miss is on disk before the run goes on. Step-level changes (a
+//! step started or ended, an attempt counted) are written at most every
+//! [`STEP_WRITE_INTERVAL`], the last of them by the next milestone or by
+//! [`Progress::flush`] at the end of the run: a fix of a few milliseconds
+//! took eight synced rewrites of its group's file before.
 
 use super::*;
 
-/// A group's progress file, rewritten atomically on every change.
+/// How often step-level changes alone rewrite a progress file.
+const STEP_WRITE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// A group's progress file, rewritten atomically as described in the
+/// module documentation.
 #[derive(Debug, Clone)]
 pub(crate) struct Progress {
     path: PathBuf,
-    state: Arc<Mutex<FixProgress>>,
+    state: Arc<Mutex<ProgressState>>,
     sink: Arc<dyn EventSink>,
+}
+
+/// The file's content and when it was last written.
+#[derive(Debug)]
+struct ProgressState {
+    file: FixProgress,
+    /// When the file was last written (`None`: not yet by this run).
+    written: Option<std::time::Instant>,
+    /// Changes not written yet.
+    pending: bool,
+}
+
+/// What changes a milestone of a progress file: the group's status, its
+/// settled counts and its errors.
+fn milestone(p: &FixProgress) -> (ProgressStatus, [usize; 4], usize) {
+    let s = &p.summary;
+    (
+        p.status,
+        [s.fixed, s.failed, s.not_fixable, s.deferred],
+        p.errors.len(),
+    )
 }
 
 impl Progress {
     pub(crate) fn new(path: PathBuf, progress: FixProgress, sink: Arc<dyn EventSink>) -> Self {
         Self {
             path,
-            state: Arc::new(Mutex::new(progress)),
+            state: Arc::new(Mutex::new(ProgressState {
+                file: progress,
+                written: None,
+                pending: false,
+            })),
             sink,
         }
     }
 
     pub(crate) fn snapshot(&self) -> FixProgress {
-        lock(&self.state).clone()
+        lock(&self.state).file.clone()
     }
 
-    /// Applies `f`, recounts, stamps `last_update` and writes the file.
+    /// Applies `f`, recounts, stamps `last_update`, and writes the file
+    /// when a milestone changed or the last write is older than
+    /// [`STEP_WRITE_INTERVAL`].
     pub(crate) fn update(&self, f: impl FnOnce(&mut FixProgress)) {
         let result = {
             let mut st = lock(&self.state);
-            f(&mut st);
-            st.recount();
-            st.last_update = now();
-            write_json_atomic(&self.path, &*st)
+            let before = milestone(&st.file);
+            f(&mut st.file);
+            st.file.recount();
+            st.file.last_update = now();
+            let due = milestone(&st.file) != before
+                || st
+                    .written
+                    .is_none_or(|at| at.elapsed() >= STEP_WRITE_INTERVAL);
+            if due {
+                self.write(&mut st)
+            } else {
+                st.pending = true;
+                Ok(())
+            }
         };
+        self.warn_on(result);
+    }
+
+    /// Writes what step-level changes left unwritten.
+    pub(crate) fn flush(&self) {
+        let result = {
+            let mut st = lock(&self.state);
+            if st.pending {
+                self.write(&mut st)
+            } else {
+                Ok(())
+            }
+        };
+        self.warn_on(result);
+    }
+
+    fn write(&self, st: &mut ProgressState) -> Result<(), orchestrator_core::state::StateError> {
+        st.written = Some(std::time::Instant::now());
+        st.pending = false;
+        write_json_atomic(&self.path, &st.file)
+    }
+
+    fn warn_on(&self, result: Result<(), orchestrator_core::state::StateError>) {
         if let Err(e) = result {
             self.sink.emit(&Event::Warning {
                 message: format!("failed to write progress file: {e}"),
@@ -209,4 +281,73 @@ pub(super) fn finish_unfixed(
         },
         detail: Some(first_line(&message)),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::{FixStrategy, RiskAssessment};
+
+    fn group() -> PlanGroup {
+        PlanGroup {
+            group_id: "G1".to_owned(),
+            group_name: "one".to_owned(),
+            findings: vec!["F1".to_owned(), "F2".to_owned()],
+            fix_strategy: FixStrategy {
+                approach: String::new(),
+                rationale: String::new(),
+                complexity: "low".to_owned(),
+                estimated_duration_minutes: 1,
+                test_pattern: String::new(),
+                rollback_plan: String::new(),
+            },
+            risk_assessment: RiskAssessment {
+                level: "low".to_owned(),
+                concerns: Vec::new(),
+                mitigation: String::new(),
+            },
+            progress_file: None,
+            batch_id: None,
+            files: Vec::new(),
+        }
+    }
+
+    fn on_disk(path: &Path) -> FixProgress {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    /// Step-level changes wait (the interval is far from over); a result
+    /// is written at once with everything before it; a flush writes what
+    /// waits.
+    #[test]
+    fn milestones_are_written_at_once_and_steps_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fix-progress-1.json");
+        let progress = Progress::new(
+            path.clone(),
+            init_progress(&group(), 1, &HashMap::new()),
+            Arc::new(orchestrator_core::event::NullSink),
+        );
+        progress.update(|_| {});
+        assert!(path.is_file(), "the first update writes");
+        progress.step("apply_fix", "fixing", "applying");
+        progress.finding("F1", |f| f.attempts = 1);
+        let written = on_disk(&path);
+        assert!(written.flow_control.implementation_approach.is_empty());
+        assert_eq!(written.findings[0].attempts, 0);
+
+        progress.finding("F1", |f| f.result = Some(FixResult::Fixed));
+        let written = on_disk(&path);
+        assert_eq!(written.summary.fixed, 1);
+        assert_eq!(written.findings[0].attempts, 1);
+        assert_eq!(written.flow_control.implementation_approach.len(), 1);
+
+        progress.end_step("completed");
+        assert_eq!(
+            on_disk(&path).flow_control.implementation_approach[0].status,
+            "in-progress"
+        );
+        progress.flush();
+        assert_eq!(on_disk(&path), progress.snapshot());
+    }
 }
