@@ -397,6 +397,12 @@ impl Agent for SuggestionAgent {
         "builtin-suggestion"
     }
 
+    /// It writes each edit itself (atomically, in process) and runs no
+    /// program: the files it lists are exactly those it changed.
+    fn reports_exact_changes(&self) -> bool {
+        true
+    }
+
     fn declines(&self, finding: &Finding) -> Option<String> {
         finding.suggestions.is_empty().then(|| {
             SuggestionError::NoSuggestion {

@@ -233,6 +233,9 @@ impl<A: Agent> Agent for Recording<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn reports_exact_changes(&self) -> bool {
+        self.inner.reports_exact_changes()
+    }
     fn declines(&self, finding: &orchestrator_core::finding::Finding) -> Option<String> {
         self.inner.declines(finding)
     }

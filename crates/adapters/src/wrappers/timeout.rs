@@ -65,6 +65,9 @@ impl<A: Agent> Agent for WithTimeout<A> {
     fn changes_files(&self) -> bool {
         self.inner.changes_files()
     }
+    fn reports_exact_changes(&self) -> bool {
+        self.inner.reports_exact_changes()
+    }
     fn spent(&self) -> Option<orchestrator_core::agent::AgentSpent> {
         self.inner.spent()
     }

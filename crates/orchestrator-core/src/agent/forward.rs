@@ -23,6 +23,9 @@ macro_rules! forward_agent {
             fn changes_files(&self) -> bool {
                 (**self).changes_files()
             }
+            fn reports_exact_changes(&self) -> bool {
+                (**self).reports_exact_changes()
+            }
             fn spent(&self) -> Option<AgentSpent> {
                 (**self).spent()
             }

@@ -486,6 +486,17 @@ pub trait Agent: Send + Sync + fmt::Debug {
         true
     }
 
+    /// Whether the files a response lists as changed are exactly the files
+    /// the call changed, and nothing else ran in the working directory: an
+    /// agent that writes its edits itself, in process, and starts no
+    /// program (the builtin suggestion agent). A flow may then take the
+    /// list as the call's change instead of reading the tree for it.
+    /// Wrappers pass the wrapped agent's answer through. Default: `false`
+    /// (the change is measured).
+    fn reports_exact_changes(&self) -> bool {
+        false
+    }
+
     /// What this agent has spent so far, when it keeps count: the budget
     /// wrapper the CLI puts around every agent does, so a run can report
     /// its whole spend (planning included). Wrappers pass the wrapped

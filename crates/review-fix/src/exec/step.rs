@@ -163,7 +163,7 @@ impl Agent for FixStep<'_> {
             self.with(|s| s.already_applied = true);
             return Ok(response);
         }
-        let changed = self.write_set().await?;
+        let changed = self.write_set(&response.files_changed).await?;
         self.progress.end_step("completed");
         let digest = write_set_digest(&self.tree.env.root, &changed);
         let earlier = self.with(|s| s.failed.iter().find(|k| k.digest == digest).cloned());
@@ -313,10 +313,18 @@ impl FixStep<'_> {
         }
     }
 
-    /// The files the fix changed since the checkpoint. A fix that touched
-    /// the user's uncommitted files, or changed nothing, fails the attempt.
-    async fn write_set(&self) -> Result<Vec<String>, AgentError> {
-        let changed = match self.tree.vcs.changed_since(self.checkpoint).await {
+    /// The files the fix changed since the checkpoint: measured in the
+    /// tree, or the agent's own list when it is exact
+    /// ([`Agent::reports_exact_changes`]: one status read fewer per fix).
+    /// A fix that touched the user's uncommitted files, or changed nothing,
+    /// fails the attempt.
+    async fn write_set(&self, reported: &[String]) -> Result<Vec<String>, AgentError> {
+        let measured = if self.shared.agent.reports_exact_changes() {
+            reported_change(reported, self.checkpoint)
+        } else {
+            self.tree.vcs.changed_since(self.checkpoint).await
+        };
+        let changed = match measured {
             Ok(c) => c,
             Err(VcsError::TouchedDirty { paths }) => {
                 let e = AgentError::Failed {
@@ -444,6 +452,25 @@ fn repeated(attempt: u32, known: &KnownFailure) -> AgentError {
     }
 }
 
+/// An exact agent's list of changed files as the change since
+/// `checkpoint`: sorted, each once; one the checkpoint holds as
+/// uncommitted is the user's, touched ([`VcsError::TouchedDirty`]).
+fn reported_change(reported: &[String], checkpoint: &Checkpoint) -> Result<Vec<String>, VcsError> {
+    let mut changed = reported.to_vec();
+    changed.sort();
+    changed.dedup();
+    let touched: Vec<String> = changed
+        .iter()
+        .filter(|p| checkpoint.dirty.contains_key(*p))
+        .cloned()
+        .collect();
+    if touched.is_empty() {
+        Ok(changed)
+    } else {
+        Err(VcsError::TouchedDirty { paths: touched })
+    }
+}
+
 /// A digest of the changed files' paths and contents.
 pub(super) fn write_set_digest(root: &Path, changed: &[String]) -> String {
     let mut chunks: Vec<Vec<u8>> = Vec::new();
@@ -453,4 +480,26 @@ pub(super) fn write_set_digest(root: &Path, changed: &[String]) -> String {
     }
     let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
     digest_hex(&refs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_report_is_the_change_and_a_dirty_file_in_it_is_touched() {
+        let mut dirty = BTreeMap::new();
+        dirty.insert("notes.txt".to_owned(), Some("d".to_owned()));
+        let checkpoint = Checkpoint::new(orchestrator_core::CommitId("c".repeat(40)), dirty);
+        let reported = ["src/b.rs", "src/a.rs", "src/b.rs"].map(str::to_owned);
+        assert_eq!(
+            reported_change(&reported, &checkpoint).unwrap(),
+            ["src/a.rs", "src/b.rs"]
+        );
+        let over = ["notes.txt", "src/a.rs"].map(str::to_owned);
+        match reported_change(&over, &checkpoint) {
+            Err(VcsError::TouchedDirty { paths }) => assert_eq!(paths, ["notes.txt"]),
+            other => panic!("expected TouchedDirty, got {other:?}"),
+        }
+    }
 }
