@@ -20,7 +20,9 @@
 //! byte for byte.
 //!
 //! The implementation is split by concern: `run.rs` starts git, `refs.rs`
-//! checks commit ids and branch names, `status.rs` reads status and digests,
+//! checks commit ids and branch names, `head_files.rs` reads HEAD from the
+//! repository's files when they are the plain case, `status.rs` reads
+//! status and digests,
 //! `checkpoint.rs` takes and restores checkpoints (`trash.rs` saving what
 //! a restore or a worktree's deletion would lose into the session's trash
 //! first), `commit.rs` commits and
