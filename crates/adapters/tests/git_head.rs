@@ -5,24 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::Command;
 
 use orchestrator_adapters::git::GitVcs;
+use orchestrator_adapters::test_support;
 use orchestrator_core::Vcs;
 use tempfile::TempDir;
 
+/// Real git in `dir`, its output without the line ending.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    test_support::git(dir, args).trim().to_owned()
 }
 
 /// A repository at `dir` with one commit, made with `init_args`.
