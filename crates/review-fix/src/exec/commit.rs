@@ -7,7 +7,7 @@ use super::*;
 /// A finding the run stopped at (a run limit): back to pending, its tree
 /// already restored, so `--resume` starts it afresh.
 pub(super) fn leave_pending(shared: &Shared, progress: &Progress, id: &str) {
-    shared.update_active(|a| a.in_flight.retain(|f| f.finding_id != id));
+    shared.forget_in_flight(|f| f.finding_id == id);
     progress.finding(id, |f| {
         f.status = ProgressStatus::Pending;
         f.result = None;

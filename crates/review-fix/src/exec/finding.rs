@@ -172,7 +172,8 @@ impl FindingRun<'_> {
 
     /// Takes the checkpoint the attempts roll back to, named for the
     /// finding (so what a rollback saves to the trash says whose it was),
-    /// and records the fix as in flight (for recovery after a kill).
+    /// and records the fix as in flight when it is made in the repository's
+    /// own working tree (what a resume after a kill names).
     /// `None` when no checkpoint could be taken (recorded as failed).
     async fn checkpoint(&self) -> Option<Checkpoint> {
         let checkpoint = match self.tree.vcs.checkpoint().await {
@@ -184,21 +185,26 @@ impl FindingRun<'_> {
                 return None;
             }
         };
-        self.shared.update_active(|a| {
-            a.in_flight.push(InFlight {
-                group_id: self.group.group_id.clone(),
-                finding_id: self.id.clone(),
-                tree: self.tree.env.root.clone(),
-                checkpoint: checkpoint.clone(),
+        // Only a fix in the repository's own working tree needs the record
+        // (a resume warns about it); a resume removes an engine worktree
+        // whole, so a fix there is not recorded (two synced rewrites of the
+        // session file per fix fewer).
+        if self.tree.env.root == self.shared.vcs.root() {
+            self.shared.update_active(|a| {
+                a.in_flight.push(InFlight {
+                    group_id: self.group.group_id.clone(),
+                    finding_id: self.id.clone(),
+                    tree: self.tree.env.root.clone(),
+                    checkpoint: checkpoint.clone(),
+                });
             });
-        });
+        }
         Some(checkpoint)
     }
 
     /// The fix is no longer in flight.
     fn forget_in_flight(&self) {
-        self.shared
-            .update_active(|a| a.in_flight.retain(|f| f.finding_id != self.id));
+        self.shared.forget_in_flight(|f| f.finding_id == self.id);
     }
 
     /// Runs the `left` attempts left through the retry executor, each one

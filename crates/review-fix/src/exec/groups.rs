@@ -111,7 +111,7 @@ pub(super) async fn time_out_group(
     progress: &Progress,
     limit: Duration,
 ) {
-    shared.update_active(|a| a.in_flight.retain(|f| f.group_id != group.group_id));
+    shared.forget_in_flight(|f| f.group_id == group.group_id);
     let msg = format!("group time limit of {}s exceeded", limit.as_secs());
     fail_open(shared, progress, "timeout", &msg);
     progress.update(|p| {

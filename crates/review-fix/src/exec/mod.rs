@@ -217,6 +217,15 @@ impl Shared {
         }
     }
 
+    /// Drops the in-flight records `gone` matches; the session file is
+    /// rewritten only when there was one.
+    pub(crate) fn forget_in_flight(&self, gone: impl Fn(&InFlight) -> bool) {
+        let any = lock(&self.active).in_flight.iter().any(&gone);
+        if any {
+            self.update_active(|a| a.in_flight.retain(|f| !gone(f)));
+        }
+    }
+
     /// Test runs made so far in this process.
     pub(crate) fn test_runs(&self) -> u32 {
         self.test_runs.load(Ordering::SeqCst)

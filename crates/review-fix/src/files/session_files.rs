@@ -63,8 +63,10 @@ pub enum SessionPhase {
     Completing,
 }
 
-/// A fix whose files are being changed right now: the checkpoint to restore
-/// on resume.
+/// A fix whose files are being changed right now in the repository's own
+/// working tree (which only older versions fixed in): a resume names it
+/// and rolls nothing back. A fix in an engine worktree is not recorded: a
+/// resume removes the worktree whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlight {
     /// The group.
