@@ -5,9 +5,10 @@
 //! result, the group's status, a new error): what a resume or a watcher
 //! must not miss is on disk before the run goes on. Step-level changes (a
 //! step started or ended, an attempt counted) are written at most every
-//! [`STEP_WRITE_INTERVAL`], the last of them by the next milestone or by
-//! [`Progress::flush`] at the end of the run: a fix of a few milliseconds
-//! took eight synced rewrites of its group's file before.
+//! [`STEP_WRITE_INTERVAL`]: by the next write, or by a timer when nothing
+//! else changes (a long agent call), and by [`Progress::flush`] at the end
+//! of the run. A fix of a few milliseconds took eight synced rewrites of
+//! its group's file before.
 
 use super::*;
 
@@ -31,6 +32,8 @@ struct ProgressState {
     written: Option<std::time::Instant>,
     /// Changes not written yet.
     pending: bool,
+    /// A timer will write them ([`Progress::schedule_flush`]).
+    flush_scheduled: bool,
 }
 
 /// What changes a milestone of a progress file: the group's status, its
@@ -52,6 +55,7 @@ impl Progress {
                 file: progress,
                 written: None,
                 pending: false,
+                flush_scheduled: false,
             })),
             sink,
         }
@@ -79,10 +83,37 @@ impl Progress {
                 self.write(&mut st)
             } else {
                 st.pending = true;
-                Ok(())
+                self.schedule_flush(&mut st)
             }
         };
         self.warn_on(result);
+    }
+
+    /// Makes sure what is pending is written when the interval is over,
+    /// even if nothing else changes meanwhile (a long agent call after its
+    /// step started): one timer at a time, on the run's runtime; without
+    /// one, it is written now.
+    fn schedule_flush(
+        &self,
+        st: &mut ProgressState,
+    ) -> Result<(), orchestrator_core::state::StateError> {
+        if st.flush_scheduled {
+            return Ok(());
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.write(st);
+        };
+        let wait = st.written.map_or(Duration::ZERO, |at| {
+            STEP_WRITE_INTERVAL.saturating_sub(at.elapsed())
+        });
+        st.flush_scheduled = true;
+        let progress = self.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
+            lock(&progress.state).flush_scheduled = false;
+            progress.flush();
+        });
+        Ok(())
     }
 
     /// Writes what step-level changes left unwritten.
@@ -316,11 +347,12 @@ mod tests {
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
     }
 
-    /// Step-level changes wait (the interval is far from over); a result
-    /// is written at once with everything before it; a flush writes what
+    /// Step-level changes wait (the interval is far from over, and the
+    /// timer's task cannot run before this test awaits); a result is
+    /// written at once with everything before it; a flush writes what
     /// waits.
-    #[test]
-    fn milestones_are_written_at_once_and_steps_by_the_next_write() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn milestones_are_written_at_once_and_steps_by_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("fix-progress-1.json");
         let progress = Progress::new(
@@ -349,5 +381,32 @@ mod tests {
         );
         progress.flush();
         assert_eq!(on_disk(&path), progress.snapshot());
+    }
+
+    /// A step that starts and then waits (a long agent call) reaches the
+    /// file within the interval, with no further change.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_step_is_written_when_the_interval_is_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fix-progress-1.json");
+        let progress = Progress::new(
+            path.clone(),
+            init_progress(&group(), 1, &HashMap::new()),
+            Arc::new(orchestrator_core::event::NullSink),
+        );
+        progress.update(|_| {});
+        progress.step("apply_fix", "fixing", "applying");
+        assert!(on_disk(&path).flow_control.current_step.is_none());
+        // Liveness, not speed: it comes, however loaded the machine.
+        for _ in 0..200 {
+            if on_disk(&path).flow_control.current_step.is_some() {
+                break;
+            }
+            tokio::time::sleep(STEP_WRITE_INTERVAL / 4).await;
+        }
+        assert_eq!(
+            on_disk(&path).flow_control.current_step.as_deref(),
+            Some("apply_fix")
+        );
     }
 }
