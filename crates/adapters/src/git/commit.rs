@@ -369,12 +369,17 @@ impl GitVcs {
         // What the commits change, and which of those they add, at once.
         let changes = self.changes_between(parent, id).await?;
         let touched: Vec<String> = changes.iter().map(|(_, p)| p.clone()).collect();
-        let dirty = if touched.is_empty() {
-            Vec::new()
-        } else {
-            self.status_of(Some(&touched)).await?.dirty_paths()
-        };
+        let dirty = self.dirty_among(&touched).await?;
         self.blocked_by(changes, dirty).await
+    }
+
+    /// Which of `paths` hold the user's work (modified, staged or
+    /// untracked); no git for none.
+    async fn dirty_among(&self, paths: &[String]) -> Result<Vec<String>, VcsError> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.status_of(Some(paths)).await?.dirty_paths())
     }
 
     /// HEAD (`None` on a branch with no commit yet) and which of `paths`
@@ -385,13 +390,7 @@ impl GitVcs {
         paths: &[String],
     ) -> Result<(Option<CommitId>, Vec<String>), VcsError> {
         if paths.is_empty() || paths.len() > PATH_CHUNK {
-            let head = self.head().await.ok();
-            let dirty = if paths.is_empty() {
-                Vec::new()
-            } else {
-                self.status_of(Some(paths)).await?.dirty_paths()
-            };
-            return Ok((head, dirty));
+            return Ok((self.head().await.ok(), self.dirty_among(paths).await?));
         }
         let read = self.branch_status_of(Some(paths)).await?;
         Ok((read.head.map(CommitId), read.status.dirty_paths()))

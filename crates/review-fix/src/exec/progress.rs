@@ -343,6 +343,17 @@ mod tests {
         }
     }
 
+    /// A new group's progress, its file in `dir` not written yet.
+    fn fresh(dir: &Path) -> (PathBuf, Progress) {
+        let path = dir.join("fix-progress-1.json");
+        let progress = Progress::new(
+            path.clone(),
+            init_progress(&group(), 1, &HashMap::new()),
+            Arc::new(orchestrator_core::event::NullSink),
+        );
+        (path, progress)
+    }
+
     fn on_disk(path: &Path) -> FixProgress {
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
     }
@@ -354,12 +365,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn milestones_are_written_at_once_and_steps_by_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("fix-progress-1.json");
-        let progress = Progress::new(
-            path.clone(),
-            init_progress(&group(), 1, &HashMap::new()),
-            Arc::new(orchestrator_core::event::NullSink),
-        );
+        let (path, progress) = fresh(dir.path());
         progress.update(|_| {});
         assert!(path.is_file(), "the first update writes");
         progress.step("apply_fix", "fixing", "applying");
@@ -388,12 +394,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_waiting_step_is_written_when_the_interval_is_over() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("fix-progress-1.json");
-        let progress = Progress::new(
-            path.clone(),
-            init_progress(&group(), 1, &HashMap::new()),
-            Arc::new(orchestrator_core::event::NullSink),
-        );
+        let (path, progress) = fresh(dir.path());
         progress.update(|_| {});
         progress.step("apply_fix", "fixing", "applying");
         assert!(on_disk(&path).flow_control.current_step.is_none());
