@@ -320,28 +320,38 @@ impl GitVcs {
     }
 
     /// [`GitVcs::fast_forward_to`] for a caller that holds the write lock.
+    ///
+    /// Git checks the range's paths itself: `merge --ff-only` refuses,
+    /// before it writes anything, to overwrite a modified file, an
+    /// untracked one, or (`--no-overwrite-ignore`) an ignored one where the
+    /// range adds a file. Only what git allows and this engine does not is
+    /// checked first: a branch that is not at `onto`, and anything staged.
+    /// A refusal is then explained by [`GitVcs::in_the_way`], which names
+    /// the paths. Two processes where reading the range and the status
+    /// first took four.
     pub(super) async fn fast_forward_locked(
         &self,
         onto: &CommitId,
         to: &CommitId,
     ) -> Result<FastForward, VcsError> {
-        // HEAD and the user's work on the range's paths, from one status.
-        let changes = self.changes_between(onto.as_str(), to.as_str()).await?;
-        let touched: Vec<String> = changes.iter().map(|(_, p)| p.clone()).collect();
-        let (head, dirty) = self.head_and_dirty(&touched).await?;
-        if head.as_ref() != Some(onto) {
+        if self.head().await.ok().as_ref() != Some(onto) {
             return Ok(FastForward::NotPossible);
         }
-        let blocked = self.blocked_by(changes, dirty).await?;
-        if !blocked.is_empty() {
-            return Ok(FastForward::Blocked { paths: blocked });
+        if !self.diff_names(&["--cached"]).await?.is_empty() {
+            return self.blocked_or_not_possible(onto, to).await;
         }
         // `--no-autostash`: a `merge.autoStash` setting would stash the
         // user's work and apply it again afterwards.
         let out = self
             .run(
                 "merge",
-                os_args(["--ff-only", "--no-autostash", "--quiet", to.as_str()]),
+                os_args([
+                    "--ff-only",
+                    "--no-autostash",
+                    "--no-overwrite-ignore",
+                    "--quiet",
+                    to.as_str(),
+                ]),
                 None,
             )
             .await?;
@@ -351,6 +361,16 @@ impl GitVcs {
         // Refused before it began, it changed nothing; failed at the branch
         // update (the user committed meanwhile), it left the files it wrote.
         self.undo_partial_fast_forward(to).await?;
+        self.blocked_or_not_possible(onto, to).await
+    }
+
+    /// Why the range from `onto` to `to` does not land: the user's work in
+    /// its way ([`GitVcs::in_the_way`]), else not a fast-forward.
+    async fn blocked_or_not_possible(
+        &self,
+        onto: &CommitId,
+        to: &CommitId,
+    ) -> Result<FastForward, VcsError> {
         let blocked = self.in_the_way(onto.as_str(), to.as_str()).await?;
         if blocked.is_empty() {
             Ok(FastForward::NotPossible)
@@ -380,20 +400,6 @@ impl GitVcs {
             return Ok(Vec::new());
         }
         Ok(self.status_of(Some(paths)).await?.dirty_paths())
-    }
-
-    /// HEAD (`None` on a branch with no commit yet) and which of `paths`
-    /// hold the user's work (modified, staged or untracked): one `git
-    /// status` reads both when the paths fit in one command line.
-    async fn head_and_dirty(
-        &self,
-        paths: &[String],
-    ) -> Result<(Option<CommitId>, Vec<String>), VcsError> {
-        if paths.is_empty() || paths.len() > PATH_CHUNK {
-            return Ok((self.head().await.ok(), self.dirty_among(paths).await?));
-        }
-        let read = self.branch_status_of(Some(paths)).await?;
-        Ok((read.head.map(CommitId), read.status.dirty_paths()))
     }
 
     /// [`GitVcs::in_the_way`] once the range's `changes` and the `dirty`

@@ -15,8 +15,9 @@
 //!
 //! `git merge` lands a verified range on the user's branch
 //! (`Vcs::fast_forward`) in one shape only: `--ff-only --no-autostash
-//! --quiet <commit id>` (no merge commit, and never a stash of the user's
-//! work).
+//! --no-overwrite-ignore --quiet <commit id>` (no merge commit, never a
+//! stash of the user's work, and never an ignored file of the user's
+//! overwritten).
 //!
 //! Two subcommands move an engine worktree to a new base
 //! (`Vcs::worktree_move`) and take exactly one shape each, nothing else:
@@ -166,17 +167,19 @@ fn check_two_way_merge(args: &[OsString]) -> Result<(), VcsError> {
     }
 }
 
-/// `merge`: only `--ff-only --no-autostash --quiet <commit id>` (a
-/// fast-forward of the current branch that never stashes the user's work).
+/// `merge`: only `--ff-only --no-autostash --no-overwrite-ignore --quiet
+/// <commit id>` (a fast-forward of the current branch that never stashes
+/// the user's work nor overwrites an ignored file).
 fn check_fast_forward(args: &[OsString]) -> Result<(), VcsError> {
     let text: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     match text.as_slice() {
-        [ff, stash, quiet, id]
+        [ff, stash, ignored, quiet, id]
             if ff == "--ff-only"
                 && stash == "--no-autostash"
+                && ignored == "--no-overwrite-ignore"
                 && quiet == "--quiet"
                 && is_object_id(id) =>
         {
@@ -185,7 +188,7 @@ fn check_fast_forward(args: &[OsString]) -> Result<(), VcsError> {
         _ => Err(refused(
             "merge",
             &text.join(" "),
-            "only `merge --ff-only --no-autostash --quiet <commit id>` is allowed",
+            "only `merge --ff-only --no-autostash --no-overwrite-ignore --quiet <commit id>` is allowed",
         )),
     }
 }
@@ -349,9 +352,29 @@ mod tests {
         ] {
             assert!(check("update-ref", args).is_err(), "update-ref {args:?}");
         }
-        assert!(check("merge", &["--ff-only", "--no-autostash", "--quiet", id]).is_ok());
+        assert!(
+            check(
+                "merge",
+                &[
+                    "--ff-only",
+                    "--no-autostash",
+                    "--no-overwrite-ignore",
+                    "--quiet",
+                    id
+                ]
+            )
+            .is_ok()
+        );
         for args in [
             &[id][..],
+            &["--ff-only", "--no-autostash", "--quiet", id],
+            &[
+                "--ff-only",
+                "--no-autostash",
+                "--overwrite-ignore",
+                "--quiet",
+                id,
+            ],
             &["--ff-only", "--quiet", id],
             &["--ff-only", "--no-autostash", "--quiet", "main"],
             &["--ff-only", "--autostash", "--quiet", id],

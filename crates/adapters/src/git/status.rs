@@ -70,26 +70,13 @@ impl GitVcs {
     /// `git status --porcelain=v2 --branch`: the files, the HEAD commit
     /// and the branch, from one process.
     pub(super) async fn branch_status(&self) -> Result<parse::BranchStatus, VcsError> {
-        self.branch_status_of(None).await
-    }
-
-    /// [`GitVcs::branch_status`], the files limited to `paths` (one
-    /// command line's worth: the branch header comes once).
-    pub(super) async fn branch_status_of(
-        &self,
-        paths: Option<&[String]>,
-    ) -> Result<parse::BranchStatus, VcsError> {
-        let mut argv = os_args([
+        let argv = os_args([
             "--porcelain=v2",
             "--branch",
             "-z",
             "--untracked-files=all",
             "--no-renames",
         ]);
-        if let Some(paths) = paths {
-            argv.push("--".into());
-            argv.extend(paths.iter().map(std::ffi::OsString::from));
-        }
         let out = self.run_ok("status", argv).await?;
         parse::porcelain_v2_status(&out)
     }
