@@ -268,3 +268,60 @@ async fn copies_share_nothing_and_a_tracked_copy_path_is_refused() {
     );
     run.pool.close().await;
 }
+
+/// A reused slot moves to each new base with its provided folders in
+/// place, clean there, so its checkpoint is known without a read; a base
+/// whose `.gitignore` stops ignoring a provided folder would leave the
+/// slot with untracked files: that move is undone and refused, and the
+/// pool makes a new slot, whose checkpoint is read.
+#[tokio::test]
+async fn a_slot_moves_with_its_folders_and_a_base_that_unignores_one_gets_a_new_slot() {
+    let repo = project();
+    let root = repo.path();
+    let run = pool(root, WorktreeSection::default()).await;
+    let base = run.vcs.head().await.unwrap();
+    let lease = run.pool.acquire(&base).await.unwrap();
+    let wt = lease.path().to_path_buf();
+    run.pool.release(lease);
+
+    write(&root.join("package.json"), "{\"name\":\"demo\",\"v\":2}\n");
+    git(root, &["commit", "-qam", "bump"]);
+    let tip = run.vcs.head().await.unwrap();
+    let lease = run.pool.acquire(&tip).await.unwrap();
+    assert!(!lease.fresh, "the slot is reused");
+    assert_eq!(lease.path(), wt);
+    assert_eq!(
+        read(&wt.join("package.json")),
+        "{\"name\":\"demo\",\"v\":2}\n"
+    );
+    assert_eq!(
+        read(&wt.join("node_modules/dep/index.js")),
+        "module.exports = 42;\n"
+    );
+    assert_eq!(
+        lease.checkpoint().await.unwrap(),
+        lease.vcs.checkpoint().await.unwrap(),
+        "a moved slot is clean at its base"
+    );
+    run.pool.release(lease);
+
+    write(&root.join(".gitignore"), ".venv/\n.env\ntarget/\n");
+    git(root, &["commit", "-qam", "stop ignoring node_modules"]);
+    let unignored = run.vcs.head().await.unwrap();
+    let lease = run.pool.acquire(&unignored).await.unwrap();
+    assert!(lease.fresh, "the slot could not be moved there");
+    assert_ne!(lease.path(), wt);
+    assert!(!wt.exists(), "the refused slot is removed");
+    let warned = run.sink.events().into_iter().any(|e| {
+        matches!(e, Event::Warning { message }
+            if message.contains("could not be reused") && message.contains("node_modules/dep/index.js"))
+    });
+    assert!(warned, "{:?}", run.sink.events());
+    assert_eq!(
+        lease.checkpoint().await.unwrap(),
+        lease.vcs.checkpoint().await.unwrap()
+    );
+    assert_eq!(lease.vcs.head().await.unwrap(), unignored);
+    run.pool.release(lease);
+    run.pool.close().await;
+}

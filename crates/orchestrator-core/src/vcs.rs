@@ -337,6 +337,11 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// change or an untracked file, is on another branch, or is this
     /// working tree itself.
     ///
+    /// On success the moved worktree is clean at `base`: no change and no
+    /// untracked file (an implementation checks this after the move, and
+    /// refuses otherwise), so its checkpoint is
+    /// `Checkpoint::new(base, no dirty files)` without a read.
+    ///
     /// Default: unsupported (an error); a [`crate::worktree::WorktreePool`]
     /// then removes the worktree and makes a new one.
     async fn worktree_move(

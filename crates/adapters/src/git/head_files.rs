@@ -23,13 +23,18 @@ use super::commit::full_object_id;
 /// `None` when they are not the plain case described in the module docs.
 /// Blocking, but a few small reads of files git just wrote.
 pub(super) fn head_from_files(root: &Path) -> Option<CommitId> {
+    head_and_branch_from_files(root).map(|(head, _)| head)
+}
+
+/// [`head_from_files`], and the branch HEAD is on (`None`: detached).
+pub(super) fn head_and_branch_from_files(root: &Path) -> Option<(CommitId, Option<String>)> {
     let (git_dir, common_dir) = git_dirs(root)?;
     if common_dir.join("reftable").exists() {
         return None;
     }
     let head = read_trimmed(&git_dir.join("HEAD"))?;
     if full_object_id(&head) {
-        return Some(CommitId(head));
+        return Some((CommitId(head), None));
     }
     let reference = head.strip_prefix("ref: ")?;
     let branch = reference.strip_prefix("refs/heads/")?;
@@ -41,7 +46,7 @@ pub(super) fn head_from_files(root: &Path) -> Option<CommitId> {
         return None;
     }
     let id = read_trimmed(&common_dir.join(reference))?;
-    full_object_id(&id).then_some(CommitId(id))
+    full_object_id(&id).then(|| (CommitId(id), Some(branch.to_owned())))
 }
 
 /// The work tree's own git folder (its `HEAD`) and the repository's

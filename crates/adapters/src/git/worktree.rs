@@ -41,19 +41,24 @@ impl GitVcs {
     /// [`Vcs::worktree_move`]: moves a clean worktree on `branch` to
     /// `base` — the index and files by a two-way merge from its commit
     /// (`read-tree -m -u`: tracked files that differ are updated, ignored
-    /// files stay, and git refuses rather than overwrite one), then the
-    /// branch, which HEAD stays on, by compare-and-swap.
+    /// files stay, and git refuses rather than overwrite a change or an
+    /// untracked file), then the branch, which HEAD stays on, by
+    /// compare-and-swap. One `git status` after the move checks that the
+    /// tree is clean at `base` on `branch`; anything else there (a change
+    /// nobody committed, a file the new base no longer ignores) moves it
+    /// back, and the move is refused. That status is all a new task's
+    /// checkpoint needs (the contract of [`Vcs::worktree_move`]), so a move
+    /// costs three processes and the checkpoint none.
     pub(super) async fn move_worktree(
         &self,
         path: &Path,
         branch: &str,
         base: &CommitId,
     ) -> Result<Arc<dyn Vcs>, VcsError> {
-        // Beyond this, the branch is checked by the status below, which
-        // finds the worktree on it (git's own branch, so a valid name) or
-        // refuses.
+        // Beyond this, the branch is checked against the one HEAD is on
+        // (git's own branch, so a valid name), or the move is refused.
         super::refs::refuse_option_like_branch(branch)?;
-        let base = self.commit_arg(base).await?;
+        let base = CommitId(self.commit_arg(base).await?);
         let path = self.worktree_path(path);
         let root = tokio::fs::canonicalize(&path).await.map_err(|e| {
             VcsError::Other(format!("cannot find the worktree {}: {e}", path.display()))
@@ -68,26 +73,95 @@ impl GitVcs {
             )));
         }
         let worktree = self.engine_worktree(root);
-        let old = worktree
-            .refuse_unless_clean_on(branch, "reset", &path)
+        let old = worktree.commit_of_branch_at_head(branch, &path).await?;
+        self.move_files_and_branch(&worktree, branch, &old, &base)
+            .await?;
+        if let Err(refused) = worktree.refuse_unless_clean_at(branch, &base, &path).await {
+            // Back where it was: a refused move changes nothing.
+            return Err(
+                match self
+                    .move_files_and_branch(&worktree, branch, &base, &old)
+                    .await
+                {
+                    Ok(()) => refused,
+                    Err(e) => VcsError::Other(format!(
+                        "{refused}; moving it back to {} failed too: {e}",
+                        old.short()
+                    )),
+                },
+            );
+        }
+        Ok(Arc::new(worktree))
+    }
+
+    /// The commit of `branch`, which HEAD of this engine worktree (found
+    /// at `path`) must be on: read from git's files, else from a `git
+    /// status` that also refuses a tree that is not clean.
+    async fn commit_of_branch_at_head(
+        &self,
+        branch: &str,
+        path: &Path,
+    ) -> Result<CommitId, VcsError> {
+        if let Some((head, Some(on))) = super::head_files::head_and_branch_from_files(&self.root)
+            && on == branch
+        {
+            return Ok(head);
+        }
+        self.refuse_unless_clean_on(branch, "reset", path)
             .await?
             .ok_or_else(|| {
                 VcsError::Other(format!(
                     "refusing to reset worktree {}: its branch `{branch}` has no commit",
                     path.display()
                 ))
-            })?;
-        {
-            let _guard = self.write_lock.lock().await;
-            worktree
-                .run_ok("read-tree", os_args(["-m", "-u", old.as_str(), &base]))
-                .await?;
-            let reference = format!("refs/heads/{branch}");
-            worktree
-                .run_ok("update-ref", os_args([&reference, &base, old.as_str()]))
-                .await?;
+            })
+    }
+
+    /// Moves `worktree`'s index and files from `from` to `to` (a two-way
+    /// merge that refuses rather than overwrite anything that is not
+    /// `from`'s), then its `branch` from `from` to `to`.
+    async fn move_files_and_branch(
+        &self,
+        worktree: &GitVcs,
+        branch: &str,
+        from: &CommitId,
+        to: &CommitId,
+    ) -> Result<(), VcsError> {
+        let _guard = self.write_lock.lock().await;
+        worktree
+            .run_ok(
+                "read-tree",
+                os_args(["-m", "-u", from.as_str(), to.as_str()]),
+            )
+            .await?;
+        let reference = format!("refs/heads/{branch}");
+        worktree
+            .run_ok(
+                "update-ref",
+                os_args([&reference, to.as_str(), from.as_str()]),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// [`GitVcs::refuse_unless_clean_on`] a moved worktree, which must also
+    /// be at `base`.
+    async fn refuse_unless_clean_at(
+        &self,
+        branch: &str,
+        base: &CommitId,
+        path: &Path,
+    ) -> Result<(), VcsError> {
+        let head = self.refuse_unless_clean_on(branch, "reset", path).await?;
+        if head.as_ref() != Some(base) {
+            return Err(VcsError::Other(format!(
+                "refusing to reset worktree {}: it is at {}, not at {} after the move",
+                path.display(),
+                head.map_or("no commit".to_owned(), |h| h.short().to_owned()),
+                base.short()
+            )));
         }
-        Ok(Arc::new(worktree))
+        Ok(())
     }
 
     /// Refuses to `verb` (reset, remove) this engine worktree, found at

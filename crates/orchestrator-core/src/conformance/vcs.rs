@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use super::must;
 
 mod series;
-use crate::vcs::{CherryPick, CommitId, Vcs, VcsError};
+use crate::vcs::{Checkpoint, CherryPick, CommitId, Vcs, VcsError};
 pub use series::cherry_pick_series_stops_at_the_first_that_does_not_apply;
 
 /// Builds repositories of the implementation under test.
@@ -444,7 +444,7 @@ pub async fn worktree_move_moves_a_clean_worktree(h: &dyn VcsHarness) {
         "worktree_add",
     );
     write(&wt_path, "b.txt", "from the worktree\n");
-    must(
+    let wt_head = must(
         wt.commit(&["b.txt".to_string()], "wt change").await,
         "commit",
     );
@@ -462,7 +462,35 @@ pub async fn worktree_move_moves_a_clean_worktree(h: &dyn VcsHarness) {
         "conformance: a worktree with a change is not reset"
     );
     assert_eq!(read(&wt_path, "a.txt").as_deref(), Some("half done\n"));
+    assert_eq!(
+        read(&wt_path, "b.txt").as_deref(),
+        Some("from the worktree\n"),
+        "conformance: a refused move leaves the files as they were"
+    );
+    assert!(
+        read(&wt_path, "new.txt").is_none(),
+        "conformance: a refused move brings nothing of the new base"
+    );
+    assert_eq!(
+        must(wt.head().await, "head"),
+        wt_head,
+        "conformance: a refused move leaves the branch where it was"
+    );
     write(&wt_path, "a.txt", &read(root, "a.txt").unwrap_or_default());
+    // An untracked file: refused too, the file kept, the branch unmoved.
+    write(&wt_path, "stray.txt", "left behind\n");
+    assert!(
+        vcs.worktree_move(&wt_path, "orch/slot-0", &tip)
+            .await
+            .is_err(),
+        "conformance: a worktree with an untracked file is not reset"
+    );
+    assert_eq!(
+        read(&wt_path, "stray.txt").as_deref(),
+        Some("left behind\n")
+    );
+    assert_eq!(must(wt.head().await, "head"), wt_head);
+    std::fs::remove_file(wt_path.join("stray.txt")).unwrap_or_default();
     assert!(
         vcs.worktree_move(&wt_path, "orch/other", &tip)
             .await
@@ -488,6 +516,11 @@ pub async fn worktree_move_moves_a_clean_worktree(h: &dyn VcsHarness) {
         Some("landed on main\n")
     );
     assert!(must(moved.status().await, "status").is_clean());
+    assert_eq!(
+        must(moved.checkpoint().await, "checkpoint"),
+        Checkpoint::new(tip.clone(), std::collections::BTreeMap::new()),
+        "conformance: a moved worktree is clean at its base, as its checkpoint says"
+    );
     must(
         vcs.worktree_remove(&wt_path, "orch/slot-0").await,
         "worktree_remove after a reset",

@@ -2,6 +2,7 @@
 //! module).
 
 use super::*;
+use crate::vcs::Checkpoint;
 
 /// Why a worktree could not be had from a [`WorktreePool`].
 #[derive(Debug, Clone, thiserror::Error)]
@@ -48,12 +49,26 @@ pub struct Lease {
     pub env: BTreeMap<String, String>,
     /// Whether this acquire made the worktree (`false`: a slot reused).
     pub fresh: bool,
+    /// The commit the worktree was acquired at.
+    pub base: CommitId,
 }
 
 impl Lease {
     /// The worktree's folder.
     pub fn path(&self) -> &Path {
         &self.record.path
+    }
+
+    /// A checkpoint of the worktree as it was leased. A reused slot is
+    /// clean at its base by the contract of [`Vcs::worktree_move`], which
+    /// checked it, so it costs no read; a new one is read (its
+    /// provisioning may have written files git does not ignore).
+    pub async fn checkpoint(&self) -> Result<Checkpoint, VcsError> {
+        if self.fresh {
+            self.vcs.checkpoint().await
+        } else {
+            Ok(Checkpoint::new(self.base.clone(), BTreeMap::new()))
+        }
     }
 }
 
@@ -211,6 +226,7 @@ impl WorktreePool {
                             vcs,
                             env: idle.env,
                             fresh: false,
+                            base: base.clone(),
                         });
                     }
                     Err(e) => {
@@ -291,6 +307,7 @@ impl WorktreePool {
                     vcs,
                     env,
                     fresh: true,
+                    base: base.clone(),
                 })
             }
             Err(e) => {

@@ -115,7 +115,7 @@ pub(super) async fn verified_start(
         env.pool.release(lease);
         return Err(e);
     }
-    let checkpoint = match lease.vcs.checkpoint().await {
+    let checkpoint = match lease.checkpoint().await {
         Ok(c) => c,
         Err(e) => {
             give_back(env, Some(lease), false).await;
