@@ -353,3 +353,93 @@ async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
     ));
     assert_eq!(git(&dir, &["status", "--porcelain"]), " M mine.txt\n");
 }
+
+/// The real git, logging each command line to `log` first.
+fn logging_git(dir: &Path, log: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let path = dir.join("git-logging");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec {} \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// How many checks for staged work (`git diff --cached`, with no commit
+/// to compare against) the log holds.
+fn staged_checks(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" diff ") && l.trim_end().ends_with("--cached --"))
+        .count()
+}
+
+/// A commit on the engine worktree's branch that writes `path`.
+fn engine_commit(engine: &Path, path: &str, text: &str) -> CommitId {
+    std::fs::write(engine.join(path), text).unwrap();
+    git(engine, &["add", path]);
+    git(engine, &["commit", "-q", "-m", &format!("write {path}")]);
+    CommitId(git(engine, &["rev-parse", "HEAD"]).trim().to_owned())
+}
+
+/// A landing asks git whether anything is staged unless HEAD and the index
+/// are still exactly what the previous landing left; once the user stages
+/// a file, the index differs, git is asked, and the landing is blocked
+/// with nothing changed.
+#[tokio::test]
+async fn staged_work_is_checked_again_once_the_index_is_not_the_one_a_landing_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("git.log");
+    let program = logging_git(tmp.path(), &log);
+    let (dir, vcs, _base, fix) = repo_with_a_fix(tmp.path(), &program).await;
+    let engine = tmp.path().join("engine");
+
+    assert!(matches!(
+        vcs.cherry_pick(&fix).await.unwrap(),
+        CherryPick::Applied { .. }
+    ));
+    assert_eq!(staged_checks(&log), 1, "the first landing asks git");
+
+    let second = engine_commit(&engine, "b.txt", "b\n");
+    let CherryPick::Applied { commit: landed } = vcs.cherry_pick(&second).await.unwrap() else {
+        panic!("the second fix lands");
+    };
+    assert_eq!(
+        staged_checks(&log),
+        1,
+        "the index is the one the first landing left: git is not asked"
+    );
+    assert_eq!(vcs.head().await.unwrap(), landed);
+
+    std::fs::write(dir.join("mine.txt"), "the user's staged line\n").unwrap();
+    git(&dir, &["add", "mine.txt"]);
+    let third = engine_commit(&engine, "c.txt", "c\n");
+    assert_eq!(
+        vcs.cherry_pick(&third).await.unwrap(),
+        CherryPick::Blocked {
+            paths: vec!["mine.txt".to_owned()]
+        }
+    );
+    assert!(staged_checks(&log) >= 2, "a changed index is checked again");
+    assert_eq!(vcs.head().await.unwrap(), landed);
+    assert_eq!(
+        git(&dir, &["diff", "--cached", "--name-only"]),
+        "mine.txt\n"
+    );
+    assert!(!dir.join("c.txt").exists());
+}

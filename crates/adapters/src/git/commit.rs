@@ -325,10 +325,11 @@ impl GitVcs {
     /// before it writes anything, to overwrite a modified file, an
     /// untracked one, or (`--no-overwrite-ignore`) an ignored one where the
     /// range adds a file. Only what git allows and this engine does not is
-    /// checked first: a branch that is not at `onto`, and anything staged.
-    /// A refusal is then explained by [`GitVcs::in_the_way`], which names
-    /// the paths. Two processes where reading the range and the status
-    /// first took four.
+    /// checked first: a branch that is not at `onto`, and anything staged
+    /// (not asked of git while HEAD and the index are what the last landing
+    /// left). A refusal is then explained by [`GitVcs::in_the_way`], which
+    /// names the paths. One or two processes where reading the range and
+    /// the status first took four.
     pub(super) async fn fast_forward_locked(
         &self,
         onto: &CommitId,
@@ -337,7 +338,9 @@ impl GitVcs {
         if self.head().await.ok().as_ref() != Some(onto) {
             return Ok(FastForward::NotPossible);
         }
-        if !self.diff_names(&["--cached"]).await?.is_empty() {
+        if !self.nothing_staged_since_landing(onto)
+            && !self.diff_names(&["--cached"]).await?.is_empty()
+        {
             return self.blocked_or_not_possible(onto, to).await;
         }
         // `--no-autostash`: a `merge.autoStash` setting would stash the
@@ -356,12 +359,46 @@ impl GitVcs {
             )
             .await?;
         if out.status.success() {
+            self.mark_landed(to);
             return Ok(FastForward::Moved);
         }
         // Refused before it began, it changed nothing; failed at the branch
         // update (the user committed meanwhile), it left the files it wrote.
         self.undo_partial_fast_forward(to).await?;
         self.blocked_or_not_possible(onto, to).await
+    }
+
+    /// Whether nothing is staged, known without git: HEAD is still `head`,
+    /// where the last landing moved it, and the index is still the one git
+    /// wrote then (nothing was staged before that landing, and a
+    /// fast-forward stages nothing).
+    fn nothing_staged_since_landing(&self, head: &CommitId) -> bool {
+        let mark = self
+            .landed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        mark.is_some_and(|m| {
+            m.head == *head
+                && super::head_files::index_fingerprint(&self.root).as_ref() == Some(&m.index)
+        })
+    }
+
+    /// Remembers the index a landing to `to` left (see
+    /// [`GitVcs::nothing_staged_since_landing`]). A user who staged a file
+    /// in the instant between the check for staged work and git's
+    /// fast-forward has it kept staged by git, untouched; the next landing
+    /// then goes ahead too, as that one did, until the index changes.
+    fn mark_landed(&self, to: &CommitId) {
+        let mark =
+            super::head_files::index_fingerprint(&self.root).map(|index| super::LandedMark {
+                head: to.clone(),
+                index,
+            });
+        *self
+            .landed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = mark;
     }
 
     /// Why the range from `onto` to `to` does not land: the user's work in

@@ -12,6 +12,11 @@
 //! Anything else — the reftable format, a branch only in `packed-refs`, a
 //! symbolic branch, an unborn branch, unexpected content — gives `None`,
 //! and the caller asks git: this is a shortcut, never a second opinion.
+//!
+//! The index is read the same way for one thing only: whether it is still
+//! the file git wrote at a moment the engine knows about. Git replaces the
+//! index by lock file and rename whenever anything in it changes, and ends
+//! it with a checksum of its content ([`index_fingerprint`]).
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +52,34 @@ pub(super) fn head_and_branch_from_files(root: &Path) -> Option<(CommitId, Optio
     }
     let id = read_trimmed(&common_dir.join(reference))?;
     full_object_id(&id).then(|| (CommitId(id), Some(branch.to_owned())))
+}
+
+/// The index's length and last 32 bytes, which end with git's checksum of
+/// its whole content: two equal fingerprints are the same index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct IndexFingerprint {
+    len: u64,
+    tail: [u8; 32],
+}
+
+/// The fingerprint of the index of the work tree whose top is `root`;
+/// `None` when it cannot be read, or has no checksum (`index.skipHash`).
+pub(super) fn index_fingerprint(root: &Path) -> Option<IndexFingerprint> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let (git_dir, _) = git_dirs(root)?;
+    let mut file = std::fs::File::open(git_dir.join("index")).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len < 32 {
+        return None;
+    }
+    file.seek(SeekFrom::Start(len - 32)).ok()?;
+    let mut tail = [0u8; 32];
+    file.read_exact(&mut tail).ok()?;
+    // SHA-1's 20 bytes are the shortest checksum; all zero: none written.
+    if tail[12..].iter().all(|b| *b == 0) {
+        return None;
+    }
+    Some(IndexFingerprint { len, tail })
 }
 
 /// The work tree's own git folder (its `HEAD`) and the repository's

@@ -91,6 +91,19 @@ pub struct GitVcs {
     /// hint for a commit of an engine worktree, which adds such files
     /// before it commits instead of after a refusal.
     untracked_seen: Arc<std::sync::Mutex<Vec<String>>>,
+    /// What this checkout's last landing by fast-forward left: the commit
+    /// it moved to and a fingerprint of the index git wrote, with nothing
+    /// staged (checked before it). While HEAD and the index are both
+    /// unchanged, nothing is staged still, and the next landing does not
+    /// ask git (`GitVcs::fast_forward_locked`).
+    landed: Arc<std::sync::Mutex<Option<LandedMark>>>,
+}
+
+/// See [`GitVcs`]'s `landed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LandedMark {
+    head: CommitId,
+    index: head_files::IndexFingerprint,
 }
 
 impl GitVcs {
@@ -117,6 +130,7 @@ impl GitVcs {
             engine_tree: false,
             trash: trash::SharedTrash::default(),
             untracked_seen: Arc::default(),
+            landed: Arc::default(),
         };
         let version = vcs
             .run("version", Vec::new(), None)
@@ -169,6 +183,7 @@ impl GitVcs {
             engine_tree: true,
             trash: self.trash.clone(),
             untracked_seen: Arc::default(),
+            landed: Arc::default(),
         }
     }
 }
