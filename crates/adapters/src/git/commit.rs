@@ -249,7 +249,7 @@ impl GitVcs {
     ) -> Result<Vec<CommitId>, VcsError> {
         let at_once = self.engine_tree
             && commits.len() > 1
-            && commits.iter().all(|c| full_object_id(c.as_str()));
+            && commits.iter().all(|c| parse::full_object_id(c.as_str()));
         if at_once && let Some(applied) = self.pick_series_at_once(commits).await? {
             return Ok(applied);
         }
@@ -509,12 +509,6 @@ fn normalize(path: &str) -> String {
         }
     }
     parts.join("/")
-}
-
-/// Whether `text` is a full object id (40 or 64 lowercase hex digits), which
-/// git reads as that object and never as an option or a ref.
-pub(super) fn full_object_id(text: &str) -> bool {
-    matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use orchestrator_core::CommitId;
 
-use super::commit::full_object_id;
+use super::parse::full_object_id;
 
 /// HEAD's commit in the work tree whose top is `root`, from its files;
 /// `None` when they are not the plain case described in the module docs.

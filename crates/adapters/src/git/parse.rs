@@ -273,6 +273,12 @@ pub(crate) fn commit_object(content: &[u8]) -> Result<(String, String), VcsError
     Ok((tree, String::from_utf8_lossy(message).into_owned()))
 }
 
+/// Whether `text` is a full object id (40 or 64 lowercase hex digits), which
+/// git reads as that object and never as an option or a ref.
+pub(super) fn full_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

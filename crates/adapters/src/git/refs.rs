@@ -30,7 +30,7 @@ impl GitVcs {
     /// makes the command that takes it fail before anything changes),
     /// anything else resolved first ([`GitVcs::resolve_commit`]).
     pub(super) async fn commit_arg(&self, commit: &CommitId) -> Result<String, VcsError> {
-        if super::commit::full_object_id(commit.as_str()) {
+        if super::parse::full_object_id(commit.as_str()) {
             Ok(commit.as_str().to_owned())
         } else {
             self.resolve_commit(commit).await
