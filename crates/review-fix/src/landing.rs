@@ -53,7 +53,7 @@ use crate::TreeEnv;
 use crate::exec::{
     FixStart, FlakyFailure, Progress, Shared, Tree, WorktreeRun, blocked_reason, commit_message,
     describe_failure_as, finish_failed, finish_group, first_line, fix_one, landed_commits,
-    record_flaky, release_worktree, run_tests, short_failure,
+    record_flaky, run_tests, short_failure,
 };
 use crate::files::{
     FixResult, KnownFailure, ProgressStatus, ProgressVerification, QueuedFix, VERIFY_STATE_VERSION,
@@ -142,47 +142,41 @@ fn remove_state(shared: &Shared) {
 }
 
 /// Collects the untested fix commits of a stage's worktree runs (in stage
-/// order; each run's commits since its own base), gives the worktrees back
-/// and verifies the commits at landing. (A group whose worktree could not
+/// order; each run's commits since its own base, read when its group
+/// ended and its worktree went back to the pool) and verifies the commits
+/// at landing. (A group whose worktree could not
 /// be made has failed already.) A whole pass verified at once gives every
 /// stage's runs, each stage's on top of the ones before.
 pub(crate) async fn land_batch(
     shared: &Shared,
     stage: u32,
-    mut runs: Vec<WorktreeRun>,
+    runs: Vec<WorktreeRun>,
     progress: &HashMap<String, Progress>,
 ) {
-    let queue = queue_of(shared, &runs, progress).await;
+    let queue = queue_of(shared, &runs, progress);
     let state = new_state(shared, stage, queue);
-    // Written before the worktrees go: the commits stay reachable by id.
     save_state(shared, &state);
-    for run in &mut runs {
-        release_worktree(shared, run);
-    }
     let groups = groups_of(&runs);
     verify_stage(shared, state, progress, &groups).await;
 }
 
 /// The untested fix commits of worktree runs, in run order (each run's
 /// commits since its own base), as verification queue entries.
-pub(crate) async fn queue_of(
+pub(crate) fn queue_of(
     shared: &Shared,
     runs: &[WorktreeRun],
     progress: &HashMap<String, Progress>,
 ) -> Vec<QueuedFix> {
     let mut queue = Vec::new();
     for run in runs {
-        let Some(wt) = run.vcs.clone() else {
+        let Some(made) = &run.made else {
             continue;
         };
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
-        let commits = shared
-            .worktree_commits(&run.group, wt.as_ref(), &run.base)
-            .await;
         let snapshot = p.snapshot();
-        for (c, fid) in commits {
+        for (c, fid) in &made.commits {
             let Some(fid) = fid.as_ref() else {
                 continue;
             };
@@ -208,7 +202,7 @@ pub(crate) async fn queue_of(
 /// The groups of runs that had a worktree (to close after verification).
 pub(crate) fn groups_of(runs: &[WorktreeRun]) -> Vec<String> {
     runs.iter()
-        .filter(|r| r.vcs.is_some())
+        .filter(|r| r.made.is_some())
         .map(|r| r.group.group_id.clone())
         .collect()
 }

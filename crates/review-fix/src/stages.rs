@@ -13,8 +13,8 @@ use orchestrator_core::vcs::CommitId;
 use orchestrator_core::verify::verify_pass_whole;
 
 use crate::exec::{
-    Progress, Shared, WorktreeRun, land_stage, landed_commits, release_worktree, run_group_alone,
-    run_in_worktrees, run_in_worktrees_at,
+    Progress, Shared, WorktreeRun, land_stage, landed_commits, run_group_alone, run_in_worktrees,
+    run_in_worktrees_at,
 };
 use crate::files::{ExecutionMode, PlanGroup, ProgressStatus, QueuedFix, TimelineStage};
 use crate::sync::lock;
@@ -147,17 +147,15 @@ async fn run_pass_whole(shared: &Arc<Shared>, progress: &HashMap<String, Progres
             wave: *stage,
             jobs: groups.iter().map(|g| g.group_id.clone()).collect(),
         });
-        let mut runs = run_in_worktrees_at(shared, groups, progress, &landed, &base).await;
-        let queue = landing::queue_of(shared, &runs, progress).await;
-        let single_tip = single_run_tip(&runs).await;
+        let runs = run_in_worktrees_at(shared, groups, progress, &landed, &base).await;
+        let queue = landing::queue_of(shared, &runs, progress);
+        let single_tip = single_run_tip(&runs);
         state.stage = *stage;
         state.queue.extend(queue.iter().cloned());
-        // Written before the worktrees go: the commits stay reachable by
-        // id, and a resume verifies what the stages so far made.
+        // The worktrees went back to the pool as their groups ended; the
+        // commits stay readable by id, and a resume verifies what the
+        // stages so far made.
         landing::save_state(shared, &state);
-        for run in &mut runs {
-            release_worktree(shared, run);
-        }
         groups_run.extend(landing::groups_of(&runs));
         ran = index + 1;
         if ran == stages.len() || shared.halted().is_some() {
@@ -188,13 +186,13 @@ async fn run_pass_whole(shared: &Arc<Shared>, progress: &HashMap<String, Progres
 
 /// The tip of a stage whose fixes were all made in one worktree: that
 /// worktree's head (`None` when several runs, or none, made commits).
-async fn single_run_tip(runs: &[WorktreeRun]) -> Option<CommitId> {
+fn single_run_tip(runs: &[WorktreeRun]) -> Option<CommitId> {
     let mut tip = None;
     for run in runs {
-        let Some(wt) = &run.vcs else {
+        let Some(made) = &run.made else {
             continue;
         };
-        let head = wt.head().await.ok()?;
+        let head = made.tip.clone()?;
         if head != run.base {
             if tip.is_some() {
                 return None;
@@ -262,23 +260,16 @@ async fn run_parallel_stage(
     progress: &HashMap<String, Progress>,
     landed: &HashMap<String, CommitId>,
 ) {
-    let Some((base, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
+    let Some((_, runs)) = run_in_worktrees(shared, groups, progress, landed).await else {
         return;
     };
-    let mut committing = 0;
-    for run in &runs {
-        if let Some(wt) = &run.vcs
-            && !shared
-                .worktree_commits(&run.group, wt.as_ref(), &base)
-                .await
-                .is_empty()
-        {
-            committing += 1;
-        }
-    }
+    let committing = runs
+        .iter()
+        .filter(|run| run.made.as_ref().is_some_and(|m| !m.commits.is_empty()))
+        .count();
     if committing > 1 {
         landing::land_batch(shared, stage, runs, progress).await;
     } else {
-        land_stage(shared, runs, &base, progress).await;
+        land_stage(shared, runs, progress).await;
     }
 }

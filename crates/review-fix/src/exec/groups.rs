@@ -125,18 +125,27 @@ pub(super) async fn time_out_group(
     });
 }
 
-/// The result of a group run in a worktree, waiting to land.
+/// The result of a group run in a worktree, waiting to land. The
+/// worktree itself went back to the pool when the group ended (its
+/// commits stay readable by id), so a stage of many groups needs no more
+/// worktrees than run at once.
 pub(crate) struct WorktreeRun {
     pub(crate) group: PlanGroup,
-    /// The worktree's version control, `None` when the group could not
-    /// have one.
-    pub(crate) vcs: Option<Arc<dyn Vcs>>,
+    /// What the group made, `None` when it could not have a worktree.
+    pub(crate) made: Option<Made>,
     /// The commit the worktree started at: its commits since are the
     /// group's fixes.
     pub(crate) base: CommitId,
-    /// The pool's worktree, given back once the run's commits are landed
-    /// or queued.
-    lease: Option<Lease>,
+}
+
+/// What a group made in its worktree, read when the group ended.
+pub(crate) struct Made {
+    /// The worktree's HEAD then (the base when it committed nothing;
+    /// `None` when it could not be read).
+    pub(crate) tip: Option<CommitId>,
+    /// Its commits since the base, oldest first, each with the finding its
+    /// message names ([`Shared::worktree_commits`]).
+    pub(crate) commits: Vec<(orchestrator_core::vcs::CommitInfo, Option<String>)>,
 }
 
 /// Runs each group in a worktree of the run's pool from HEAD (at most
@@ -216,9 +225,8 @@ pub(super) async fn run_in_worktree(
 ) -> WorktreeRun {
     let mut out = WorktreeRun {
         group: group.clone(),
-        vcs: None,
+        made: None,
         base: base.clone(),
-        lease: None,
     };
     let lease = match shared.pool.acquire(base).await {
         Ok(lease) => lease,
@@ -233,8 +241,6 @@ pub(super) async fn run_in_worktree(
         defer: shared.batch,
         land_each: false,
     };
-    out.vcs = Some(Arc::clone(&lease.vcs));
-    out.lease = Some(lease);
     let limit = shared.config.group_time_limit;
     if tokio::time::timeout(limit, run_group(shared, group, &tree, progress, landed))
         .await
@@ -242,6 +248,12 @@ pub(super) async fn run_in_worktree(
     {
         time_out_group(shared, group, progress, limit).await;
     }
+    let wt = lease.vcs.as_ref();
+    out.made = Some(Made {
+        tip: wt.head().await.ok(),
+        commits: shared.worktree_commits(group, wt, base).await,
+    });
+    shared.pool.release(lease);
     out
 }
 
@@ -402,21 +414,20 @@ impl PoolJournal for ActiveJournal {
 pub(crate) async fn land_stage(
     shared: &Arc<Shared>,
     runs: Vec<WorktreeRun>,
-    base: &CommitId,
     progress: &HashMap<String, Progress>,
 ) {
-    let rerun = land_runs(shared, runs, base, progress).await;
+    let rerun = land_runs(shared, runs, progress).await;
     for group in rerun {
         if shared.halted().is_some() {
             break;
         }
         let landed = landed_commits(shared).await;
-        let Some((tip, runs)) =
+        let Some((_, runs)) =
             run_in_worktrees(shared, std::slice::from_ref(&group), progress, &landed).await
         else {
             continue;
         };
-        for again in land_runs(shared, runs, &tip, progress).await {
+        for again in land_runs(shared, runs, progress).await {
             if let Some(p) = progress.get(&again.group_id) {
                 fail_open(
                     shared,
@@ -437,7 +448,6 @@ pub(crate) async fn land_stage(
 async fn land_runs(
     shared: &Shared,
     runs: Vec<WorktreeRun>,
-    base: &CommitId,
     progress: &HashMap<String, Progress>,
 ) -> Vec<PlanGroup> {
     let mut rerun: Vec<PlanGroup> = Vec::new();
@@ -445,11 +455,11 @@ async fn land_runs(
         let Some(p) = progress.get(&run.group.group_id) else {
             continue;
         };
-        let Some(wt) = run.vcs.clone() else {
+        let Some(made) = run.made.take() else {
             continue;
         };
         p.update(|p| p.phase = "landing".to_owned());
-        let commits = shared.worktree_commits(&run.group, wt.as_ref(), base).await;
+        let commits = made.commits;
         let mut landed_ids = BTreeSet::new();
         let mut stop = None;
         for (c, fid) in commits {
@@ -501,7 +511,6 @@ async fn land_runs(
                 shared.halt_for_human(reason);
             }
         }
-        release_worktree(shared, &mut run);
     }
     rerun
 }
@@ -553,12 +562,4 @@ pub(super) fn reset_unlanded(p: &Progress, landed: &BTreeSet<String>) {
         }
         p.status = ProgressStatus::Pending;
     });
-}
-
-/// Gives a group's worktree back to the run's pool (its commits are
-/// landed, or queued by id for batch verification).
-pub(crate) fn release_worktree(shared: &Shared, run: &mut WorktreeRun) {
-    if let Some(lease) = run.lease.take() {
-        shared.pool.release(lease);
-    }
 }

@@ -721,3 +721,49 @@ fn redact(summary: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// A stage of more groups than run at once needs no more worktrees than
+/// run at once: each group's worktree goes back to the pool when the
+/// group ends (its commits are read then, and stay readable by id), and
+/// the next group moves it to the stage's base. Four groups, one at a
+/// time: one worktree, made once and reused, where each group used to
+/// keep its own until the stage landed.
+#[tokio::test]
+async fn four_groups_one_at_a_time_make_one_worktree() {
+    let s = Scenario::new(&[(0, false), (1, false), (2, false), (3, false)]);
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    let base = vcs.head().await.unwrap();
+    let review = dir.path().join(".review");
+    std::fs::create_dir_all(&review).unwrap();
+    let input = review.join("fix-export-1.json");
+    std::fs::write(&input, s.findings().to_string()).unwrap();
+    let tests = Arc::new(ScriptedTestRunner::from_fn(failing_when_bad));
+    let cfg = config(input, VerifyMode::Batch).with_max_parallel_groups(1);
+    let report = run(
+        cfg,
+        Services {
+            agent: Arc::new(s.agent()),
+            vcs: vcs.clone(),
+            tests: Arc::new(SharedRunner(tests)),
+            gate: Arc::new(AutoYes),
+            sink: Arc::new(CollectingSink::new()),
+            provisioner: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.count("fixed"), 4, "{:#?}", report.findings);
+    assert_eq!(
+        vcs.log_since(&base).await.unwrap().len(),
+        4,
+        "every fix lands"
+    );
+    let summary = std::fs::read_to_string(report.session_dir.join("fix-summary.md")).unwrap();
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("- Worktrees:"))
+        .unwrap_or_default();
+    assert!(line.starts_with("- Worktrees: 1 made"), "{summary}");
+}
