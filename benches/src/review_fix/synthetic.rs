@@ -24,9 +24,12 @@ use super::{OurRun, Split, commit_all, median, run_ours, sh};
 /// Sizes measured: (findings, files).
 pub const SIZES: [(usize, usize); 2] = [(400, 40), (1600, 80)];
 
-/// Runs per size (a run of 1,600 takes minutes on a loaded 2-core machine;
-/// the ratio to the floor of the same run is what carries across runs).
-pub const REPEATS: usize = 1;
+/// Runs per size, each ours and its floor back to back: the median of
+/// three paired ratios. One run's ratio moved between 1.5× and 2.4× from
+/// run to run on a busy 2-core machine (a burst of load hits one side of
+/// the pair); the median of three keeps one burst out of the figure, for
+/// about three minutes in all.
+pub const REPEATS: usize = 3;
 
 /// The text of file `f` with `per_file` lines.
 pub fn file_text(f: usize, per_file: usize) -> String {
