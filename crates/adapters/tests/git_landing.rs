@@ -235,9 +235,9 @@ async fn repo_with_a_fix(tmp: &Path, program: &Path) -> (PathBuf, GitVcs, Commit
     (dir, vcs, base, fix)
 }
 
-/// A git that answers `merge-tree --merge-base` as git 2.39 does (a usage
-/// error, exit 129) and is the real git otherwise.
-fn git_before_2_40(dir: &Path) -> PathBuf {
+/// A shell script at `dir/name` that runs `before` (a line of `sh`), then
+/// the real git with the same arguments.
+fn git_wrapper(dir: &Path, name: &str, before: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let real = String::from_utf8(
         Command::new("sh")
@@ -247,17 +247,24 @@ fn git_before_2_40(dir: &Path) -> PathBuf {
             .stdout,
     )
     .unwrap();
-    let path = dir.join("git-2.39");
+    let path = dir.join(name);
     std::fs::write(
         &path,
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --merge-base=*) echo \"error: unknown option \\`$a'\" >&2; exit 129;; esac; done\nexec {} \"$@\"\n",
-            real.trim()
-        ),
+        format!("#!/bin/sh\n{before}\nexec {} \"$@\"\n", real.trim()),
     )
     .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
+}
+
+/// A git that answers `merge-tree --merge-base` as git 2.39 does (a usage
+/// error, exit 129) and is the real git otherwise.
+fn git_before_2_40(dir: &Path) -> PathBuf {
+    git_wrapper(
+        dir,
+        "git-2.39",
+        "for a in \"$@\"; do case \"$a\" in --merge-base=*) echo \"error: unknown option \\`$a'\" >&2; exit 129;; esac; done",
+    )
 }
 
 /// What a landing leaves, with today's git and with one older than 2.40:
@@ -356,27 +363,11 @@ async fn a_landing_git_refuses_to_commit_leaves_the_checkout_as_it_was() {
 
 /// The real git, logging each command line to `log` first.
 fn logging_git(dir: &Path, log: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let real = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
+    git_wrapper(
+        dir,
+        "git-logging",
+        &format!("echo \"$*\" >> '{}'", log.display()),
     )
-    .unwrap();
-    let path = dir.join("git-logging");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec {} \"$@\"\n",
-            log.display(),
-            real.trim()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
 }
 
 /// How many checks for staged work (`git diff --cached`, with no commit

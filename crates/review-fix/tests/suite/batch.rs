@@ -146,20 +146,27 @@ fn write_tree(root: &Path) {
     }
 }
 
+/// The four files in a new repository, and the scenario's findings in its
+/// `.review/` folder: the folder, its version control and the findings.
+fn scenario_repo(scenario: &Scenario) -> (tempfile::TempDir, Arc<FakeVcs>, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    let review = dir.path().join(".review");
+    std::fs::create_dir_all(&review).unwrap();
+    let input = review.join("fix-export-1.json");
+    std::fs::write(&input, scenario.findings().to_string()).unwrap();
+    (dir, vcs, input)
+}
+
 async fn run_scenario(
     scenario: &Scenario,
     mode: VerifyMode,
     tests: Arc<dyn TestRunner>,
     counter: impl Fn() -> usize,
 ) -> Ran {
-    let dir = tempfile::tempdir().unwrap();
-    write_tree(dir.path());
-    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    let (dir, vcs, input) = scenario_repo(scenario);
     let base = vcs.head().await.unwrap();
-    let review = dir.path().join(".review");
-    std::fs::create_dir_all(&review).unwrap();
-    let input = review.join("fix-export-1.json");
-    std::fs::write(&input, scenario.findings().to_string()).unwrap();
     let sink = Arc::new(CollectingSink::new());
     let services = Services {
         agent: Arc::new(scenario.agent()),
@@ -657,13 +664,7 @@ proptest! {
 #[tokio::test]
 async fn serial_isolation_verifies_each_fix_on_its_own() {
     let s = Scenario::new(&[(0, false), (1, true)]);
-    let dir = tempfile::tempdir().unwrap();
-    write_tree(dir.path());
-    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
-    let review = dir.path().join(".review");
-    std::fs::create_dir_all(&review).unwrap();
-    let input = review.join("fix-export-1.json");
-    std::fs::write(&input, s.findings().to_string()).unwrap();
+    let (dir, vcs, input) = scenario_repo(&s);
     let tests = Arc::new(ScriptedTestRunner::from_fn(failing_when_bad));
     let mut cfg = config(input, VerifyMode::Batch);
     cfg.isolation = orchestrator_review_fix::Isolation::Serial;
@@ -731,14 +732,8 @@ fn redact(summary: &str) -> String {
 #[tokio::test]
 async fn four_groups_one_at_a_time_make_one_worktree() {
     let s = Scenario::new(&[(0, false), (1, false), (2, false), (3, false)]);
-    let dir = tempfile::tempdir().unwrap();
-    write_tree(dir.path());
-    let vcs = Arc::new(FakeVcs::init(dir.path()).unwrap());
+    let (_dir, vcs, input) = scenario_repo(&s);
     let base = vcs.head().await.unwrap();
-    let review = dir.path().join(".review");
-    std::fs::create_dir_all(&review).unwrap();
-    let input = review.join("fix-export-1.json");
-    std::fs::write(&input, s.findings().to_string()).unwrap();
     let tests = Arc::new(ScriptedTestRunner::from_fn(failing_when_bad));
     let cfg = config(input, VerifyMode::Batch).with_max_parallel_groups(1);
     let report = run(
